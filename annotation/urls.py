@@ -1,0 +1,5 @@
+from django.urls import path
+
+app_name = "annotation"
+
+urlpatterns: list = []

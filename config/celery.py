@@ -1,0 +1,15 @@
+"""The Celery application shared by the web process, the workers and beat.
+
+Broker: ``CELERY_BROKER_URL`` (Redis or RabbitMQ in production; kombu's ``filesystem://`` transport under
+``var/broker`` in the embedded default, so nothing else has to run). Task rows (``annotation.Job``) carry the
+state users see, so no result backend is configured.
+"""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+
+app = Celery("orca_platform")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,13 @@
+"""Test settings: fast password hashing; PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set."""
+from .base import *  # noqa: F403
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Tasks run in the test process unless a test starts a real worker (tests/conftest.py: celery_worker_process).
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+MEDIA_ROOT = VAR_DIR / "test-media"  # noqa: F405
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

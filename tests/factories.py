@@ -1,0 +1,96 @@
+"""factory_boy factories for the core rows (real database rows, never mocks)."""
+import factory
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from annotation.models import LALM, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.PostGenerationMethodCall("set_password", "pw")
+
+    @factory.post_generation
+    def roles(self, create, extracted, **kwargs):
+        for name in extracted or ():
+            self.groups.add(Group.objects.get(name=name))
+
+
+class AnnotatorFactory(UserFactory):
+    """A user in the annotator group (pass ``roles=[...]`` for more groups)."""
+
+    @factory.post_generation
+    def roles(self, create, extracted, **kwargs):
+        for name in ("annotator", *(extracted or ())):
+            self.groups.add(Group.objects.get(name=name))
+
+
+class BenchmarkFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Benchmark
+
+    name = factory.Sequence(lambda n: f"bench{n}")
+
+
+class QuestionFactory(factory.django.DjangoModelFactory):
+    """A question with its first version set as current."""
+
+    class Meta:
+        model = Question
+        skip_postgeneration_save = True
+
+    benchmark = factory.SubFactory(BenchmarkFactory)
+    external_id = factory.Sequence(lambda n: f"q{n}")
+    modality = Modality.SOUND
+    category = "Reasoning"
+
+    @factory.post_generation
+    def version(self, create, extracted, **kwargs):
+        if not create:
+            return
+        v = QuestionVersion.objects.create(
+            question=self,
+            number=1,
+            question_text=kwargs.get("question_text", f"What is heard in {self.external_id}?"),
+            reference_answer=kwargs.get("reference_answer", "A dog barking"),
+            rationale=kwargs.get("rationale", "The clip has three short barks."),
+            transcript=kwargs.get("transcript", ""),
+            source=QuestionVersion.Source.IMPORT,
+        )
+        self.current_version = v
+        self.save(update_fields=["current_version"])
+
+
+class LALMFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = LALM
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"lalm{n}")
+
+
+class CandidateAnswerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CandidateAnswer
+
+    question_version = factory.LazyAttribute(lambda o: QuestionFactory().current_version)
+    lalm = factory.SubFactory(LALMFactory)
+    text = factory.Sequence(lambda n: f"Candidate answer {n}")
+
+
+class RatingFactory(factory.django.DjangoModelFactory):
+    """A rating; note it does not update ``CandidateAnswer.valid_rating_count`` (use the services for that)."""
+
+    class Meta:
+        model = Rating
+
+    candidate = factory.SubFactory(CandidateAnswerFactory)
+    question_version = factory.LazyAttribute(lambda o: o.candidate.question_version)
+    annotator = factory.SubFactory(AnnotatorFactory)
+    score = 3
+    codes = ""
