@@ -1,0 +1,38 @@
+# Two commands: `make run` starts the platform, `make test` runs the whole test suite.
+# Both create .venv and install requirements.txt first (only again when requirements.txt changes).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+DATA ?=
+ADDR ?= 127.0.0.1:8000
+PYTEST_ARGS ?=
+
+.PHONY: run test setup migrate demo lint clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+	mkdir -p var
+
+migrate: setup
+	$(PY) manage.py migrate --noinput
+
+demo: migrate
+	$(PY) manage.py setup_demo $(if $(DATA),--data $(DATA))
+
+## make run [DATA=../shared/data]: migrate, demo accounts, import demo (or real) data, serve web + worker + beat.
+run: demo
+	$(PY) manage.py runplatform $(ADDR)
+
+## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set).
+test: setup
+	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf var/broker var/celerybeat-schedule* var/test-media
