@@ -1,0 +1,96 @@
+"""Question versions: every change to a question's texts is a new immutable ``QuestionVersion``.
+
+Used by Stage 1 jobs (transcript, rationale), imports and Stage 3 corrections (ORCA paper, section 3.3).
+"""
+from django.db import transaction
+from django.db.models import Count, Max, Q
+
+from annotation.models import CandidateAnswer, Question, QuestionVersion, Rating
+
+#: Text fields a new version may change; the others are copied from the current version.
+VERSIONED_FIELDS = (
+    "question_text",
+    "reference_answer",
+    "rationale",
+    "transcript",
+    "transcript_language",
+    "transcript_segments",
+)
+
+
+def question_version_create(
+    *,
+    question: Question,
+    source: str,
+    reason: str = "",
+    created_by=None,
+    job=None,
+    **changes,
+) -> QuestionVersion:
+    """Create the next version of ``question`` with ``changes`` applied and make it current.
+
+    Fields not in ``changes`` are copied from the current version (empty for the first version). Ratings and
+    candidate answers are not touched: what happens to them is the caller's decision (see
+    :func:`ratings_invalidate_for_version`).
+
+    Args:
+        question: the question; its row is locked for the duration (call inside or outside a transaction).
+        source: a ``QuestionVersion.Source`` value.
+        changes: new values for fields of :data:`VERSIONED_FIELDS`.
+
+    Returns:
+        The new version (number = previous highest + 1).
+
+    Raises:
+        ValueError: a key of ``changes`` is not a versioned field.
+    """
+    unknown = set(changes) - set(VERSIONED_FIELDS)
+    if unknown:
+        raise ValueError(f"not versioned fields: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        locked = Question.objects.select_for_update().get(pk=question.pk)
+        current = locked.current_version
+        values = {name: getattr(current, name) for name in VERSIONED_FIELDS} if current else {}
+        values.update(changes)
+        last = locked.versions.aggregate(n=Max("number"))["n"] or 0
+        version = QuestionVersion.objects.create(
+            question=locked,
+            number=last + 1,
+            source=source,
+            reason=reason,
+            created_by=created_by,
+            job=job,
+            **values,
+        )
+        locked.current_version = version
+        locked.save(update_fields=["current_version"])
+    question.current_version = version
+    return version
+
+
+def ratings_invalidate_for_version(*, version: QuestionVersion, reason: str) -> int:
+    """Mark every valid rating made on ``version`` invalid (kept, never deleted) and refresh candidate counts.
+
+    Returns:
+        The number of ratings invalidated.
+    """
+    with transaction.atomic():
+        changed = Rating.objects.filter(question_version=version, is_valid=True).update(
+            is_valid=False, invalid_reason=reason
+        )
+        candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(question_version=version))
+    return changed
+
+
+def candidate_counts_refresh(*, candidates) -> int:
+    """Recompute ``valid_rating_count`` for ``candidates`` (a queryset) from the ratings; returns rows updated."""
+    updated = 0
+    with transaction.atomic():
+        rows = candidates.select_for_update().annotate(
+            n_valid=Count("ratings", filter=Q(ratings__is_valid=True))
+        )
+        for candidate in rows:
+            if candidate.valid_rating_count != candidate.n_valid:
+                CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=candidate.n_valid)
+                updated += 1
+    return updated
