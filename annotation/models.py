@@ -342,3 +342,53 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk} ({self.status})"
+
+
+class JobItem(models.Model):
+    """One unit of work of a Stage 1 job: one question (for the job's LALM when it makes candidate answers).
+
+    The row is what makes jobs re-runnable (ARCHITECTURE.md, jobs): a worker claims it with a conditional update,
+    and the result (a new ``QuestionVersion`` or a ``CandidateAnswer``) is written in the same transaction that
+    moves it from ``running`` to ``done``, so a killed or duplicated task never writes a result twice.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped (already done for the current version)"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="items")
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="job_items")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the message for this item.")
+    claim_token = models.CharField(
+        max_length=64, blank=True, help_text="Token of the execution that holds the item while it is running."
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed the item.")
+    error = models.TextField(blank=True, help_text="Why the item failed (provider message).")
+    usage = models.JSONField(
+        default=dict, blank=True, help_text="Provider usage for the result, e.g. token counts or audio seconds."
+    )
+    result_version = models.ForeignKey(
+        QuestionVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The question version this item created (transcript, rationale).",
+    )
+    result_candidate = models.ForeignKey(
+        CandidateAnswer, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The candidate answer this item created.",
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "question"], name="job_item_unique_per_job_question"),
+        ]
+        indexes = [models.Index(fields=["job", "status"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} / {self.question_id} ({self.status})"
