@@ -13,3 +13,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("orca_platform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from config.observability import connect_celery_signals  # noqa: E402
+
+connect_celery_signals()

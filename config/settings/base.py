@@ -7,6 +7,9 @@ kombu's ``filesystem://`` broker under ``var/broker``.
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
+
+from config.observability import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -33,10 +36,12 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "annotation",
+    "modelling",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.observability.RequestIdMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -124,6 +129,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.assignment_expire_task",
         "schedule": 60.0,
     },
+    # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
+    "agreement-snapshot-when-due": {
+        "task": "modelling.tasks.agreement_snapshot_task",
+        "schedule": 300.0,
+    },
+    "agreement-snapshot-nightly": {
+        "task": "modelling.tasks.agreement_snapshot_task",
+        "schedule": crontab(hour=3, minute=15),
+        "kwargs": {"force": True},
+    },
 }
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
@@ -146,10 +161,12 @@ ANNOTATION_TARGET_RATINGS = env.int("ANNOTATION_TARGET_RATINGS", default=3)
 # Minutes an annotator holds an item before it is released to others.
 ANNOTATION_ASSIGNMENT_MINUTES = env.int("ANNOTATION_ASSIGNMENT_MINUTES", default=15)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-}
+# --- Modelling ----------------------------------------------------------------------------------------------
+# An agreement snapshot (Krippendorff's alpha) is written once this many new valid ratings have arrived.
+MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
+# Bootstrap replicates for the 95 % CI of alpha (page, command and snapshots).
+MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
+
+# "json" writes one JSON object per line with request_id/job_id/task_id (config/observability.py).
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
+LOGGING = logging_config(fmt=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))

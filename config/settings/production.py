@@ -1,6 +1,6 @@
 """Production: secrets and hosts come from the environment, with no defaults."""
 from .base import *  # noqa: F403
-from .base import env
+from .base import env, logging_config
 
 DEBUG = False
 SECRET_KEY = env("DJANGO_SECRET_KEY")
@@ -18,3 +18,6 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+LOG_FORMAT = env("LOG_FORMAT", default="json")
+LOGGING = logging_config(fmt=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))

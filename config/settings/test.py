@@ -11,3 +11,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Static files come from the finders (no collectstatic in tests).
+STATIC_ROOT = None
+WHITENOISE_USE_FINDERS = True

@@ -1,0 +1,52 @@
+"""Liveness/readiness probes and request ids."""
+import json
+import logging
+
+import pytest
+from pythonjsonlogger.json import JsonFormatter
+
+from config.celery import app as celery_app
+from config.observability import ContextFilter, job_log_context, logging_config
+
+
+def test_healthz_answers_without_touching_the_database(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_is_ok_when_database_and_broker_answer(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_is_503_naming_the_broker_when_it_is_unreachable(client, monkeypatch):
+    # Port 1 on loopback refuses connections: a broker that is down.
+    monkeypatch.setattr(celery_app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"] != "ok"
+
+
+def test_every_response_carries_a_request_id_and_keeps_a_given_one(client):
+    assert len(client.get("/healthz")["X-Request-ID"]) == 32
+    assert client.get("/healthz", headers={"X-Request-ID": "abc-123"})["X-Request-ID"] == "abc-123"
+
+
+def test_json_logs_carry_the_job_id():
+    config = logging_config(fmt="json", level="INFO")
+    options = {key: value for key, value in config["formatters"]["json"].items() if key != "()"}
+    formatter = JsonFormatter(**options)
+    record = logging.LogRecord("orca", logging.INFO, __file__, 1, "item %s done", ("q1",), None)
+    with job_log_context(42):
+        ContextFilter().filter(record)
+    line = json.loads(formatter.format(record))
+    assert line["message"] == "item q1 done"
+    assert line["job_id"] == "42"
+    assert line["level"] == "INFO"
