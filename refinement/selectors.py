@@ -1,0 +1,317 @@
+"""Reads for the refinement pages and command; every user-facing selector checks that the user is an expert.
+
+Experts are users in the ``expert`` or ``admin`` group, staff or superusers; annotators get ``PermissionDenied``.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q, QuerySet
+
+from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
+from annotation.services.accounts import user_roles
+from refinement.diffs import DiffPart, word_diff
+from refinement.models import Correction, CorrectionItem, Field, Queue, ReviewClaim, Suggestion
+
+#: Version fields shown in the history, in this order.
+HISTORY_FIELDS = (Field.QUESTION_TEXT, Field.REFERENCE_ANSWER, Field.RATIONALE, Field.TRANSCRIPT)
+
+
+def user_is_expert(user) -> bool:
+    """True for experts, admins and staff (who may review and correct items)."""
+    if not user.is_authenticated:
+        return False
+    return user.is_staff or bool(user_roles(user) & {"expert", "admin"})
+
+
+def expert_check(*, user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is an expert (see :func:`user_is_expert`)."""
+    if not user_is_expert(user):
+        raise PermissionDenied("Only experts and admins can review flagged items.")
+
+
+def queue_counts() -> dict[str, int]:
+    """Open correction items per queue: every key of :class:`~refinement.models.Queue`, 0 when empty."""
+    counts = dict.fromkeys(Queue.values, 0)
+    rows = CorrectionItem.objects.filter(status=CorrectionItem.Status.OPEN).values("queue").annotate(n=Count("id"))
+    counts.update({row["queue"]: row["n"] for row in rows})
+    return counts
+
+
+def queue_counts_for_user(*, user) -> dict[str, int]:
+    """:func:`queue_counts` for an expert."""
+    expert_check(user=user)
+    return queue_counts()
+
+
+def queue_items_for_user(
+    *, user, queue: str, benchmark_id: int | None = None, modality: str = "", category: str = ""
+) -> QuerySet[CorrectionItem]:
+    """Open items of ``queue``, most flags first, filtered by benchmark / modality / category (empty: all).
+
+    Each item has ``question`` (with ``benchmark``, ``current_version``) and ``question.review_claim`` loaded and
+    ``open_flags`` annotated (open items of the question across all queues).
+
+    Raises:
+        PermissionDenied: not an expert. ValueError: unknown queue.
+    """
+    expert_check(user=user)
+    if queue not in Queue.values:
+        raise ValueError(f"unknown queue {queue!r}")
+    items = CorrectionItem.objects.filter(queue=queue, status=CorrectionItem.Status.OPEN)
+    if benchmark_id:
+        items = items.filter(question__benchmark_id=benchmark_id)
+    if modality:
+        items = items.filter(question__modality=modality)
+    if category:
+        items = items.filter(question__category=category)
+    return (
+        items.select_related("question__benchmark", "question__current_version", "question__review_claim__expert")
+        .annotate(
+            open_flags=Count(
+                "question__correction_items",
+                filter=Q(question__correction_items__status=CorrectionItem.Status.OPEN),
+            )
+        )
+        .order_by("-flag_count", "-open_flags", "opened_at", "pk")
+    )
+
+
+def queue_filter_choices() -> dict:
+    """Choices of the queue filters: benchmarks, modalities, categories of questions with open items."""
+    open_questions = Question.objects.filter(correction_items__status=CorrectionItem.Status.OPEN)
+    return {
+        "benchmarks": list(Benchmark.objects.filter(questions__in=open_questions).distinct().values_list("pk", "name")),
+        "modalities": Modality.choices,
+        "categories": sorted(
+            c for c in open_questions.values_list("category", flat=True).distinct() if c
+        ),
+    }
+
+
+def question_for_expert(*, user, question_id: int) -> Question:
+    """The question with benchmark, audio and current version, for an expert.
+
+    Raises:
+        PermissionDenied: not an expert. Question.DoesNotExist: no such question.
+    """
+    expert_check(user=user)
+    return Question.objects.select_related("benchmark", "audio", "current_version").get(pk=question_id)
+
+
+def item_for_expert(*, user, item_id: int) -> CorrectionItem:
+    """A correction item with its question, for an expert (raises like :func:`question_for_expert`)."""
+    expert_check(user=user)
+    return CorrectionItem.objects.select_related("question__benchmark").get(pk=item_id)
+
+
+def suggestion_for_expert(*, user, suggestion_id: int) -> Suggestion:
+    """An AI suggestion, for an expert (raises like :func:`question_for_expert`)."""
+    expert_check(user=user)
+    return Suggestion.objects.select_related("question", "base_version").get(pk=suggestion_id)
+
+
+@dataclass
+class CandidateReview:
+    """One candidate answer with every rating (valid or not), the histogram of valid scores and listening time.
+
+    ``histogram`` maps score 1..5 -> number of valid ratings; ``unable`` counts valid ratings without a score
+    (codes U/E). ``audio_seconds`` is the total seconds of audio its raters played (None if never measured).
+    """
+
+    candidate: CandidateAnswer
+    ratings: list[Rating]
+    histogram: dict[int, int]
+    unable: int
+    audio_seconds: float | None
+    max_count: int = 1
+
+
+@dataclass
+class QuestionReview:
+    """Everything annotators said about a question, for the expert's item page.
+
+    ``code_counts``: code -> valid ratings carrying it; ``comments``: (rating, comment) of every rating;
+    ``candidates``: :class:`CandidateReview` for every candidate of every version, newest version first.
+    """
+
+    question: Question
+    claim: ReviewClaim | None
+    open_items: list[CorrectionItem]
+    closed_items: list[CorrectionItem]
+    code_counts: dict[str, int]
+    candidates: list[CandidateReview] = field(default_factory=list)
+    comments: list[Rating] = field(default_factory=list)
+
+
+def question_review_for_user(*, user, question: Question) -> QuestionReview:
+    """Build the :class:`QuestionReview` of ``question`` (raises ``PermissionDenied`` for non-experts)."""
+    expert_check(user=user)
+    ratings = list(
+        Rating.objects.filter(question_version__question=question)
+        .select_related("annotator", "question_version")
+        .order_by("id")
+    )
+    by_candidate: dict[int, list[Rating]] = defaultdict(list)
+    for rating in ratings:
+        by_candidate[rating.candidate_id].append(rating)
+    candidates = (
+        CandidateAnswer.objects.filter(question_version__question=question)
+        .select_related("lalm", "question_version")
+        .order_by("-question_version__number", "lalm__name")
+    )
+    reviews = []
+    for candidate in candidates:
+        rows = by_candidate.get(candidate.pk, [])
+        valid = [r for r in rows if r.is_valid]
+        histogram = {score: sum(r.score == score for r in valid) for score in range(1, 6)}
+        played = [r.audio_seconds_played for r in rows if r.audio_seconds_played is not None]
+        reviews.append(
+            CandidateReview(
+                candidate=candidate,
+                ratings=rows,
+                histogram=histogram,
+                unable=sum(r.score is None for r in valid),
+                audio_seconds=sum(played) if played else None,
+                max_count=max([1, *histogram.values()]),
+            )
+        )
+    items = list(
+        CorrectionItem.objects.filter(question=question).select_related("opened_by", "closed_by").order_by("-opened_at")
+    )
+    return QuestionReview(
+        question=question,
+        claim=ReviewClaim.objects.select_related("expert").filter(question=question).first(),
+        open_items=[i for i in items if i.status == CorrectionItem.Status.OPEN],
+        closed_items=[i for i in items if i.status != CorrectionItem.Status.OPEN],
+        code_counts=dict(Counter(code for r in ratings if r.is_valid for code in r.codes)),
+        candidates=reviews,
+        comments=[r for r in ratings if r.comment.strip()],
+    )
+
+
+@dataclass
+class VersionEntry:
+    """One version with the word diffs of every field that changed from the previous version."""
+
+    version: QuestionVersion
+    diffs: list[tuple[str, list[DiffPart]]]
+    corrections: list[Correction]
+
+
+def version_history_for_user(*, user, question: Question) -> list[VersionEntry]:
+    """Every version of ``question``, newest first, with word-level diffs against its predecessor."""
+    expert_check(user=user)
+    versions = list(QuestionVersion.objects.filter(question=question).select_related("created_by", "job").order_by("number"))
+    corrections = defaultdict(list)
+    for correction in Correction.objects.filter(question=question).select_related("expert", "suggestion"):
+        corrections[correction.to_version_id].append(correction)
+    entries, previous = [], None
+    for version in versions:
+        diffs = []
+        for name in HISTORY_FIELDS:
+            old = getattr(previous, name) if previous else ""
+            new = getattr(version, name)
+            if previous is None or old != new:
+                diffs.append((Field(name).label, word_diff(old, new)))
+        entries.append(VersionEntry(version=version, diffs=diffs, corrections=corrections[version.pk]))
+        previous = version
+    return list(reversed(entries))
+
+
+# --- reporting ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlphaRow:
+    """Krippendorff's alpha (ordinal) of one set of ratings; ``alpha`` None when undefined (too few ratings)."""
+
+    label: str
+    alpha: float | None
+    n_ratings: int
+    n_candidates: int
+    n_questions: int
+
+
+@dataclass
+class RefinementReport:
+    """The refinement page: corrections per field per benchmark (ORCA paper, Table 1 shape), flags per queue
+    (open, corrected, dismissed), and alpha of all vs valid vs invalidated ratings (the paper's 0.76/0.82/0.59)."""
+
+    benchmarks: list[str]
+    corrections: list[tuple[str, list[int], int]]
+    correction_totals: list[int]
+    flags: list[tuple[str, str, int, int, int]]
+    alphas: list[AlphaRow]
+
+
+def _alpha_row(label: str, rows: list[tuple[int, int, int]]) -> AlphaRow:
+    from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
+
+    scored = [(cid, score, qid) for cid, score, qid in rows if score is not None]
+    if scored:
+        ids = np.asarray([r[0] for r in scored])
+        scores = np.asarray([r[1] for r in scored])
+        alpha = krippendorff_alpha(value_counts=value_counts_matrix(candidate_ids=ids, scores=scores), level="ordinal")
+    else:
+        alpha = None
+    return AlphaRow(
+        label=label,
+        alpha=alpha,
+        n_ratings=len(scored),
+        n_candidates=len({r[0] for r in scored}),
+        n_questions=len({r[2] for r in scored}),
+    )
+
+
+def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
+    """Compute the :class:`RefinementReport` over every benchmark, or one.
+
+    Corrections count distinct questions corrected per field (as the paper's Table 1: a question whose reference
+    answer was corrected twice counts once). Alpha uses only scored ratings (U/E without a score are left out),
+    units = candidate answers, ordinal level, via ``modelling.services.agreement`` (the ``krippendorff`` package).
+    """
+    corrections = Correction.objects.all()
+    ratings = Rating.objects.all()
+    items = CorrectionItem.objects.all()
+    if benchmark_id:
+        corrections = corrections.filter(question__benchmark_id=benchmark_id)
+        ratings = ratings.filter(question_version__question__benchmark_id=benchmark_id)
+        items = items.filter(question__benchmark_id=benchmark_id)
+    table = defaultdict(set)
+    for field_name, bench, qid in corrections.values_list("field", "question__benchmark__name", "question_id"):
+        table[(field_name, bench)].add(qid)
+    benchmarks = sorted({bench for _, bench in table})
+    rows = []
+    for name, label in Field.choices:
+        counts = [len(table[(name, bench)]) for bench in benchmarks]
+        rows.append((label, counts, sum(counts)))
+    totals = [sum(r[1][i] for r in rows) for i in range(len(benchmarks))]
+    totals.append(sum(totals))
+
+    flag_counts = defaultdict(Counter)
+    for row in items.values("queue", "status").annotate(n=Count("id")):
+        flag_counts[row["queue"]][row["status"]] = row["n"]
+    flags = [
+        (key, label, flag_counts[key]["open"], flag_counts[key]["corrected"], flag_counts[key]["dismissed"])
+        for key, label in Queue.choices
+    ]
+
+    all_rows = list(ratings.values_list("candidate_id", "score", "question_version__question_id", "is_valid"))
+    alphas = [
+        _alpha_row("All ratings", [r[:3] for r in all_rows]),
+        _alpha_row("Valid ratings", [r[:3] for r in all_rows if r[3]]),
+        _alpha_row("Invalidated ratings", [r[:3] for r in all_rows if not r[3]]),
+    ]
+    return RefinementReport(
+        benchmarks=benchmarks, corrections=rows, correction_totals=totals, flags=flags, alphas=alphas
+    )
+
+
+def refinement_report_for_user(*, user, benchmark_id: int | None = None) -> RefinementReport:
+    """:func:`refinement_report` for an expert."""
+    expert_check(user=user)
+    return refinement_report(benchmark_id=benchmark_id)

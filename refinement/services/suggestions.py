@@ -1,0 +1,270 @@
+"""AI suggestions for corrections: a text model proposes a field, the expert accepts, edits or rejects it.
+
+ORCA paper, section 3.3: "AI tools assist in generating improved content, but human experts validate all changes".
+A :class:`~refinement.models.Suggestion` row is created queued; a Celery task (``suggestion_generate_task``) calls
+the configured model with the field, the question context and the annotators' feedback (and, for rationales, the
+audio when the question has an audio file) and stores the proposal. Nothing reaches a ``QuestionVersion`` unless the
+expert saves it through :func:`refinement.services.corrections.correction_save`.
+
+Providers (``REFINEMENT_SUGGESTION_PROVIDER``): ``gemini`` (google-genai, ``GEMINI_API_KEY``, ``GEMINI_BASE_URL``)
+or ``openai`` (an OpenAI-compatible server, ``OPENAI_COMPAT_BASE_URL``). The model is
+``REFINEMENT_SUGGESTION_MODEL``, or ``GEMINI_MODEL`` / ``OPENAI_COMPAT_MODEL`` when empty. Client construction,
+error mapping and retries are the Stage 1 providers' (``annotation.providers``).
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
+from annotation.models import Question, Rating
+from annotation.providers.base import (
+    Availability,
+    Generation,
+    PermanentProviderError,
+    ProviderError,
+    RateLimiter,
+    RetryPolicy,
+    call_with_retry,
+)
+from refinement.models import Field, Suggestion
+
+logger = logging.getLogger(__name__)
+
+GEMINI = "gemini"
+OPENAI = "openai"
+
+SUGGESTION_SYSTEM_PROMPT = (
+    "You are a domain expert correcting items of an audio question-answering benchmark. Annotators who rated "
+    "candidate answers to this item reported problems. Rewrite only the requested field so that it is correct, "
+    "complete and concise. Reply with the corrected text only, without quotes, labels or explanations."
+)
+
+FIELD_GUIDANCE = {
+    Field.QUESTION_TEXT: "the question asked about the audio (make it unambiguous; include the answer options "
+    "if the question refers to them)",
+    Field.REFERENCE_ANSWER: "the reference (ground-truth) answer (short and precise)",
+    Field.RATIONALE: "the rationale: a few sentences grounding the reference answer in the audio",
+    Field.TRANSCRIPT: "the transcript of the speech in the audio",
+}
+
+
+def suggestion_model() -> tuple[str, str]:
+    """(provider, model name) the suggestions use, from the settings."""
+    provider = settings.REFINEMENT_SUGGESTION_PROVIDER
+    default = settings.GEMINI_MODEL if provider == GEMINI else settings.OPENAI_COMPAT_MODEL
+    return provider, settings.REFINEMENT_SUGGESTION_MODEL or default
+
+
+def suggestion_availability() -> Availability:
+    """Whether AI suggestions can be made here, and why not (shown on the correction page)."""
+    provider, model = suggestion_model()
+    if provider == GEMINI:
+        if not settings.GEMINI_API_KEY:
+            return Availability(f"Gemini ({model})", False, "GEMINI_API_KEY is not set")
+        return Availability(f"Gemini ({model})", True)
+    if provider == OPENAI:
+        name = f"OpenAI-compatible ({model or 'no model'})"
+        if not settings.OPENAI_COMPAT_BASE_URL:
+            return Availability(name, False, "OPENAI_COMPAT_BASE_URL is not set")
+        if not model:
+            return Availability(name, False, "set REFINEMENT_SUGGESTION_MODEL or OPENAI_COMPAT_MODEL")
+        return Availability(name, True)
+    return Availability(provider, False, f"unknown REFINEMENT_SUGGESTION_PROVIDER {provider!r}; use gemini or openai")
+
+
+def feedback_summary(*, question: Question) -> str:
+    """The annotators' feedback on the question's current version as prompt text: code counts and comments."""
+    ratings = Rating.objects.filter(question_version=question.current_version).order_by("id")
+    counts = Counter(code for r in ratings for code in r.codes)
+    lines = [
+        f"- {code} ({CODE_DEFINITIONS[code][0]}): {counts[code]} annotator(s)" for code in CODE_ORDER if counts[code]
+    ]
+    lines += [f'- comment: "{r.comment}"' for r in ratings if r.comment.strip()]
+    return "\n".join(lines) or "- (no feedback recorded)"
+
+
+def suggestion_prompt(*, question: Question, field: str, instructions: str = "") -> str:
+    """The user prompt: the field to rewrite, every text of the current version and the annotators' feedback."""
+    version = question.current_version
+    parts = [
+        f"Field to rewrite: {FIELD_GUIDANCE[Field(field)]}.",
+        f"Question: {version.question_text}",
+        f"Reference answer: {version.reference_answer}",
+        f"Rationale: {version.rationale or '(none)'}",
+    ]
+    if version.transcript or field == Field.TRANSCRIPT:
+        parts.append(f"Transcript: {version.transcript or '(none)'}")
+    if question.choices:
+        parts.append("Answer options: " + "; ".join(str(c) for c in question.choices))
+    parts.append(f"Annotators' feedback:\n{feedback_summary(question=question)}")
+    if instructions.strip():
+        parts.append(f"Expert's instructions: {instructions.strip()}")
+    parts.append(f"Current {Field(field).label.lower()}: {getattr(version, field)}")
+    parts.append(f"Write the corrected {Field(field).label.lower()}.")
+    return "\n\n".join(parts)
+
+
+def suggestion_request(*, question: Question, field: str, requested_by, instructions: str = "") -> Suggestion:
+    """Queue an AI suggestion for ``field`` of the question's current version; the task runs after commit.
+
+    Raises:
+        ValidationError: unknown field, no current version, or the provider is not configured (reason given).
+    """
+    if field not in Field.values:
+        raise ValidationError({"field": f"unknown field {field!r} (expected one of {', '.join(Field.values)})"})
+    if question.current_version_id is None:
+        raise ValidationError({"question": f"{question} has no version yet."})
+    availability = suggestion_availability()
+    if not availability.ok:
+        raise ValidationError(f"AI suggestions are unavailable: {availability.reason}.")
+    provider, model = suggestion_model()
+    from refinement.tasks import suggestion_generate_task  # noqa: PLC0415 - tasks import services, not the reverse
+
+    with transaction.atomic():
+        suggestion = Suggestion.objects.create(
+            question=question,
+            base_version_id=question.current_version_id,
+            field=field,
+            provider=provider,
+            model_name=model,
+            instructions=(instructions or "").strip(),
+            requested_by=requested_by,
+        )
+        transaction.on_commit(lambda: suggestion_generate_task.delay(suggestion.pk))
+    return suggestion
+
+
+def _audio_path(question: Question) -> str | None:
+    if question.audio_id and question.audio.file:
+        try:
+            return question.audio.file.path
+        except (NotImplementedError, ValueError):
+            return None
+    return None
+
+
+def _generate(*, provider: str, model: str, system: str, prompt: str, audio_path: str | None) -> Generation:
+    """One call to the text model (with audio when ``audio_path``); errors as ``annotation.providers.base``."""
+    policy = RetryPolicy.from_settings()
+    timeout = settings.PREPARATION_REQUEST_TIMEOUT_S
+    if provider == GEMINI:
+        from annotation.providers.gemini import GeminiAudioChat
+
+        chat = GeminiAudioChat(
+            api_key=settings.GEMINI_API_KEY,
+            model=model,
+            base_url=settings.GEMINI_BASE_URL,
+            timeout_s=timeout,
+            policy=policy,
+            limiter=RateLimiter(key="gemini", per_minute=settings.GEMINI_REQUESTS_PER_MINUTE),
+        )
+        if audio_path:
+            return chat.generate(audio_path=audio_path, system=system, prompt=prompt)
+        from google.genai import types
+
+        client = chat.client()
+        config = types.GenerateContentConfig(system_instruction=system)
+        # GeminiAudioChat._call maps google-genai errors onto our transient/permanent classes and retries.
+
+        def generate():
+            response = client.models.generate_content(model=model, contents=[prompt], config=config)
+            text = (response.text or "").strip()  # .text raises ValueError on some malformed candidates
+            if not text:
+                raise PermanentProviderError("Gemini returned an empty suggestion")
+            return response, text
+
+        response, text = chat._call(generate, what="generate_content")
+        return Generation(text=text, model=response.model_version or model)
+    from annotation.providers.openai_compat import OpenAICompatAudioChat, _map_error
+
+    if audio_path:
+        chat = OpenAICompatAudioChat(
+            base_url=settings.OPENAI_COMPAT_BASE_URL,
+            model=model,
+            api_key=settings.OPENAI_COMPAT_API_KEY,
+            timeout_s=timeout,
+            policy=policy,
+        )
+        return chat.generate(audio_path=audio_path, system=system, prompt=prompt)
+    import openai
+
+    client = openai.OpenAI(
+        base_url=settings.OPENAI_COMPAT_BASE_URL,
+        api_key=settings.OPENAI_COMPAT_API_KEY or "not-needed",
+        max_retries=0,
+        timeout=timeout,
+    )
+
+    def attempt():
+        try:
+            response = client.chat.completions.create(
+                model=model, messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+            )
+            return response, response.choices[0].message.content
+        except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
+            mapped = _map_error(error)
+            if mapped is error:
+                raise
+            raise mapped from error
+
+    response, text = call_with_retry(attempt, policy=policy)
+    if not text or not text.strip():
+        raise PermanentProviderError("OpenAI-compatible server returned an empty suggestion")
+    return Generation(text=text.strip(), model=response.model or model)
+
+
+def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:
+    """Run one queued suggestion: claim it (queued -> running), call the model, store ``done`` or ``failed``.
+
+    The slow call runs outside any transaction. Returns None when the row is gone or another worker claimed it.
+    Provider errors end as status ``failed`` with the message; other exceptions propagate (a bug, not a fault).
+    """
+    claimed = Suggestion.objects.filter(pk=suggestion_pk, status=Suggestion.Status.QUEUED).update(
+        status=Suggestion.Status.RUNNING
+    )
+    if claimed != 1:
+        return None
+    suggestion = Suggestion.objects.select_related("question__audio", "question__current_version").get(pk=suggestion_pk)
+    question = suggestion.question
+    prompt = suggestion_prompt(question=question, field=suggestion.field, instructions=suggestion.instructions)
+    audio_path = _audio_path(question) if suggestion.field == Field.RATIONALE else None
+    try:
+        generation = _generate(
+            provider=suggestion.provider,
+            model=suggestion.model_name,
+            system=SUGGESTION_SYSTEM_PROMPT,
+            prompt=prompt,
+            audio_path=audio_path,
+        )
+    except ProviderError as error:
+        logger.warning("suggestion %s failed: %s", suggestion_pk, error)
+        Suggestion.objects.filter(pk=suggestion_pk).update(
+            status=Suggestion.Status.FAILED, error=str(error), prompt=prompt, finished_at=timezone.now()
+        )
+    else:
+        Suggestion.objects.filter(pk=suggestion_pk).update(
+            status=Suggestion.Status.DONE,
+            proposed_text=generation.text,
+            model_name=generation.model,
+            prompt=prompt,
+            finished_at=timezone.now(),
+        )
+    suggestion.refresh_from_db()
+    return suggestion
+
+
+def suggestion_reject(*, suggestion: Suggestion, expert) -> Suggestion:
+    """Reject a proposal (nothing is saved). Raises ValidationError unless it is ready for review."""
+    updated = Suggestion.objects.filter(pk=suggestion.pk, status=Suggestion.Status.DONE).update(
+        status=Suggestion.Status.REJECTED, decided_at=timezone.now()
+    )
+    if updated != 1:
+        raise ValidationError("Only a suggestion that is ready for review can be rejected.")
+    suggestion.refresh_from_db()
+    return suggestion
