@@ -1,0 +1,26 @@
+"""ORCA: a pretrained LM predicting a Beta (or categorical) distribution over human correctness ratings.
+
+Plain PyTorch + transformers (no Django). Paper: "ORCA", Sections 4–6 (../shared/papers/orca.txt);
+upstream code BUTSpeechFIT/ORCA. Run ``python -m modelling.orca --help``.
+
+Public API:
+    load_items, OrcaItem, OrcaDataError           reading JSONL / seed-108 dict files (data.py)
+    OrcaConfig, build_orca, load_orca, predict    model, saving/loading, scoring (model.py)
+    TrainConfig, train                            fine-tuning with progress callback (train.py)
+    rating_nll, beta_moments, categorical_moments likelihoods and moments (losses.py)
+    evaluate_predictions, clamp_mu, tune_clamp_threshold   metrics and post-processing (metrics.py)
+"""
+
+from .data import InputFields, OrcaDataError, OrcaItem, build_text, item_targets, load_items
+from .losses import beta_log_prob, beta_moments, categorical_moments, predict_moments, rating_nll, reduce_nll
+from .metrics import clamp_mu, evaluate_predictions, kendall_tau_b, spearman, tune_clamp_threshold
+from .model import OrcaConfig, OrcaModel, OrcaModelError, build_orca, load_orca, predict, save_orca
+from .train import TrainConfig, train
+
+__all__ = [
+    "InputFields", "OrcaDataError", "OrcaItem", "build_text", "item_targets", "load_items",
+    "beta_log_prob", "beta_moments", "categorical_moments", "predict_moments", "rating_nll", "reduce_nll",
+    "clamp_mu", "evaluate_predictions", "kendall_tau_b", "spearman", "tune_clamp_threshold",
+    "OrcaConfig", "OrcaModel", "OrcaModelError", "build_orca", "load_orca", "predict", "save_orca",
+    "TrainConfig", "train",
+]

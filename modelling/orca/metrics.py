@@ -1,0 +1,162 @@
+"""Evaluation metrics and the variance-gated clamp (ORCA paper, Sections 5.4–5.5).
+
+All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
+
+* ρ (Spearman) and τ (Kendall τ-b) between predicted μ and the human mean rating.
+* MAE_μ: mean |μ − human mean| over all items.
+* MAE_σ²: mean |σ² − human variance| over items with ≥ 2 ratings, where the human variance is the
+  **sample** variance (ddof = 1) of the item's normalised ratings. Items with a single rating have no
+  sample variance and are left out. This convention reproduces MODELLING-NOTES' always-zero baseline
+  (0.031 on seed-108 dev; population variance would give 0.020).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+#: Distance from 0 / 1 within which a low-variance μ is clamped (ORCA paper, Section 5.5).
+CLAMP_MARGIN = 0.125
+
+
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of a 1-D array, ties getting their average rank (as scipy.stats.rankdata 'average')."""
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    n = len(x)
+    ranks = np.empty(n, dtype=float)
+    # boundaries of tie groups
+    starts = np.r_[0, np.flatnonzero(xs[1:] != xs[:-1]) + 1]
+    ends = np.r_[starts[1:], n]
+    for s, e in zip(starts, ends):
+        ranks[order[s:e]] = (s + e + 1) / 2.0  # mean of ranks s+1..e
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman ρ: Pearson correlation of average ranks. Range [−1, 1]; nan if either input is constant.
+
+    Raises:
+        ValueError: lengths differ or fewer than 2 values.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError("spearman needs two 1-D sequences of equal length ≥ 2")
+    rx, ry = rankdata(x) - (len(x) + 1) / 2, rankdata(y) - (len(y) + 1) / 2
+    den = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum() / den) if den > 0 else math.nan
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float], chunk: int = 2048) -> float:
+    """Kendall τ-b (tie-corrected), as scipy.stats.kendalltau's default. Range [−1, 1]; nan if constant.
+
+    O(n²) time in chunks of ``chunk`` rows (O(chunk · n) memory); fine up to tens of thousands of items.
+
+    Raises:
+        ValueError: lengths differ or fewer than 2 values.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError("kendall_tau_b needs two 1-D sequences of equal length ≥ 2")
+    n = len(x)
+    s = 0.0  # Σ_{i<j} sign(dx) sign(dy)
+    tx = ty = 0.0  # pairs tied in x / in y (i<j)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        dx = np.sign(x[a:b, None] - x[None, :])
+        dy = np.sign(y[a:b, None] - y[None, :])
+        upper = np.arange(a, b)[:, None] < np.arange(n)[None, :]
+        s += float((dx * dy)[upper].sum())
+        tx += float(((dx == 0) & upper).sum())
+        ty += float(((dy == 0) & upper).sum())
+    n0 = n * (n - 1) / 2
+    den = math.sqrt((n0 - tx) * (n0 - ty))
+    return s / den if den > 0 else math.nan
+
+
+def evaluate_predictions(
+    mu: Sequence[float], var: Sequence[float], human_mean: Sequence[float], human_var: Sequence[float]
+) -> dict[str, float]:
+    """ρ, τ, MAE_μ and MAE_σ² (ORCA paper, Section 5.4; conventions in the module docstring).
+
+    Args:
+        mu, var: predicted mean in [0, 1] and variance (normalised scale), one per item.
+        human_mean: mean normalised human rating per item.
+        human_var: sample variance of the normalised ratings per item, nan where undefined (1 rating).
+
+    Returns:
+        {"rho", "tau", "mae_mu", "mae_var"} as floats; ``mae_var`` is nan when no item has 2 ratings.
+
+    Raises:
+        ValueError: the four sequences differ in length or hold fewer than 2 items.
+    """
+    mu, var = np.asarray(mu, float), np.asarray(var, float)
+    hm, hv = np.asarray(human_mean, float), np.asarray(human_var, float)
+    if not (len(mu) == len(var) == len(hm) == len(hv)):
+        raise ValueError("mu, var, human_mean and human_var must have the same length")
+    ok = np.isfinite(hv)
+    return {
+        "rho": spearman(mu, hm),
+        "tau": kendall_tau_b(mu, hm),
+        "mae_mu": float(np.abs(mu - hm).mean()),
+        "mae_var": float(np.abs(var[ok] - hv[ok]).mean()) if ok.any() else math.nan,
+    }
+
+
+def clamp_mu(mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN) -> np.ndarray:
+    """Variance-gated clamping (ORCA paper, Section 5.5).
+
+    μ is set to 0 when μ < margin, and to 1 when μ > 1 − margin, provided σ² ≤ threshold; other items
+    are unchanged. ``threshold=None`` disables clamping.
+
+    Returns:
+        float array, same length as ``mu``.
+    """
+    mu = np.asarray(mu, float).copy()
+    if threshold is None:
+        return mu
+    low_var = np.asarray(var, float) <= threshold
+    mu[low_var & (mu < margin)] = 0.0
+    mu[low_var & (mu > 1.0 - margin)] = 1.0
+    return mu
+
+
+def clamp_objective(metrics: dict[str, float]) -> float:
+    """ρ + τ − MAE_μ, the quantity the clamp threshold maximises on dev (ORCA paper, Section 5.5)."""
+    return metrics["rho"] + metrics["tau"] - metrics["mae_mu"]
+
+
+def tune_clamp_threshold(
+    mu: Sequence[float],
+    var: Sequence[float],
+    human_mean: Sequence[float],
+    human_var: Sequence[float],
+    max_candidates: int = 400,
+) -> tuple[float | None, dict[str, float]]:
+    """Pick the clamp threshold maximising ρ + τ − MAE_μ on a dev split (ORCA paper, Section 5.5).
+
+    The objective only changes where the threshold crosses the predicted variance of an extreme item
+    (μ < margin or μ > 1 − margin), so those variances (at most ``max_candidates`` of them, by quantile)
+    are the candidates; "no clamping" is a candidate too and wins ties, then the smallest threshold wins.
+
+    Returns:
+        (threshold, metrics): threshold in variance units (None = clamping does not help) and the dev
+        metrics after clamping with it (same keys as :func:`evaluate_predictions`).
+    """
+    mu_a, var_a = np.asarray(mu, float), np.asarray(var, float)
+    best_t: float | None = None
+    best_m = evaluate_predictions(mu_a, var_a, human_mean, human_var)
+    best_obj = clamp_objective(best_m)
+    extreme = (mu_a < CLAMP_MARGIN) | (mu_a > 1 - CLAMP_MARGIN)
+    cands = np.unique(var_a[extreme])
+    if len(cands) > max_candidates:
+        cands = np.unique(np.quantile(cands, np.linspace(0, 1, max_candidates)))
+    for t in cands:
+        m = evaluate_predictions(clamp_mu(mu_a, var_a, float(t)), var_a, human_mean, human_var)
+        obj = clamp_objective(m)
+        if obj > best_obj + 1e-12:
+            best_t, best_m, best_obj = float(t), m, obj
+    return best_t, best_m
