@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("modelling/", include("modelling.urls")),
     path("refinement/", include("refinement.urls")),
     path("", include("annotation.urls")),
 ]

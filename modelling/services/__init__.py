@@ -1,0 +1,1 @@
+"""Services of the modelling app: agreement statistics, agreement snapshots and charts."""
