@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "template_partials",
     "annotation",
     "modelling",
+    "refinement",
 ]
 
 MIDDLEWARE = [
@@ -135,6 +136,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": 300.0,
     },
+    # Stage 3 flag rules over ratings newer than the refinement watermark (refinement.tasks).
+    "refinement-flags-refresh": {
+        "task": "refinement.tasks.flags_refresh_task",
+        "schedule": 60.0,
+    },
     "agreement-snapshot-nightly": {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": crontab(hour=3, minute=15),
@@ -202,6 +208,22 @@ PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=1800)
 MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
 # Bootstrap replicates for the 95 % CI of alpha (page, command and snapshots).
 MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
+
+# --- Refinement (Stage 3) -----------------------------------------------------------------------------------
+# Flag rules (ORCA paper, sections 3.3 and 5.2). A question goes to the rationale queue when code A is on at least
+# REFINEMENT_RATIONALE_MIN_RATINGS of its valid ratings or on at least REFINEMENT_RATIONALE_MIN_SHARE of them.
+REFINEMENT_RATIONALE_MIN_RATINGS = env.int("REFINEMENT_RATIONALE_MIN_RATINGS", default=2)
+REFINEMENT_RATIONALE_MIN_SHARE = env.float("REFINEMENT_RATIONALE_MIN_SHARE", default=0.5)
+# Q, R, U/E: this many valid ratings with the code put the question in the question/reference/expert queue.
+REFINEMENT_CODE_MIN_RATINGS = env.int("REFINEMENT_CODE_MIN_RATINGS", default=1)
+# Disagreement queue: sample variance (n-1) of one candidate answer's valid scores at or above this (1-5 scale).
+REFINEMENT_DISAGREEMENT_VARIANCE = env.float("REFINEMENT_DISAGREEMENT_VARIANCE", default=1.0)
+# The periodic evaluation re-reads ratings this many seconds before its watermark (late commits; it is idempotent).
+REFINEMENT_WATERMARK_OVERLAP_S = env.int("REFINEMENT_WATERMARK_OVERLAP_S", default=30)
+# AI suggestions: "gemini" (google-genai, GEMINI_API_KEY) or "openai" (OpenAI-compatible server, OPENAI_COMPAT_*);
+# the model is REFINEMENT_SUGGESTION_MODEL, or GEMINI_MODEL / OPENAI_COMPAT_MODEL when empty.
+REFINEMENT_SUGGESTION_PROVIDER = env("REFINEMENT_SUGGESTION_PROVIDER", default="gemini")
+REFINEMENT_SUGGESTION_MODEL = env("REFINEMENT_SUGGESTION_MODEL", default="")
 
 # "json" writes one JSON object per line with request_id/job_id/task_id (config/observability.py).
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
