@@ -1,9 +1,12 @@
 """factory_boy factories for the core rows (real database rows, never mocks)."""
+import hashlib
+
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.files.base import ContentFile
 
-from annotation.models import LALM, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
+from annotation.models import LALM, AudioClip, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -13,7 +16,8 @@ class UserFactory(factory.django.DjangoModelFactory):
         skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
-    password = factory.PostGenerationMethodCall("set_password", "pw")
+    # Hashed before the row is saved, so the stored hash matches (force_login and the login page both work).
+    password = factory.django.Password("pw")
 
     @factory.post_generation
     def roles(self, create, extracted, **kwargs):
@@ -94,3 +98,18 @@ class RatingFactory(factory.django.DjangoModelFactory):
     annotator = factory.SubFactory(AnnotatorFactory)
     score = 3
     codes = ""
+
+
+class AudioClipFactory(factory.django.DjangoModelFactory):
+    """An audio clip whose stored file holds ``data`` (placeholder bytes unless given); sha256 matches them."""
+
+    class Meta:
+        model = AudioClip
+        exclude = ("data",)
+
+    data = factory.Sequence(lambda n: b"RIFF" + bytes(range(256)) * 16 + str(n).encode())
+    file = factory.LazyAttribute(lambda o: ContentFile(o.data, name="clip.wav"))
+    sha256 = factory.LazyAttribute(lambda o: hashlib.sha256(o.data).hexdigest())
+    original_name = "clip.wav"
+    duration_s = 1.0
+    sample_rate = 16000
