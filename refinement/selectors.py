@@ -111,7 +111,42 @@ def item_for_expert(*, user, item_id: int) -> CorrectionItem:
 def suggestion_for_expert(*, user, suggestion_id: int) -> Suggestion:
     """An AI suggestion, for an expert (raises like :func:`question_for_expert`)."""
     expert_check(user=user)
-    return Suggestion.objects.select_related("question", "base_version").get(pk=suggestion_id)
+    return _with_diff(Suggestion.objects.select_related("question", "base_version").get(pk=suggestion_id))
+
+
+def _with_diff(suggestion: Suggestion) -> Suggestion:
+    # ``diff``: word diff from the base version's text to the proposal (empty until the proposal is there).
+    suggestion.diff = word_diff(getattr(suggestion.base_version, suggestion.field), suggestion.proposed_text)
+    return suggestion
+
+
+def suggestion_of_question(*, question: Question, suggestion_id: str, field: str = "") -> Suggestion | None:
+    """The suggestion ``suggestion_id`` (a string from a form) if it belongs to ``question`` (and ``field``)."""
+    if not str(suggestion_id).isdigit():
+        return None
+    suggestions = Suggestion.objects.filter(pk=int(suggestion_id), question=question)
+    if field:
+        suggestions = suggestions.filter(field=field)
+    return suggestions.first()
+
+
+def suggestions_open_for_user(*, user, question: Question) -> list[Suggestion]:
+    """The latest AI suggestions on the question's current version that were not accepted (at most 8), each with
+    ``diff`` (list of :class:`~refinement.diffs.DiffPart`) from the current text to the proposal."""
+    expert_check(user=user)
+    suggestions = (
+        Suggestion.objects.filter(question=question, base_version_id=question.current_version_id)
+        .exclude(status=Suggestion.Status.ACCEPTED)
+        .select_related("base_version")
+        .order_by("-created_at")[:8]
+    )
+    return [_with_diff(s) for s in suggestions]
+
+
+def claim_for_user(*, user, question: Question) -> ReviewClaim | None:
+    """Who holds ``question`` now, or None."""
+    expert_check(user=user)
+    return ReviewClaim.objects.select_related("expert").filter(question=question).first()
 
 
 @dataclass

@@ -1,0 +1,286 @@
+"""Expert pages of Stage 3 (ORCA paper, sections 3.3 and 5.2): queues, item review, correction, history, report.
+
+Thin views: each checks access through the selectors (experts, admins and staff; annotators get 403), parses the
+request and calls one service. Flags are evaluated synchronously (``flags_refresh_recent``) when an expert opens
+the queue overview, so new ratings show up without waiting for beat.
+
+The correction page is one form. Its buttons post an ``action``: ``suggest:<field>`` queues an AI suggestion,
+``accept:<id>`` copies a ready proposal into its field (still editable, nothing saved), ``reject:<id>`` rejects
+it, ``preview`` shows the diffs and every effect of saving, and ``save`` (from the preview) saves. The suggestion
+panel polls with htmx until the job is done; without JavaScript a reload shows it.
+"""
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation.models import Modality, Question
+from refinement import selectors
+from refinement.models import CorrectionItem, Field, Queue, Suggestion
+from refinement.services.corrections import correction_plan, correction_save
+from refinement.services.flags import flags_refresh_recent
+from refinement.services.queues import ClaimedByAnotherExpert, item_dismiss, item_open, question_claim, question_release
+from refinement.services.suggestions import suggestion_availability, suggestion_reject, suggestion_request
+
+
+def expert_required(view):
+    """Login required, then ``selectors.expert_check`` (403 for annotators)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        selectors.expert_check(user=request.user)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _question(request, question_id: int) -> Question:
+    try:
+        return selectors.question_for_expert(user=request.user, question_id=question_id)
+    except Question.DoesNotExist:
+        raise Http404("No such question") from None
+
+
+def _item_url(question: Question) -> str:
+    return reverse("refinement:item", args=[question.pk])
+
+
+def _error_text(error: ValidationError) -> str:
+    return "; ".join(error.messages)
+
+
+@require_GET
+@expert_required
+def index(request: HttpRequest) -> HttpResponse:
+    """Queue overview: open items per queue (flags refreshed first) and links."""
+    flags_refresh_recent()
+    counts = selectors.queue_counts_for_user(user=request.user)
+    queues = [(key, label, counts[key]) for key, label in Queue.choices]
+    return render(request, "refinement/index.html", {"queues": queues})
+
+
+@require_GET
+@expert_required
+def queue(request: HttpRequest, queue: str) -> HttpResponse:
+    """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``."""
+    if queue not in Queue.values:
+        raise Http404("No such queue")
+    benchmark = request.GET.get("benchmark", "")
+    modality = request.GET.get("modality", "")
+    category = request.GET.get("category", "")
+    items = selectors.queue_items_for_user(
+        user=request.user,
+        queue=queue,
+        benchmark_id=int(benchmark) if benchmark.isdigit() else None,
+        modality=modality if modality in Modality.values else "",
+        category=category,
+    )
+    context = {
+        "queue": queue,
+        "queue_label": Queue(queue).label,
+        "items": items[:200],
+        "total": items.count(),
+        "filters": selectors.queue_filter_choices(),
+        "chosen": {"benchmark": benchmark, "modality": modality, "category": category},
+    }
+    return render(request, "refinement/queue.html", context)
+
+
+@require_GET
+@expert_required
+def item(request: HttpRequest, question_id: int) -> HttpResponse:
+    """Everything about one flagged question: flags, claim, texts, audio, what annotators said."""
+    question = _question(request, question_id)
+    review = selectors.question_review_for_user(user=request.user, question=question)
+    return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices})
+
+
+@require_POST
+@expert_required
+def claim(request: HttpRequest, question_id: int) -> HttpResponse:
+    question = _question(request, question_id)
+    try:
+        question_claim(question=question, expert=request.user)
+        messages.success(request, "You hold this item now; other experts see it as claimed.")
+    except ClaimedByAnotherExpert as error:
+        messages.error(request, str(error))
+    return HttpResponseRedirect(_item_url(question))
+
+
+@require_POST
+@expert_required
+def release(request: HttpRequest, question_id: int) -> HttpResponse:
+    question = _question(request, question_id)
+    force = request.POST.get("force") == "1" and request.user.is_superuser
+    if question_release(question=question, expert=request.user, force=force):
+        messages.success(request, "Claim released.")
+    return HttpResponseRedirect(_item_url(question))
+
+
+@require_POST
+@expert_required
+def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Close one flag with a reason; ratings stay valid."""
+    try:
+        flag = selectors.item_for_expert(user=request.user, item_id=item_id)
+    except CorrectionItem.DoesNotExist:
+        raise Http404("No such flag") from None
+    try:
+        item_dismiss(item=flag, expert=request.user, reason=request.POST.get("reason", ""))
+        messages.success(request, f"Flag in the {flag.get_queue_display()} queue dismissed.")
+    except ValidationError as error:
+        messages.error(request, _error_text(error))
+    except ClaimedByAnotherExpert as error:
+        messages.error(request, str(error))
+    return HttpResponseRedirect(_item_url(flag.question))
+
+
+@require_POST
+@expert_required
+def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
+    """Open an item by hand, e.g. a transcript problem reported in a comment -> transcript queue."""
+    question = _question(request, question_id)
+    try:
+        item_open(
+            question=question,
+            queue=request.POST.get("queue", Queue.TRANSCRIPT),
+            opened_by=request.user,
+            note=request.POST.get("note", ""),
+        )
+        messages.success(request, "Sent to the queue.")
+    except ValidationError as error:
+        messages.error(request, _error_text(error))
+    return HttpResponseRedirect(_item_url(question))
+
+
+@require_GET
+@expert_required
+def history(request: HttpRequest, question_id: int) -> HttpResponse:
+    """Every version of the question, newest first, with word-level diffs."""
+    question = _question(request, question_id)
+    entries = selectors.version_history_for_user(user=request.user, question=question)
+    return render(request, "refinement/history.html", {"question": question, "entries": entries})
+
+
+def _posted_texts(request: HttpRequest, question: Question) -> dict[str, str]:
+    version = question.current_version
+    return {name: request.POST.get(name, getattr(version, name)) for name in Field.values}
+
+
+def _posted_suggestions(request: HttpRequest, question: Question) -> dict[str, Suggestion]:
+    accepted = {}
+    for name in Field.values:
+        value = request.POST.get(f"suggestion_{name}", "")
+        suggestion = selectors.suggestion_of_question(question=question, suggestion_id=value, field=name)
+        if suggestion is not None:
+            accepted[name] = suggestion
+    return accepted
+
+
+@require_http_methods(["GET", "POST"])
+@expert_required
+def correct(request: HttpRequest, question_id: int) -> HttpResponse:
+    """The correction form (see the module docstring for its actions)."""
+    question = _question(request, question_id)
+    version = question.current_version
+    queue_key = request.GET.get("queue") or request.POST.get("queue", "")
+    if request.method == "GET":
+        texts = {name: getattr(version, name) for name in Field.values}
+        accepted: dict[str, Suggestion] = {}
+        base_version_id = version.pk
+    else:
+        texts = _posted_texts(request, question)
+        accepted = _posted_suggestions(request, question)
+        base_version_id = int(request.POST.get("base_version", version.pk))
+    action = request.POST.get("action", "")
+    reason = request.POST.get("reason", "")
+    plan = None
+    error = ""
+    if action.startswith("suggest:"):
+        try:
+            suggestion_request(
+                question=question,
+                field=action.split(":", 1)[1],
+                requested_by=request.user,
+                instructions=request.POST.get("instructions", ""),
+            )
+        except ValidationError as exc:
+            error = _error_text(exc)
+    elif action.startswith(("accept:", "reject:")):
+        verb, _, pk = action.partition(":")
+        suggestion = selectors.suggestion_of_question(question=question, suggestion_id=pk)
+        if suggestion is None or suggestion.status != Suggestion.Status.DONE:
+            error = "That suggestion is not ready for review."
+        elif verb == "accept":
+            texts[suggestion.field] = suggestion.proposed_text
+            accepted[suggestion.field] = suggestion
+        else:
+            suggestion_reject(suggestion=suggestion, expert=request.user)
+    elif action in ("preview", "save"):
+        base_version = question.versions.filter(pk=base_version_id).first() or version
+        try:
+            if action == "save":
+                result = correction_save(
+                    question=question,
+                    base_version=base_version,
+                    texts=texts,
+                    expert=request.user,
+                    reason=reason,
+                    queue=queue_key if queue_key in Queue.values else "",
+                    suggestions={k: v for k, v in accepted.items() if texts.get(k) is not None},
+                )
+                messages.success(
+                    request,
+                    f"Saved v{result.version.number}: {result.ratings_invalidated} rating(s) invalidated, "
+                    f"{len(result.copied_candidates)} candidate answer(s) back in the annotation queue, "
+                    f"{len(result.jobs)} candidate-answer job(s) started, {result.closed_items} flag(s) closed.",
+                )
+                return HttpResponseRedirect(_item_url(question))
+            plan = correction_plan(question=question, base_version=base_version, texts=texts)
+            if not reason.strip():
+                error = "Say why you corrected the item before saving."
+        except ClaimedByAnotherExpert as exc:
+            error = str(exc)
+        except ValidationError as exc:
+            error = _error_text(exc)
+            plan = None
+    suggestions = selectors.suggestions_open_for_user(user=request.user, question=question)
+    context = {
+        "question": question,
+        "version": version,
+        "base_version_id": base_version_id,
+        "fields": [(name, label, texts[name], accepted.get(name)) for name, label in Field.choices],
+        "reason": reason,
+        "queue": queue_key,
+        "plan": plan,
+        "error": error,
+        "suggestions": suggestions,
+        "availability": suggestion_availability(),
+        "claim": selectors.claim_for_user(user=request.user, question=question),
+    }
+    return render(request, "refinement/correct.html", context)
+
+
+@require_GET
+@expert_required
+def suggestion_panel(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    """The ``#suggestion`` partial of one AI suggestion (htmx polls it while queued or running)."""
+    try:
+        suggestion = selectors.suggestion_for_expert(user=request.user, suggestion_id=suggestion_id)
+    except Suggestion.DoesNotExist:
+        raise Http404("No such suggestion") from None
+    return render(request, "refinement/correct.html#suggestion", {"suggestion": suggestion})
+
+
+@require_GET
+@expert_required
+def report(request: HttpRequest) -> HttpResponse:
+    """Corrections per field per benchmark, flags per queue, alpha of all vs valid vs invalidated ratings."""
+    data = selectors.refinement_report_for_user(user=request.user)
+    return render(request, "refinement/report.html", {"report": data})

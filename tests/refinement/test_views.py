@@ -1,0 +1,163 @@
+"""Expert pages: access, queue order and filters, claims, dismissal, the AI-assisted correction flow, report."""
+import pytest
+from django.test import override_settings
+from django.urls import reverse
+
+from annotation.models import CandidateAnswer, Modality, Rating
+from annotation.services.assignment import assignment_next_for_annotator
+from refinement.models import CorrectionItem, Queue, ReviewClaim, Suggestion
+from refinement.services.flags import flags_refresh_for_questions
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, QuestionFactory, RatingFactory
+from tests.fakes.gemini import FakeGemini
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def expert():
+    return AnnotatorFactory(username="demo-expert", roles=["expert"])
+
+
+def flagged(codes_list, *, modality=Modality.SOUND, category="Reasoning", k_candidates=1):
+    question = QuestionFactory(modality=modality, category=category)
+    for _ in range(k_candidates):
+        candidate = CandidateAnswerFactory(question_version=question.current_version)
+        for codes in codes_list:
+            RatingFactory(candidate=candidate, score=3, codes=codes, comment="reference is wrong" if "R" in codes else "")
+    from annotation.services.versions import candidate_counts_refresh
+
+    candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(question_version=question.current_version))
+    flags_refresh_for_questions(question_ids=[question.pk])
+    return question
+
+
+def test_annotators_get_403_on_every_refinement_page(client):
+    annotator = AnnotatorFactory()
+    question = flagged(["R"])
+    client.force_login(annotator)
+    for url in (
+        reverse("refinement:index"),
+        reverse("refinement:queue", args=["reference"]),
+        reverse("refinement:item", args=[question.pk]),
+        reverse("refinement:correct", args=[question.pk]),
+        reverse("refinement:history", args=[question.pk]),
+        reverse("refinement:report"),
+    ):
+        assert client.get(url).status_code == 403, url
+
+
+def test_queue_lists_items_by_number_of_flags_and_filters_by_modality(client, expert):
+    one = flagged(["R"], modality=Modality.SPEECH)
+    three = flagged(["R", "R", "R"], modality=Modality.MUSIC)
+    client.force_login(expert)
+    response = client.get(reverse("refinement:queue", args=["reference"]))
+    assert response.status_code == 200
+    ids = [item.question_id for item in response.context["items"]]
+    assert ids == [three.pk, one.pk]
+    response = client.get(reverse("refinement:queue", args=["reference"]), {"modality": "speech"})
+    assert [item.question_id for item in response.context["items"]] == [one.pk]
+
+
+def test_item_page_shows_codes_comments_histogram_and_history_link(client, expert):
+    question = flagged(["R", ""])
+    client.force_login(expert)
+    response = client.get(reverse("refinement:item", args=[question.pk]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "reference is wrong" in body
+    review = response.context["review"]
+    assert review.code_counts == {"R": 1}
+    assert review.candidates[0].histogram == {1: 0, 2: 0, 3: 2, 4: 0, 5: 0}
+    assert reverse("refinement:history", args=[question.pk]) in body
+
+
+def test_second_expert_cannot_claim_a_claimed_item_through_the_page(client, expert):
+    question = flagged(["R"])
+    other = AnnotatorFactory(username="other-expert", roles=["expert"])
+    client.force_login(expert)
+    client.post(reverse("refinement:claim", args=[question.pk]))
+    client.force_login(other)
+    response = client.post(reverse("refinement:claim", args=[question.pk]), follow=True)
+    assert "claimed by demo-expert" in response.content.decode()
+    assert ReviewClaim.objects.get(question=question).expert == expert
+
+
+def test_dismiss_through_the_page_keeps_ratings_valid(client, expert):
+    question = flagged(["R"])
+    item = CorrectionItem.objects.get(question=question)
+    client.force_login(expert)
+    client.post(reverse("refinement:dismiss", args=[item.pk]), {"reason": "reference is fine"})
+    item.refresh_from_db()
+    assert item.status == CorrectionItem.Status.DISMISSED
+    assert Rating.objects.filter(is_valid=True).count() == 1
+
+
+def test_expert_fixes_a_reference_answer_with_an_ai_suggestion_end_to_end(
+    client, expert, django_capture_on_commit_callbacks
+):
+    """The issue's 'done when': reference queue -> AI suggestion -> accept -> preview -> save -> back to raters."""
+    question = flagged(["R", "", ""], k_candidates=2)
+    old_version = question.current_version
+    client.force_login(expert)
+    queue_page = client.get(reverse("refinement:queue", args=[Queue.REFERENCE]))
+    assert [i.question_id for i in queue_page.context["items"]] == [question.pk]
+    url = reverse("refinement:correct", args=[question.pk])
+    form = {name: getattr(old_version, name) for name in ("question_text", "reference_answer", "rationale", "transcript")}
+    form.update(base_version=old_version.pk, queue="reference", reason="")
+
+    with FakeGemini(reply=lambda request: "Two dogs barking") as fake, override_settings(
+        GEMINI_API_KEY="test-key", GEMINI_BASE_URL=fake.url, REFINEMENT_SUGGESTION_PROVIDER="gemini"
+    ):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(url, {**form, "action": "suggest:reference_answer"})
+        assert response.status_code == 200
+    suggestion = Suggestion.objects.get()
+    assert suggestion.status == Suggestion.Status.DONE
+    page = client.get(url).content.decode()
+    assert "<ins>Two</ins>" in page  # the proposal is shown as a diff
+
+    question.refresh_from_db()
+    assert question.current_version == old_version  # nothing saved yet
+
+    response = client.post(url, {**form, "action": f"accept:{suggestion.pk}"})
+    fields = {name: text for name, _, text, _ in response.context["fields"]}
+    assert fields["reference_answer"] == "Two dogs barking"
+    form.update(reference_answer="Two dogs barking loudly", reason="two dogs in the clip")  # the expert edits it
+    form[f"suggestion_reference_answer"] = suggestion.pk
+
+    preview = client.post(url, {**form, "action": "preview"})
+    plan = preview.context["plan"]
+    assert plan.ratings_to_invalidate == 6
+    assert len(plan.copy_candidates) == 2
+    question.refresh_from_db()
+    assert question.current_version == old_version  # preview writes nothing
+
+    saved = client.post(url, {**form, "action": "save"})
+    assert saved.status_code == 302
+    question.refresh_from_db()
+    assert question.current_version.number == 2
+    assert question.current_version.reference_answer == "Two dogs barking loudly"
+    assert Rating.objects.filter(question_version=old_version, is_valid=False).count() == 6
+    suggestion.refresh_from_db()
+    assert suggestion.status == Suggestion.Status.ACCEPTED
+
+    # Back in the annotators' queue: a new annotator is offered a candidate of the new version.
+    annotator = AnnotatorFactory()
+    assignment = assignment_next_for_annotator(annotator=annotator)
+    assert assignment.candidate.question_version == question.current_version
+
+    history = client.get(reverse("refinement:history", args=[question.pk])).content.decode()
+    assert "<del>A</del>" in history and "<ins>Two</ins>" in history
+
+    report = client.get(reverse("refinement:report"))
+    data = report.context["report"]
+    assert ("Reference answer", [1], 1) in data.corrections
+    assert [row.label for row in data.alphas] == ["All ratings", "Valid ratings", "Invalidated ratings"]
+    assert data.alphas[2].n_ratings == 6
+
+
+def test_expert_sends_a_question_to_the_transcript_queue(client, expert):
+    question = flagged([""])
+    client.force_login(expert)
+    client.post(reverse("refinement:send", args=[question.pk]), {"queue": "transcript", "note": "comment: transcript wrong"})
+    assert CorrectionItem.objects.get(question=question, queue="transcript").origin == "expert"
