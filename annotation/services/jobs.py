@@ -1,0 +1,322 @@
+"""Stage 1 jobs: start, process items, retry failed items, cancel, progress (ARCHITECTURE.md, jobs).
+
+A job is a ``Job`` row (kind transcribe/rationale/candidates) with one ``JobItem`` per question and one Celery
+message per item (``annotation.tasks.job_item_task``). Guarantees:
+
+* each item's result is written in the transaction that moves the item from ``running`` to ``done``, guarded by
+  the claim token of the execution that holds it, so a duplicated or redelivered message never writes twice;
+* an item is claimed with a conditional update (pending, or running under the same Celery message — a redelivery
+  after the worker died — or running with a claim older than ``PREPARATION_ITEM_LEASE_S``);
+* items already done for the current question version are skipped (see ``preparation_is_done``);
+* transient provider errors are retried inside the item by the provider's retry policy; what still fails, and
+  every permanent error, marks the item failed with the message.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from annotation.models import LALM, Benchmark, Job, JobItem
+from annotation.providers.base import ProviderError
+
+from .preparation import (
+    PREPARATION_KINDS,
+    preparation_availability,
+    preparation_is_done,
+    preparation_run,
+    preparation_store,
+    questions_for_preparation,
+)
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_JOB_STATUSES = (Job.Status.QUEUED, Job.Status.RUNNING)
+OPEN_ITEM_STATUSES = (JobItem.Status.PENDING, JobItem.Status.RUNNING)
+
+
+class JobStartError(ValueError):
+    """A job cannot be started: unknown kind, provider unavailable (with the reason), no items, bad ids."""
+
+
+def job_queue(*, kind: str, params: dict) -> str:
+    """Celery queue for a job's items: ``PREPARATION_GPU_QUEUE`` for Whisper when set, else the default queue."""
+    if kind == Job.Kind.TRANSCRIBE and settings.PREPARATION_GPU_QUEUE:
+        return settings.PREPARATION_GPU_QUEUE
+    return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def job_start(
+    *,
+    kind: str,
+    benchmark: Benchmark,
+    lalm: LALM | None = None,
+    external_ids: list[str] | None = None,
+    all_modalities: bool = False,
+    overwrite: bool = False,
+    backend: str = "",
+    model: str = "",
+    provider: str = "",
+    created_by=None,
+) -> Job:
+    """Create a Stage 1 job and its items and enqueue one Celery task per item (after the commit).
+
+    Args:
+        kind: ``transcribe``, ``rationale`` or ``candidates``.
+        lalm: the LALM to ask (candidates only).
+        external_ids: only these questions (benchmark ids); default all that fit the kind.
+        all_modalities: transcribe non-speech questions too.
+        overwrite: write a new transcript/rationale even where the current version has one.
+        backend, model: transcriber overrides (default ``WHISPER_BACKEND``/``WHISPER_MODEL``).
+        provider: rationale provider override (default ``RATIONALE_PROVIDER``).
+
+    Returns:
+        The job (status queued, ``total`` = number of items).
+
+    Raises:
+        JobStartError: the kind is not a preparation kind, the provider is unavailable (reason given), an id is
+            unknown, or no question fits.
+    """
+    if kind not in PREPARATION_KINDS:
+        raise JobStartError(f"{kind!r} is not one of {', '.join(PREPARATION_KINDS)}")
+    if kind != Job.Kind.CANDIDATES:
+        lalm = None
+    params = {"all_modalities": all_modalities, "overwrite": overwrite}
+    params.update({k: v for k, v in {"backend": backend, "model": model, "provider": provider}.items() if v})
+    if external_ids:
+        params["external_ids"] = list(external_ids)
+    availability = preparation_availability(kind=kind, lalm=lalm, params=params)
+    if not availability.ok:
+        raise JobStartError(f"{availability.name} is unavailable: {availability.reason}")
+    params["provider_name"] = availability.name
+    try:
+        questions = list(
+            questions_for_preparation(
+                kind=kind, benchmark=benchmark, external_ids=external_ids, all_modalities=all_modalities
+            ).values_list("pk", flat=True)
+        )
+    except ValueError as error:
+        raise JobStartError(str(error)) from error
+    if not questions:
+        raise JobStartError(f"no question of {benchmark.name!r} fits a {kind} job")
+    params["queue"] = job_queue(kind=kind, params=params)
+    with transaction.atomic():
+        job = Job.objects.create(
+            kind=kind, benchmark=benchmark, lalm=lalm, params=params, total=len(questions), created_by=created_by
+        )
+        JobItem.objects.bulk_create([JobItem(job=job, question_id=pk) for pk in questions])
+        _enqueue(job=job, items=JobItem.objects.filter(job=job))
+    return job
+
+
+def _enqueue(*, job: Job, items) -> int:
+    """Give each item a fresh Celery task id and send its message once the transaction commits."""
+    from annotation.tasks import job_item_task
+
+    pairs = []
+    for item_pk in items.values_list("pk", flat=True):
+        task_id = str(uuid.uuid4())
+        JobItem.objects.filter(pk=item_pk).update(task_id=task_id)
+        pairs.append((item_pk, task_id))
+    queue = job.params.get("queue") or settings.CELERY_TASK_DEFAULT_QUEUE
+
+    def send():
+        for item_pk, task_id in pairs:
+            job_item_task.apply_async(args=[item_pk], task_id=task_id, queue=queue)
+
+    transaction.on_commit(send)
+    return len(pairs)
+
+
+def _job_finish_if_complete(*, job_pk: int) -> None:
+    """Close the job when no item is pending or running; call after the item's transaction committed."""
+    if JobItem.objects.filter(job_id=job_pk, status__in=OPEN_ITEM_STATUSES).exists():
+        return
+    job = Job.objects.get(pk=job_pk)
+    status = Job.Status.FAILED if job.failed else Job.Status.DONE
+    error = f"{job.failed} of {job.total} items failed" if job.failed else ""
+    Job.objects.filter(pk=job_pk, status__in=ACTIVE_JOB_STATUSES).update(
+        status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(), error=error
+    )
+
+
+def _item_close(*, item: JobItem, token: str, status: str, error: str = "", usage: dict | None = None, **result) -> bool:
+    """Move a running item held by ``token`` to ``status`` and count it on the job; False if the claim was lost.
+
+    Call inside a transaction when a result is written with it.
+    """
+    now = timezone.now()
+    moved = JobItem.objects.filter(pk=item.pk, status=JobItem.Status.RUNNING, claim_token=token).update(
+        status=status, error=error[:5000], usage=usage or {}, finished_at=now, **result
+    )
+    if not moved:
+        return False
+    counter = "failed" if status == JobItem.Status.FAILED else "done"
+    Job.objects.filter(pk=item.job_id).update(**{counter: F(counter) + 1}, heartbeat_at=now)
+    return True
+
+
+def job_item_claim(*, item_pk: int, task_id: str) -> str | None:
+    """Claim a job item for this execution; returns the claim token, or None when it is not ours to do.
+
+    Claimable: pending; running under the same Celery message (redelivered after its worker died); or running with
+    a claim older than ``PREPARATION_ITEM_LEASE_S``. Never for a cancelled job.
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S)
+    token = uuid.uuid4().hex
+    claimable = (
+        Q(status=JobItem.Status.PENDING)
+        | Q(status=JobItem.Status.RUNNING, task_id=task_id)
+        | Q(status=JobItem.Status.RUNNING, claimed_at__lt=stale)
+    )
+    claimed = (
+        JobItem.objects.filter(claimable, pk=item_pk)
+        .exclude(job__status=Job.Status.CANCELLED)
+        .update(status=JobItem.Status.RUNNING, claim_token=token, claimed_at=now, task_id=task_id, attempts=F("attempts") + 1)
+    )
+    return token if claimed else None
+
+
+def job_item_process(*, item_pk: int, task_id: str) -> str:
+    """Do one job item: claim it, skip it if already done, call the provider, store the result.
+
+    Returns:
+        The outcome: ``done``, ``skipped``, ``failed``, ``not-claimed`` (done elsewhere, cancelled or gone) or
+        ``lost-claim`` (another execution took the item over; it will write the result).
+    """
+    token = job_item_claim(item_pk=item_pk, task_id=task_id)
+    if token is None:
+        return "not-claimed"
+    item = JobItem.objects.select_related("job__lalm", "question__current_version", "question__audio").get(pk=item_pk)
+    job, question = item.job, item.question
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING, started_at=now)
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=now)
+    outcome = _item_work(item=item, token=token, job=job, question=question)
+    _job_finish_if_complete(job_pk=job.pk)
+    return outcome
+
+
+def _item_work(*, item: JobItem, token: str, job: Job, question) -> str:
+    params = job.params or {}
+    try:
+        if preparation_is_done(kind=job.kind, question=question, lalm=job.lalm, overwrite=params.get("overwrite", False)):
+            return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+        result = preparation_run(kind=job.kind, question=question, lalm=job.lalm, params=params)
+        with transaction.atomic():
+            if not _item_close(item=item, token=token, status=JobItem.Status.DONE, usage=result.usage):
+                return "lost-claim"
+            stored = preparation_store(kind=job.kind, question=question, lalm=job.lalm, job=job, result=result)
+            field = "result_candidate" if job.kind == Job.Kind.CANDIDATES else "result_version"
+            JobItem.objects.filter(pk=item.pk).update(**{field: stored})
+        return "done"
+    except IntegrityError:
+        # The LALM's answer for this version appeared meanwhile (an import or another job): nothing left to do.
+        return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+    except ProviderError as error:
+        message = str(error)
+    except Exception as error:  # noqa: BLE001 - an unexpected error must not leave the item running forever
+        logger.exception("job %s item %s failed unexpectedly", job.pk, item.pk)
+        message = f"unexpected error: {type(error).__name__}: {error}"
+    logger.info("job %s item %s failed: %s", job.pk, item.pk, message)
+    return "failed" if _item_close(item=item, token=token, status=JobItem.Status.FAILED, error=message) else "lost-claim"
+
+
+def job_retry_failed(*, job: Job) -> int:
+    """Send failed items, and items stuck pending or running past the lease, again; reopen the job.
+
+    Returns:
+        The number of items enqueued again (0 for a cancelled job, which stays cancelled).
+    """
+    stale = timezone.now() - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S)
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.status == Job.Status.CANCELLED:
+            return 0
+        failed = job.items.filter(status=JobItem.Status.FAILED)
+        n_failed = failed.update(status=JobItem.Status.PENDING, error="", claim_token="")
+        stuck = job.items.filter(
+            Q(status=JobItem.Status.PENDING) | Q(status=JobItem.Status.RUNNING, claimed_at__lt=stale)
+        )
+        stuck.filter(status=JobItem.Status.RUNNING).update(status=JobItem.Status.PENDING, claim_token="")
+        items = job.items.filter(status=JobItem.Status.PENDING)
+        if not items.exists():
+            return 0
+        Job.objects.filter(pk=job.pk).update(
+            failed=F("failed") - n_failed, status=Job.Status.RUNNING, finished_at=None, error=""
+        )
+        return _enqueue(job=job, items=items)
+
+
+def job_cancel(*, job: Job) -> int:
+    """Cancel a queued or running job: pending items become cancelled (items already running finish).
+
+    Returns:
+        The number of items cancelled (0 when the job had already ended).
+    """
+    with transaction.atomic():
+        ended = Job.objects.filter(pk=job.pk, status__in=ACTIVE_JOB_STATUSES).update(
+            status=Job.Status.CANCELLED, finished_at=timezone.now(), error="cancelled"
+        )
+        if not ended:
+            return 0
+        return JobItem.objects.filter(job_id=job.pk, status=JobItem.Status.PENDING).update(
+            status=JobItem.Status.CANCELLED, finished_at=timezone.now()
+        )
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """A job's progress for the progress page.
+
+    ``done`` includes ``skipped`` items; ``percent`` is (done + failed) / total in 0–100; ``rate_per_min`` is
+    finished items per minute since the job started (None before); ``eta_s`` is seconds left at that rate.
+    """
+
+    total: int
+    done: int
+    skipped: int
+    failed: int
+    running: int
+    pending: int
+    cancelled: int
+    percent: float
+    rate_per_min: float | None
+    eta_s: float | None
+
+
+def job_progress(*, job: Job) -> JobProgress:
+    """Progress of ``job`` counted from its items (one aggregate query)."""
+    counts = JobItem.objects.filter(job=job).aggregate(
+        **{status: Count("pk", filter=Q(status=status)) for status in JobItem.Status.values}
+    )
+    done = counts["done"] + counts["skipped"]
+    finished = done + counts["failed"]
+    total = job.total or sum(counts.values())
+    percent = 100.0 * finished / total if total else 100.0
+    rate = eta = None
+    if job.started_at and finished:
+        end = job.finished_at or timezone.now()
+        minutes = max((end - job.started_at).total_seconds() / 60, 1e-6)
+        rate = finished / minutes
+        remaining = counts["pending"] + counts["running"]
+        eta = remaining / rate * 60 if job.status in ACTIVE_JOB_STATUSES else 0.0
+    return JobProgress(
+        total=total,
+        done=done,
+        skipped=counts["skipped"],
+        failed=counts["failed"],
+        running=counts["running"],
+        pending=counts["pending"],
+        cancelled=counts["cancelled"],
+        percent=round(percent, 1),
+        rate_per_min=round(rate, 2) if rate is not None else None,
+        eta_s=round(eta, 1) if eta is not None else None,
+    )
