@@ -161,3 +161,15 @@ def test_expert_sends_a_question_to_the_transcript_queue(client, expert):
     client.force_login(expert)
     client.post(reverse("refinement:send", args=[question.pk]), {"queue": "transcript", "note": "comment: transcript wrong"})
     assert CorrectionItem.objects.get(question=question, queue="transcript").origin == "expert"
+
+
+def test_admin_pulls_never_rated_questions_into_expert_review(admin_client):
+    never_rated = QuestionFactory()
+    rated = flagged([""])
+    url = reverse("admin:refinement_unratedquestion_changelist")
+    listed = admin_client.get(url)
+    assert never_rated.external_id in listed.content.decode()
+    assert rated.external_id not in listed.content.decode()
+    admin_client.post(url, {"action": "pull_into_expert_review", "_selected_action": [never_rated.pk, rated.pk]})
+    item = CorrectionItem.objects.get(queue=Queue.EXPERT)
+    assert (item.question, item.origin) == (never_rated, CorrectionItem.Origin.ADMIN)
