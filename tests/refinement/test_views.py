@@ -173,3 +173,17 @@ def test_admin_pulls_never_rated_questions_into_expert_review(admin_client):
     admin_client.post(url, {"action": "pull_into_expert_review", "_selected_action": [never_rated.pk, rated.pk]})
     item = CorrectionItem.objects.get(queue=Queue.EXPERT)
     assert (item.question, item.origin) == (never_rated, CorrectionItem.Origin.ADMIN)
+
+
+def test_suggestion_panel_partial_renders_for_htmx_polling(client, expert):
+    question = flagged(["R"])
+    suggestion = Suggestion.objects.create(
+        question=question, base_version=question.current_version, field="reference_answer",
+        status=Suggestion.Status.DONE, proposed_text="Two dogs barking",
+    )
+    client.force_login(expert)
+    response = client.get(reverse("refinement:suggestion", args=[suggestion.pk]))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith(f'<div id="suggestion-{suggestion.pk}"')
+    assert f'value="accept:{suggestion.pk}"' in body
