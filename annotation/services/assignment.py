@@ -1,0 +1,221 @@
+"""Stage 2 work queue: which candidate answer an annotator rates next (ORCA paper, section 3.2).
+
+Each candidate answer wants ``k`` ratings from distinct annotators (``CandidateAnswer.target_ratings``, else
+``Benchmark.target_ratings``, else ``settings.ANNOTATION_TARGET_RATINGS``). An open, unexpired ``Assignment``
+holds one of those ``k`` slots for ``settings.ANNOTATION_ASSIGNMENT_MINUTES`` minutes, so at every moment
+
+    valid ratings + open unexpired assignments of other annotators <= k.
+
+Every writer that takes a slot (this module, ``rating_submit``) first locks the candidate's row, so the counts it
+re-reads after taking the lock are exact. On PostgreSQL, annotators asking at the same time skip rows locked by
+others (``SKIP LOCKED``) instead of queueing behind them. SQLite has no row locks; it runs one write transaction
+at a time, which serialises these functions just as well.
+"""
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
+
+#: Candidates locked per attempt (few, so others asking at the same time still find unlocked rows), and attempts
+#: before giving up; an attempt only fails when a competitor filled the candidate between snapshot and lock.
+_BATCH = 2
+_ATTEMPTS = 5
+
+
+def target_ratings_expression() -> Coalesce:
+    """Query expression giving each candidate answer's ``k`` (an int >= 1), for ``CandidateAnswer`` querysets."""
+    return Coalesce(
+        "target_ratings",
+        "question_version__question__benchmark__target_ratings",
+        Value(settings.ANNOTATION_TARGET_RATINGS),
+        output_field=IntegerField(),
+    )
+
+
+def _slots_held_by_others(*, annotator, now: datetime) -> Coalesce:
+    """Subquery expression: open, unexpired assignments on the outer candidate held by anyone but ``annotator``."""
+    held = (
+        Assignment.objects.filter(candidate=OuterRef("pk"), status=Assignment.Status.OPEN, expires_at__gt=now)
+        .exclude(annotator=annotator)
+        .order_by()
+        .values("candidate")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
+
+
+def candidates_open_for_annotator(*, annotator, now: datetime, benchmark: Benchmark | None = None) -> QuerySet:
+    """Candidate answers ``annotator`` may be given now, annotated with ``k`` and ``held`` (slots held by others).
+
+    A candidate qualifies when its question version is the question's current one, the question is active, the
+    annotator has neither rated nor skipped it, and ``valid_rating_count + held < k``. Unordered and unlocked.
+    """
+    own_rating = Rating.objects.filter(candidate=OuterRef("pk"), annotator=annotator)
+    own_skip = Assignment.objects.filter(
+        candidate=OuterRef("pk"), annotator=annotator, status=Assignment.Status.SKIPPED
+    )
+    qs = CandidateAnswer.objects.filter(
+        question_version__question__current_version=F("question_version"),
+        question_version__question__status=Question.Status.ACTIVE,
+    )
+    if benchmark is not None:
+        qs = qs.filter(question_version__question__benchmark=benchmark)
+    return (
+        qs.annotate(k=target_ratings_expression(), held=_slots_held_by_others(annotator=annotator, now=now))
+        .filter(valid_rating_count__lt=F("k") - F("held"))
+        .exclude(Exists(own_rating))
+        .exclude(Exists(own_skip))
+    )
+
+
+def _own_open_assignment(*, annotator, now: datetime, benchmark: Benchmark | None) -> Assignment | None:
+    """The annotator's oldest open, unexpired assignment that can still be rated; others are expired on the way."""
+    qs = (
+        Assignment.objects.filter(annotator=annotator, status=Assignment.Status.OPEN, expires_at__gt=now)
+        .select_related("candidate__question_version__question")
+        .order_by("created_at", "pk")
+    )
+    if benchmark is not None:
+        qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
+    for assignment in qs:
+        question = assignment.candidate.question_version.question
+        rateable = (
+            question.current_version_id == assignment.candidate.question_version_id
+            and question.status == Question.Status.ACTIVE
+            and not assignment.candidate.ratings.filter(annotator=annotator).exists()
+        )
+        if rateable:
+            return assignment
+        # The question was corrected or paused since the item was handed out: release the slot.
+        Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.OPEN).update(
+            status=Assignment.Status.EXPIRED
+        )
+    return None
+
+
+def candidate_has_free_slot(*, candidate_pk: int, annotator, now: datetime) -> bool:
+    """True when ``annotator`` may take a slot on the candidate: ``valid + held by others < k``.
+
+    Precondition: the caller holds the candidate's row lock (``select_for_update``) in the current transaction,
+    so the counts read here cannot change before it commits.
+    """
+    row = (
+        CandidateAnswer.objects.filter(pk=candidate_pk)
+        .annotate(k=target_ratings_expression())
+        .values("valid_rating_count", "k")
+        .first()
+    )
+    if row is None:
+        return False
+    held = (
+        Assignment.objects.filter(candidate_id=candidate_pk, status=Assignment.Status.OPEN, expires_at__gt=now)
+        .exclude(annotator=annotator)
+        .count()
+    )
+    return row["valid_rating_count"] < row["k"] and row["valid_rating_count"] + held < row["k"]
+
+
+def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = None) -> Assignment | None:
+    """Return the assignment ``annotator`` should work on now, creating one if needed; None when nothing is left.
+
+    1. The annotator's own open, unexpired assignment, if any (a reload or the back button shows the same item).
+    2. Otherwise a new assignment on a candidate answer from :func:`candidates_open_for_annotator`, ordered
+       closest to done first (most valid ratings), then highest ``priority``, then at random. It expires after
+       ``settings.ANNOTATION_ASSIGNMENT_MINUTES`` minutes.
+
+    Args:
+        annotator: the user asking (access is checked by the caller, see ``annotation.selectors``).
+        benchmark: only offer items of this benchmark; None for any benchmark.
+
+    Safe under concurrency (ORCA paper, section 3.2: k distinct annotators per candidate answer): one transaction
+    locks the annotator's user row (one request per annotator at a time), locks candidate rows with
+    ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, re-checks the counts under the lock and only then creates
+    the assignment.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        # Serialise concurrent requests of one annotator (double clicks, two tabs). No-op on SQLite.
+        get_user_model().objects.select_for_update().filter(pk=annotator.pk).values_list("pk").first()
+        # A write first: on SQLite this takes the write lock before anything is read.
+        Assignment.objects.filter(
+            annotator=annotator, status=Assignment.Status.OPEN, expires_at__lte=now
+        ).update(status=Assignment.Status.EXPIRED)
+
+        existing = _own_open_assignment(annotator=annotator, now=now, benchmark=benchmark)
+        if existing is not None:
+            return existing
+
+        rejected: set[int] = set()
+        for _attempt in range(_ATTEMPTS):
+            batch = list(
+                candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
+                .exclude(pk__in=rejected)
+                .order_by("-valid_rating_count", "-priority", "?")
+                .select_for_update(skip_locked=True, of=("self",))
+                .values_list("pk", flat=True)[:_BATCH]
+            )
+            if not batch:
+                return None
+            for candidate_pk in batch:
+                # The batch query's snapshot may predate a competitor's commit; re-read under our lock.
+                if not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
+                    rejected.add(candidate_pk)
+                    continue
+                try:
+                    with transaction.atomic():
+                        return Assignment.objects.create(
+                            candidate_id=candidate_pk,
+                            annotator=annotator,
+                            expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
+                        )
+                except IntegrityError:
+                    # Another request of this annotator won the race (only possible without row locks).
+                    rejected.add(candidate_pk)
+        return None
+
+
+def assignment_skip(*, assignment: Assignment, reason: str) -> Assignment:
+    """Mark ``assignment`` skipped with ``reason``; the annotator is never offered that candidate answer again.
+
+    Releases the slot at once. Skipping an assignment that already expired still records the skip. Skipping a
+    skipped assignment again returns it unchanged.
+
+    Raises:
+        ValidationError: ``{"reason": ...}`` when the reason is empty or longer than 1000 characters;
+            ``{"assignment": ...}`` when it was already submitted.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": "Say briefly why you skip this item."})
+    if len(reason) > 1000:
+        raise ValidationError({"reason": "Keep the reason under 1000 characters."})
+    with transaction.atomic():
+        locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+        if locked.status == Assignment.Status.SKIPPED:
+            return locked
+        if locked.status == Assignment.Status.SUBMITTED:
+            raise ValidationError({"assignment": "This item was already rated; it cannot be skipped."})
+        locked.status = Assignment.Status.SKIPPED
+        locked.skip_reason = reason
+        locked.save(update_fields=["status", "skip_reason"])
+        return locked
+
+
+def assignment_expire_stale(*, now: datetime | None = None) -> int:
+    """Mark open assignments whose ``expires_at`` is at or before ``now`` (default: now) as expired.
+
+    Returns the number of assignments expired. Their slots are free again (the queue already ignores expired
+    assignments; this keeps the rows honest). Run every 60 s by ``annotation.tasks.assignment_expire_task``.
+    """
+    now = now or timezone.now()
+    return Assignment.objects.filter(status=Assignment.Status.OPEN, expires_at__lte=now).update(
+        status=Assignment.Status.EXPIRED
+    )

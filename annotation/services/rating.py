@@ -1,0 +1,155 @@
+"""Stage 2 ratings: an annotator's 1–5 correctness score and feedback codes for a candidate answer.
+
+ORCA paper, section 3.2 and Appendix A: a score on the 1–5 scale (``annotation.codes.SCORE_DEFINITIONS``), any of
+the feedback codes Q, A, R, U, E (``CODE_DEFINITIONS``) and a free-text comment. A rating without a score is
+allowed only with U or E (unable to judge).
+"""
+import math
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
+from annotation.models import Assignment, CandidateAnswer, Question, Rating
+from annotation.services.assignment import candidate_has_free_slot
+
+
+def _clean_seconds(value: float | None, *, field: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError({field: f"{field} must be a number of seconds, got {value!r}."}) from None
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError({field: f"{field} must be a finite number of seconds >= 0, got {value!r}."})
+    return value
+
+
+def _candidate_error(message: str, *, code: str) -> ValidationError:
+    """A ``{"candidate": ...}`` error whose ``code`` says why the item cannot be rated."""
+    return ValidationError({"candidate": ValidationError(message, code=code)})
+
+
+def rating_validate(*, score: int | None, codes) -> str:
+    """Check a score and feedback codes; return the canonical code string (subset of ``"QARUE"``, in that order).
+
+    Raises:
+        ValidationError: ``{"score": ...}`` when the score is not an int 1–5, or is None without U or E;
+            ``{"codes": ...}`` when a code is not one of Q, A, R, U, E.
+    """
+    try:
+        code_string = normalize_codes(codes or "")
+    except UnknownCodeError as exc:
+        raise ValidationError({"codes": str(exc)}) from None
+    if score is None:
+        if not UNABLE_CODES & set(code_string):
+            raise ValidationError(
+                {"score": "Choose a score from 1 to 5, or tick U or E if you are unable to judge."}
+            )
+    elif isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
+        raise ValidationError({"score": f"The score must be a whole number from 1 to 5, got {score!r}."})
+    return code_string
+
+
+def rating_submit(
+    *,
+    candidate: CandidateAnswer,
+    annotator,
+    score: int | None,
+    codes,
+    comment: str = "",
+    seconds_on_task: float | None = None,
+    audio_seconds_played: float | None = None,
+    source: str = Rating.Source.WEB,
+    assignment: Assignment | None = None,
+) -> Rating:
+    """Record ``annotator``'s rating of ``candidate`` on its question version (ORCA paper, section 3.2, App. A).
+
+    In one transaction, under the candidate's row lock: creates the ``Rating``, adds 1 to
+    ``candidate.valid_rating_count`` and marks the annotator's open assignment(s) on the candidate submitted.
+    Idempotent per (candidate, annotator): a second submit (double click, back button) returns the existing
+    rating unchanged.
+
+    Args:
+        score: 1–5, or None only together with code U or E.
+        codes: iterable of feedback codes or a string such as ``"ar"`` (any case and order).
+        comment: free-text feedback (stripped).
+        seconds_on_task: seconds from showing the item to submitting (>= 0), None if unmeasured.
+        audio_seconds_played: seconds of audio the annotator played (>= 0), None if unmeasured.
+        assignment: the assignment being answered; it must be the annotator's own on this candidate.
+
+    Without an open, unexpired assignment the rating is accepted only while the candidate still has a free slot
+    (valid ratings + slots held by others < k), so an item released after a timeout never gets more than k.
+
+    Raises:
+        ValidationError: with field names: ``score``/``codes``/``seconds_on_task``/``audio_seconds_played``
+            for bad values, ``candidate`` when the question version is no longer current, the question is not
+            active or the candidate has all its ratings, ``assignment`` when it belongs to someone or something
+            else. ``candidate`` errors carry a code: ``stale_version``, ``inactive_question`` or ``full``.
+    """
+    code_string = rating_validate(score=score, codes=codes)
+    seconds_on_task = _clean_seconds(seconds_on_task, field="seconds_on_task")
+    audio_seconds_played = _clean_seconds(audio_seconds_played, field="audio_seconds_played")
+    comment = (comment or "").strip()
+    if assignment is not None and (
+        assignment.annotator_id != annotator.pk or assignment.candidate_id != candidate.pk
+    ):
+        raise ValidationError({"assignment": "This assignment belongs to another annotator or candidate answer."})
+
+    now = timezone.now()
+    with transaction.atomic():
+        locked = (
+            CandidateAnswer.objects.select_for_update(of=("self",))
+            .select_related("question_version__question")
+            .get(pk=candidate.pk)
+        )
+        existing = Rating.objects.filter(candidate=locked, annotator=annotator).first()
+        if existing is not None:
+            return existing
+
+        question = locked.question_version.question
+        if question.current_version_id != locked.question_version_id:
+            raise _candidate_error(
+                "This question was corrected since the item was shown; the old version cannot be rated.",
+                code="stale_version",
+            )
+        if question.status != Question.Status.ACTIVE:
+            raise _candidate_error(
+                f"This question is {question.get_status_display().lower()} and cannot be rated now.",
+                code="inactive_question",
+            )
+        holds_slot = Assignment.objects.filter(
+            candidate=locked, annotator=annotator, status=Assignment.Status.OPEN, expires_at__gt=now
+        ).exists()
+        if not holds_slot and not candidate_has_free_slot(candidate_pk=locked.pk, annotator=annotator, now=now):
+            raise _candidate_error("Your time on this item ran out and it has all its ratings now.", code="full")
+
+        rating = Rating(
+            candidate=locked,
+            question_version=locked.question_version,
+            annotator=annotator,
+            score=score,
+            codes=code_string,
+            comment=comment,
+            seconds_on_task=seconds_on_task,
+            audio_seconds_played=audio_seconds_played,
+            source=source,
+        )
+        rating.full_clean()
+        try:
+            with transaction.atomic():
+                rating.save()
+        except IntegrityError:
+            # A concurrent submit of the same annotator committed first (only possible without row locks).
+            existing = Rating.objects.filter(candidate=locked, annotator=annotator).first()
+            if existing is None:
+                raise
+            return existing
+        CandidateAnswer.objects.filter(pk=locked.pk).update(valid_rating_count=F("valid_rating_count") + 1)
+        Assignment.objects.filter(candidate=locked, annotator=annotator, status=Assignment.Status.OPEN).update(
+            status=Assignment.Status.SUBMITTED
+        )
+        return rating

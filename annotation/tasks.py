@@ -1,0 +1,22 @@
+"""Celery tasks of the annotation app: thin wrappers that call one service each."""
+from celery import shared_task
+
+from annotation.services.assignment import assignment_expire_stale
+
+
+@shared_task(ignore_result=True)
+def assignment_expire_task() -> int:
+    """Expire open assignments past their ``expires_at`` (beat runs it every 60 s); returns how many."""
+    return assignment_expire_stale()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1900)
+def job_item_task(self, job_item_pk: int) -> str:
+    """Do one Stage 1 job item (transcript, rationale or candidate answer); returns the outcome.
+
+    Re-runnable: the service claims the item conditionally, so a redelivered message after a worker died, or a
+    duplicate, never writes a second result.
+    """
+    from annotation.services.jobs import job_item_process
+
+    return job_item_process(item_pk=job_item_pk, task_id=self.request.id)
