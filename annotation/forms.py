@@ -1,0 +1,63 @@
+"""Forms of the rating pages. They parse input; the rules live in ``annotation.services.rating``."""
+from django import forms
+
+from annotation.codes import CODE_DEFINITIONS, CODE_ORDER, SCORE_DEFINITIONS
+
+
+class RatingForm(forms.Form):
+    """Score 1–5 (may be empty with U or E), feedback codes, comment and the two timings measured in the page.
+
+    ``score_options`` and ``code_options`` give the template each level's and code's label and definition
+    (ORCA paper, Appendix A) with whether it is selected, so the page can lay them out by hand.
+    """
+
+    score = forms.TypedChoiceField(
+        choices=[(value, label) for value, (label, _d) in SCORE_DEFINITIONS.items()],
+        coerce=int,
+        required=False,
+        empty_value=None,
+    )
+    codes = forms.MultipleChoiceField(
+        choices=[(code, label) for code, (label, _d) in CODE_DEFINITIONS.items()], required=False
+    )
+    comment = forms.CharField(required=False, max_length=5000, strip=True)
+    seconds_on_task = forms.FloatField(required=False, min_value=0, widget=forms.HiddenInput)
+    audio_seconds_played = forms.FloatField(required=False, min_value=0, widget=forms.HiddenInput)
+
+    def _raw(self, name: str):
+        if not self.is_bound:
+            return self.initial.get(name)
+        if name == "codes":
+            return self.data.getlist(name) if hasattr(self.data, "getlist") else self.data.get(name, [])
+        return self.data.get(name)
+
+    def score_options(self) -> list[dict]:
+        """``[{value, label, definition, checked}]`` for scores 1..5."""
+        chosen = str(self._raw("score") or "")
+        return [
+            {"value": value, "label": label, "definition": definition, "checked": str(value) == chosen}
+            for value, (label, definition) in SCORE_DEFINITIONS.items()
+        ]
+
+    def code_options(self) -> list[dict]:
+        """``[{value, label, definition, checked}]`` for the codes Q, A, R, U, E (value is the letter)."""
+        chosen = {str(c).upper() for c in (self._raw("codes") or [])}
+        return [
+            {"value": code, "label": CODE_DEFINITIONS[code][0], "definition": CODE_DEFINITIONS[code][1],
+             "checked": code in chosen}
+            for code in CODE_ORDER
+        ]
+
+
+class SkipForm(forms.Form):
+    """Why the annotator skips an item (required, stripped)."""
+
+    reason = forms.CharField(max_length=1000, strip=True)
+
+
+#: Reasons offered as suggestions in the skip box.
+SKIP_REASON_SUGGESTIONS = (
+    "The audio does not play",
+    "The item looks broken",
+    "The texts are garbled or unreadable",
+)

@@ -1,0 +1,252 @@
+"""Rating in the browser (ORCA paper, section 3.2): home page, next item, submit, skip and the audio stream.
+
+Thin views: each parses input with a form, calls one service and renders the page, or only its
+``#rating-form`` partial for htmx requests (django-template-partials). Without JavaScript the forms post normally
+and the view redirects to the next item.
+"""
+import mimetypes
+import re
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation import selectors
+from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
+from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm
+from annotation.models import Assignment
+from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
+from annotation.services.rating import rating_submit
+
+NEXT_TEMPLATE = "annotation/next.html"
+#: Fields of ``rating_submit`` errors that belong on the form; others are about the item itself.
+_FORM_FIELDS = {"score", "codes", "comment", "seconds_on_task", "audio_seconds_played"}
+
+
+def rater_required(view):
+    """Login required, then ``selectors.access_rating`` (annotator, expert or admin group, or staff)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        selectors.access_rating(user=request.user)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _benchmark_from(request: HttpRequest):
+    """The benchmark named by ``?benchmark=<pk>`` (the queue filter), or None."""
+    value = request.GET.get("benchmark", "")
+    if not value.isdigit():
+        return None
+    return selectors.benchmark_get_for_rating(user=request.user, benchmark_pk=int(value))
+
+
+def _with_benchmark(url: str, benchmark) -> str:
+    return f"{url}?{urlencode({'benchmark': benchmark.pk})}" if benchmark is not None else url
+
+
+def _render_item(
+    request: HttpRequest,
+    *,
+    assignment: Assignment | None,
+    benchmark,
+    form: RatingForm | None = None,
+    skip_form: SkipForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render the rating page for ``assignment`` (None: the "all done" message); htmx gets the partial only."""
+    if assignment is not None:
+        assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment.pk)
+    context = {
+        "assignment": assignment,
+        "candidate": assignment.candidate if assignment else None,
+        "version": assignment.candidate.question_version if assignment else None,
+        "question": assignment.candidate.question_version.question if assignment else None,
+        "benchmark": benchmark,
+        "form": form or RatingForm(),
+        "skip_form": skip_form or SkipForm(),
+        "skip_open": skip_form is not None and bool(skip_form.errors),
+        "skip_suggestions": SKIP_REASON_SUGGESTIONS,
+        "query": f"?{urlencode({'benchmark': benchmark.pk})}" if benchmark is not None else "",
+    }
+    template = NEXT_TEMPLATE + "#rating-form" if request.htmx else NEXT_TEMPLATE
+    return render(request, template, context, status=status)
+
+
+def _next_response(request: HttpRequest, *, benchmark) -> HttpResponse:
+    """After a submit or skip: the next item's partial for htmx, else a redirect to the next item (PRG)."""
+    if request.htmx:
+        assignment = assignment_next_for_annotator(annotator=request.user, benchmark=benchmark)
+        return _render_item(request, assignment=assignment, benchmark=benchmark)
+    return HttpResponseRedirect(_with_benchmark(reverse("annotation:next"), benchmark))
+
+
+@require_GET
+@rater_required
+def home(request: HttpRequest) -> HttpResponse:
+    """The annotator's progress per benchmark (rated today / in total / waiting) and a big "Next item" button."""
+    progress = selectors.rating_progress_for_annotator(user=request.user)
+    context = {
+        "progress": progress,
+        "today": sum(row.today for row in progress),
+        "total": sum(row.total for row in progress),
+        "available": sum(row.available for row in progress),
+        "score_definitions": SCORE_DEFINITIONS,
+        "code_definitions": CODE_DEFINITIONS,
+    }
+    return render(request, "annotation/home.html", context)
+
+
+@require_GET
+@rater_required
+def next_item(request: HttpRequest) -> HttpResponse:
+    """The item to rate now: the annotator's open assignment or a new one (``?benchmark=<pk>`` narrows it)."""
+    benchmark = _benchmark_from(request)
+    assignment = assignment_next_for_annotator(annotator=request.user, benchmark=benchmark)
+    return _render_item(request, assignment=assignment, benchmark=benchmark)
+
+
+@require_POST
+@rater_required
+def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
+    """Submit a rating for the annotator's assignment, then show the next item (or the form with its errors)."""
+    benchmark = _benchmark_from(request)
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk)
+    form = RatingForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            rating_submit(
+                candidate=assignment.candidate,
+                annotator=request.user,
+                score=data["score"],
+                codes=data["codes"],
+                comment=data["comment"],
+                seconds_on_task=data["seconds_on_task"],
+                audio_seconds_played=data["audio_seconds_played"],
+                assignment=assignment,
+            )
+        except ValidationError as exc:
+            errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+            if set(errors) <= _FORM_FIELDS:
+                for field, field_errors in errors.items():
+                    for message in field_errors:
+                        form.add_error(field, message)
+                return _render_item(request, assignment=assignment, benchmark=benchmark, form=form)
+            # The item itself can no longer be rated (corrected, paused or full): say so and move on.
+            for field_errors in errors.values():
+                for message in field_errors:
+                    messages.warning(request, message)
+            return _next_response(request, benchmark=benchmark)
+        messages.success(request, "Rating saved.")
+        return _next_response(request, benchmark=benchmark)
+    return _render_item(request, assignment=assignment, benchmark=benchmark, form=form)
+
+
+@require_POST
+@rater_required
+def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
+    """Skip the annotator's assignment with a reason, then show the next item."""
+    benchmark = _benchmark_from(request)
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk)
+    skip_form = SkipForm(request.POST)
+    if skip_form.is_valid():
+        try:
+            assignment_skip(assignment=assignment, reason=skip_form.cleaned_data["reason"])
+        except ValidationError as exc:
+            for message in exc.messages:
+                messages.warning(request, message)
+        else:
+            messages.info(request, "Item skipped.")
+        return _next_response(request, benchmark=benchmark)
+    return _render_item(request, assignment=assignment, benchmark=benchmark, skip_form=skip_form)
+
+
+_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_CHUNK = 64 * 1024
+
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | None | str:
+    """Parse a single-range ``Range`` header into inclusive (start, end).
+
+    Returns None when the header should be ignored (absent, malformed or several ranges: serve the whole file)
+    and ``"unsatisfiable"`` when it names no byte of a ``size``-byte file.
+    """
+    match = _RANGE_RE.match(header.strip()) if header else None
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # suffix range: the last N bytes
+        length = int(last)
+        if length == 0:
+            return "unsatisfiable"
+        return max(size - length, 0), size - 1
+    start = int(first)
+    end = min(int(last), size - 1) if last else size - 1
+    if start >= size or (last and int(last) < start):
+        return "unsatisfiable"
+    return start, end
+
+
+def _file_chunks(fh, start: int, length: int):
+    try:
+        fh.seek(start)
+        remaining = length
+        while remaining > 0:
+            block = fh.read(min(_CHUNK, remaining))
+            if not block:
+                break
+            remaining -= len(block)
+            yield block
+    finally:
+        fh.close()
+
+
+@require_http_methods(["GET", "HEAD"])
+@rater_required
+def audio(request: HttpRequest, clip_pk: int) -> HttpResponse:
+    """Stream an audio clip with HTTP Range support (206 + Content-Range), so the player can seek.
+
+    Access: see ``selectors.audio_clip_get_for_user``. The clip's SHA-256 is its strong ETag (If-Range honoured).
+    """
+    clip = selectors.audio_clip_get_for_user(user=request.user, clip_pk=clip_pk)
+    size = clip.file.size
+    content_type = mimetypes.guess_type(clip.file.name)[0] or "application/octet-stream"
+    etag = f'"{clip.sha256}"'
+
+    byte_range = _parse_range(request.headers.get("Range", ""), size)
+    if_range = request.headers.get("If-Range")
+    if if_range is not None and if_range != etag:
+        byte_range = None  # the client's copy is stale: send the whole file
+    if byte_range == "unsatisfiable":
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        response["Accept-Ranges"] = "bytes"
+        return response
+
+    start, end = byte_range if byte_range else (0, size - 1)
+    length = max(end - start + 1, 0)
+    if request.method == "HEAD":
+        response = HttpResponse(status=206 if byte_range else 200)
+    else:
+        response = StreamingHttpResponse(
+            _file_chunks(clip.file.storage.open(clip.file.name, "rb"), start, length), status=206 if byte_range else 200
+        )
+    response["Content-Type"] = content_type
+    response["Content-Length"] = str(length)
+    response["Accept-Ranges"] = "bytes"
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, max-age=3600"
+    if byte_range:
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    return response
