@@ -1,0 +1,80 @@
+"""An annotator logs in, rates one item in the browser and gets the next one without a page reload."""
+import io
+import math
+import struct
+import wave
+
+import pytest
+
+from annotation.models import Rating
+from tests.factories import AnnotatorFactory, AudioClipFactory, CandidateAnswerFactory, QuestionFactory
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+SCREENSHOT = "/tmp/rating_page.png"
+
+
+def _sine_wav(seconds: float = 2.0, rate: int = 16000) -> bytes:
+    """A short 440 Hz tone as 16-bit mono WAV, so the audio player has something real to load."""
+    frames = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * n / rate))) for n in range(int(seconds * rate))
+    )
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(frames)
+    return buffer.getvalue()
+
+
+def test_an_annotator_rates_an_item_and_gets_the_next_without_a_reload(live_server, page, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    annotator = AnnotatorFactory(username="ada")  # password "pw"
+    speech = QuestionFactory(
+        external_id="mmar-0042",
+        modality="speech",
+        category="Speech",
+        sub_category="Speaker intent",
+        audio=AudioClipFactory(data=_sine_wav(), duration_s=2.0),
+        version__question_text="What does the second speaker want the first one to do?",
+        version__reference_answer="Close the window.",
+        version__rationale="The second speaker says it is cold and points at the open window.",
+        version__transcript="A: It's freezing in here.\nB: Could you shut the window, please?",
+    )
+    first = CandidateAnswerFactory(
+        question_version=speech.current_version,
+        text="The second speaker asks the first one to close the window because it is cold.",
+        priority=1,
+    )
+    second = CandidateAnswerFactory(text="A dog is barking twice.")
+
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill("ada")
+    page.get_by_label("Password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    page.locator(".hero").get_by_role("link", name="Next item").click()
+
+    page.get_by_role("heading", name="How correct is the candidate answer?").wait_for()
+    assert page.locator(".panel-candidate").inner_text().count(first.text) == 1
+    page.evaluate("window.__sameDocument = true")
+
+    page.get_by_text("Almost correct").click()
+    page.get_by_text("Reference answer incorrect/incomplete").click()
+    page.get_by_label("Comment").fill("Right intent, a bit wordy.")
+    assert page.locator("input[name=score][value='4']").is_checked()
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+    page.get_by_role("button", name="Submit rating").click()
+    page.get_by_text("Rating saved.").wait_for()
+    page.locator(".panel-candidate", has_text=second.text).wait_for()
+    assert page.evaluate("window.__sameDocument") is True  # htmx swapped the item in; no full page load
+    assert page.locator("input[name=score]:checked").count() == 0
+
+    rating = Rating.objects.get(annotator=annotator)
+    assert (rating.candidate_id, rating.score, rating.codes, rating.comment) == (
+        first.pk, 4, "R", "Right intent, a bit wordy."
+    )
+    assert rating.source == Rating.Source.WEB
+    assert rating.seconds_on_task is not None and rating.seconds_on_task > 0
+    assert rating.audio_seconds_played == 0
