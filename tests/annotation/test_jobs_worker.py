@@ -1,0 +1,145 @@
+"""A Stage 1 job through a real Celery worker on Redis and PostgreSQL, with the worker SIGKILLed mid-job.
+
+Needs Redis at 127.0.0.1:6379 (db 7 is used) and ``DATABASE_URL`` pointing at PostgreSQL, e.g.
+``DATABASE_URL=postgres://postgres@127.0.0.1:5432/orca_prep pytest tests/annotation/test_jobs_worker.py``;
+skips with the reason otherwise.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from django.db import connection
+
+from annotation.models import Job, JobItem, Modality, QuestionVersion
+from annotation.services.audio import audio_clip_from_path
+from annotation.services.jobs import job_start
+from tests.factories import BenchmarkFactory, QuestionFactory
+from tests.fakes.openai_compat import FakeOpenAICompat
+
+REPO = Path(__file__).resolve().parents[2]
+BROKER_URL = "redis://127.0.0.1:6379/7"
+N_ITEMS = 8
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def redis_reachable() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def reset_pools(app) -> None:
+    """Forget the app's connection and producer pools so the next message uses the current broker settings."""
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def redis_broker():
+    if not redis_reachable():
+        pytest.skip("Redis is not reachable at 127.0.0.1:6379 (the worker test needs a real broker)")
+    if connection.vendor != "postgresql":
+        pytest.skip("the worker test needs PostgreSQL shared with the worker: set DATABASE_URL=postgres://...")
+    from config.celery import app
+
+    saved = (app.conf.broker_url, app.conf.task_always_eager, app.conf.broker_transport_options)
+    app.conf.broker_url = BROKER_URL
+    app.conf.task_always_eager = False
+    app.conf.broker_transport_options = {"visibility_timeout": 5}
+    reset_pools(app)
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    yield app
+    reset_pools(app)
+    app.conf.broker_url, app.conf.task_always_eager, app.conf.broker_transport_options = saved
+
+
+def start_worker(*, env: dict, log: Path) -> subprocess.Popen:
+    command = [
+        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "default", "--pool", "solo",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info",
+    ]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def wait_for(condition, *, timeout_s: float, what: str, log: Path):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; worker log:\n{log.read_text()[-4000:]}")
+
+
+def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_broker, tmp_path):
+    bench = BenchmarkFactory(name="worker-bench")
+    for index in range(N_ITEMS):
+        path = tmp_path / f"clip{index}.wav"
+        soundfile.write(path, (0.1 * np.sin(np.arange(3000 + index) * 0.05)).astype("float32"), 16000)
+        question = QuestionFactory(benchmark=bench, external_id=f"w{index}", modality=Modality.SPEECH, version__rationale="")
+        question.audio = audio_clip_from_path(path=path)
+        question.save(update_fields=["audio"])
+
+    with FakeOpenAICompat(reply=lambda request: "Grounded rationale.") as server:
+        server.delay_s = 0.6
+        db = connection.settings_dict
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "CELERY_BROKER_URL": BROKER_URL,
+            "CELERY_VISIBILITY_TIMEOUT_S": "5",
+            "RATIONALE_PROVIDER": "openai",
+            "OPENAI_COMPAT_BASE_URL": f"{server.url}/v1",
+            "OPENAI_COMPAT_MODEL": "fake-audio-model",
+            "PYTHONPATH": str(REPO),
+        }
+        log = tmp_path / "worker.log"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("django.conf.settings.RATIONALE_PROVIDER", "openai")
+            mp.setattr("django.conf.settings.OPENAI_COMPAT_BASE_URL", env["OPENAI_COMPAT_BASE_URL"])
+            mp.setattr("django.conf.settings.OPENAI_COMPAT_MODEL", "fake-audio-model")
+            job = job_start(kind=Job.Kind.RATIONALE, benchmark=bench)
+
+        worker = start_worker(env=env, log=log)
+        try:
+            wait_for(lambda: Job.objects.get(pk=job.pk).done >= 3, timeout_s=90, what="3 items done", log=log)
+            wait_for(
+                lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
+                timeout_s=10, what="an item in flight", log=log,
+            )
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            killed_while = list(JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).values_list("pk", flat=True))
+            done_at_kill = Job.objects.get(pk=job.pk).done
+            assert done_at_kill < N_ITEMS
+
+            worker = start_worker(env=env, log=log)
+            wait_for(
+                lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
+                timeout_s=120, what="the job to finish after the restart", log=log,
+            )
+        finally:
+            worker.kill()
+            worker.wait(timeout=10)
+
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed, job.total) == (Job.Status.DONE, N_ITEMS, 0, N_ITEMS)
+    for question in bench.questions.all():
+        assert question.versions.filter(source=QuestionVersion.Source.RATIONALE).count() == 1
+        assert question.current_version.rationale == "Grounded rationale."
+    assert set(JobItem.objects.filter(job=job).values_list("status", flat=True)) == {JobItem.Status.DONE}
+    assert killed_while, "the worker was killed between items, not mid-item"
+    retried = JobItem.objects.get(pk=killed_while[0])
+    assert retried.attempts == 2  # the redelivered message took the dead worker's item over
