@@ -1,7 +1,7 @@
-"""Rows of the modelling app: agreement snapshots (ORCA paper, section 5.2).
-
-ORCA training runs, model versions and predictions join this module later (issue #6, "In the platform").
+"""Rows of the modelling app: agreement snapshots (ORCA paper, section 5.2) and the ORCA registry: training runs,
+model versions and predictions (ORCA paper, sections 4–5; issue #6, "In the platform").
 """
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -64,3 +64,167 @@ class AgreementSnapshot(models.Model):
     def __str__(self) -> str:
         alpha = "undefined" if self.alpha is None else f"{self.alpha:.3f}"
         return f"{self.scope} {self.level} alpha={alpha} ({self.n_ratings} ratings)"
+
+
+class SplitKind(models.TextChoices):
+    """How a training run splits the rated data (ORCA paper, section 5.3)."""
+
+    UNSEEN_QUESTIONS = "unseen_questions", "Unseen questions (stratified by modality, then category; 8:1:1)"
+    HELD_OUT_LALMS = "held_out_lalms", "Held-out LALMs"
+
+
+class TrainingRun(models.Model):
+    """One ORCA fine-tuning run: its settings, its split, its life (QUEUED → RUNNING → DONE/FAILED/CANCELLED) and
+    its results. Created QUEUED by ``modelling.services.training.training_run_start``; only the services write it.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "Started by a user"
+        RETRAIN = "retrain", "Periodic retraining"
+
+    config = models.JSONField(
+        default=dict,
+        help_text="ORCA settings: base_model (alias, folder or hub name), head (beta|multinomial), pooling "
+        "(auto|mean|cls|last), epochs, lr (backbone learning rate), batch_size, max_length (tokens), input-field "
+        "flags rationale/question/transcript (booleans) and device (cpu|cuda).",
+    )
+    split_kind = models.CharField(
+        max_length=20, choices=SplitKind.choices, default=SplitKind.UNSEEN_QUESTIONS, help_text="How the data is split."
+    )
+    split_seed = models.IntegerField(default=0, help_text="Seed of the split and of training.")
+    held_out_lalms = models.JSONField(
+        default=list, blank=True, help_text="Names of the LALMs whose answers form the test split (held-out LALMs)."
+    )
+    trigger = models.CharField(
+        max_length=10, choices=Trigger.choices, default=Trigger.MANUAL, help_text="What started the run."
+    )
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.QUEUED, help_text="Where the run is in its life."
+    )
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the worker (for revoking).")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the worker; stale runs are failed by the reaper."
+    )
+    log = models.TextField(blank=True, help_text="What happened, one line per event; the traceback when it failed.")
+    progress = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="One entry per finished epoch: {epoch, loss (mean training NLL per rating, nats), dev_rho, "
+        "dev_tau, dev_mae_mu, elapsed_s}.",
+    )
+    steps_done = models.PositiveIntegerField(default=0, help_text="Optimiser steps done so far.")
+    steps_total = models.PositiveIntegerField(default=0, help_text="Optimiser steps planned (epochs × batches).")
+    metrics = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{dev: {unclamped, clamped}, test: {unclamped, clamped}} each {rho, tau, mae_mu, mae_var} on the "
+        "normalised scale (null where undefined), plus best_epoch, clamp_threshold and train_wall_s.",
+    )
+    artifact_path = models.CharField(
+        max_length=500, blank=True, help_text="Folder of the saved ORCA model (weights, head, config, tokenizer)."
+    )
+    n_train_items = models.PositiveIntegerField(default=0, help_text="Candidate answers in the training split.")
+    n_train_ratings = models.PositiveIntegerField(default=0, help_text="Scored ratings in the training split.")
+    n_dev_items = models.PositiveIntegerField(default=0, help_text="Candidate answers in the dev split.")
+    n_dev_ratings = models.PositiveIntegerField(default=0, help_text="Scored ratings in the dev split.")
+    n_test_items = models.PositiveIntegerField(default=0, help_text="Candidate answers in the test split.")
+    n_test_ratings = models.PositiveIntegerField(default=0, help_text="Scored ratings in the test split.")
+    source_rating_count = models.PositiveIntegerField(
+        default=0,
+        help_text="Valid scored ratings in the whole store when the data was exported (periodic retraining counts "
+        "new ratings from here).",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who started the run (empty for periodic retraining).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When the run was queued.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker claimed the run.")
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When the run ended (any final status).")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"training run #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED, self.Status.CANCELLED)
+
+
+class ModelVersion(models.Model):
+    """A trained ORCA model in the registry (one per finished run); at most one is active and scores candidates."""
+
+    training_run = models.OneToOneField(
+        TrainingRun, on_delete=models.PROTECT, related_name="model_version", help_text="The run that trained it."
+    )
+    name = models.CharField(max_length=200, unique=True, help_text="Display name, e.g. 'orca-7-minilm-beta'.")
+    artifact_path = models.CharField(max_length=500, help_text="Folder of the saved ORCA model.")
+    metrics = models.JSONField(default=dict, blank=True, help_text="The run's dev/test metrics (see TrainingRun).")
+    is_active = models.BooleanField(default=False, help_text="The model whose predictions the platform uses now.")
+    activated_at = models.DateTimeField(null=True, blank=True, help_text="When it was last made active.")
+    activated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who made it active (empty when periodic retraining did).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When the run finished and registered it.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_active"], condition=Q(is_active=True), name="model_version_at_most_one_active"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name + (" (active)" if self.is_active else "")
+
+
+class Prediction(models.Model):
+    """ORCA's predicted Beta distribution of one candidate answer's normalised rating y = (r − 1)/4 (paper, Eq. 1–4).
+
+    μ = α/(α+β) is the expected correctness; σ² = αβ/((α+β)²(α+β+1)) the predicted disagreement.
+    """
+
+    candidate = models.ForeignKey(
+        "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="predictions",
+        help_text="The candidate answer scored.",
+    )
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="predictions", help_text="The model that scored it."
+    )
+    mu = models.FloatField(help_text="Predicted mean correctness μ on the normalised scale, 0–1 (1 = correct).")
+    variance = models.FloatField(help_text="Predicted variance σ² on the normalised scale, 0–0.25.")
+    alpha = models.FloatField(help_text="Beta α > 0 (moment-matched for the multinomial head).")
+    beta = models.FloatField(help_text="Beta β > 0 (moment-matched for the multinomial head).")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was scored.")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "model_version"], name="prediction_one_per_candidate_model"),
+            models.CheckConstraint(condition=Q(mu__gte=0.0, mu__lte=1.0), name="prediction_mu_0_to_1"),
+            models.CheckConstraint(condition=Q(variance__gte=0.0), name="prediction_variance_non_negative"),
+            models.CheckConstraint(condition=Q(alpha__gt=0.0, beta__gt=0.0), name="prediction_alpha_beta_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_version} on {self.candidate_id}: mu={self.mu:.3f} var={self.variance:.4f}"

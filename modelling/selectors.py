@@ -122,3 +122,78 @@ def agreement_snapshot_history(*, level: str, scope: str | None = None) -> Query
     if scope is not None:
         qs = qs.filter(scope=scope)
     return qs.order_by("created_at", "id")
+
+
+# --- ORCA training runs, model registry and predictions ------------------------------------------------------
+
+
+def user_can_use_orca(*, user) -> bool:
+    """Who may start, follow and activate ORCA runs and see predictions: the agreement viewers (staff, experts,
+    admins). Annotators may not: μ ± σ would unblind their rating."""
+    return user_can_view_agreement(user=user)
+
+
+def training_run_list() -> QuerySet:
+    """Training runs, newest first, with their registered model and creator loaded."""
+    from .models import TrainingRun
+
+    return TrainingRun.objects.select_related("model_version", "created_by").order_by("-created_at", "-id")
+
+
+def model_version_active():
+    """The active ``ModelVersion`` with its training run, or None."""
+    from .models import ModelVersion
+
+    return ModelVersion.objects.select_related("training_run").filter(is_active=True).first()
+
+
+def rated_lalm_names() -> list[str]:
+    """Names of LALMs with at least one valid scored rating (the choices for a held-out-LALM split), sorted."""
+    return sorted(set(valid_rating_queryset().values_list("candidate__lalm__name", flat=True)))
+
+
+def item_question_list(*, model_version=None) -> QuerySet:
+    """Questions with candidate answers on their current version, with their count and, when ``model_version`` is
+    given, the largest predicted variance among them (``max_variance``; ordering: most uncertain first)."""
+    from django.db.models import Count, F, Max, Q
+
+    from annotation.models import Question
+
+    current = Q(versions__candidates__question_version=F("current_version"))
+    qs = Question.objects.select_related("benchmark").annotate(
+        n_candidates=Count("versions__candidates", filter=current, distinct=True)
+    ).filter(n_candidates__gt=0)
+    if model_version is None:
+        return qs.order_by("benchmark__name", "external_id")
+    return qs.annotate(
+        max_variance=Max(
+            "versions__candidates__predictions__variance",
+            filter=current & Q(versions__candidates__predictions__model_version=model_version),
+        )
+    ).order_by(F("max_variance").desc(nulls_last=True), "benchmark__name", "external_id")
+
+
+def item_candidates_with_predictions(*, question, model_version=None) -> list:
+    """The candidate answers of ``question``'s current version, by LALM name, each with ``valid_scores`` (the valid
+    ratings' scores, None for U/E) and ``prediction`` (of ``model_version``, or None)."""
+    from annotation.models import CandidateAnswer, Rating
+
+    from .models import Prediction
+
+    candidates = list(
+        CandidateAnswer.objects.filter(question_version_id=question.current_version_id)
+        .select_related("lalm")
+        .order_by("lalm__name")
+    )
+    scores: dict[int, list] = {c.pk: [] for c in candidates}
+    for candidate_id, score in (
+        Rating.objects.filter(candidate__in=candidates, is_valid=True).order_by("id").values_list("candidate_id", "score")
+    ):
+        scores[candidate_id].append(score)
+    predictions = {}
+    if model_version is not None:
+        predictions = {p.candidate_id: p for p in Prediction.objects.filter(candidate__in=candidates, model_version=model_version)}
+    for c in candidates:
+        c.valid_scores = scores[c.pk]
+        c.prediction = predictions.get(c.pk)
+    return candidates

@@ -2,6 +2,7 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from modelling.services.snapshots import agreement_snapshots_refresh
 
@@ -18,3 +19,61 @@ def agreement_snapshot_task(force: bool = False) -> int:
     if written:
         logger.info("wrote %d agreement snapshots (force=%s)", len(written), force)
     return len(written)
+
+
+@shared_task(
+    bind=True, acks_late=True, ignore_result=True,
+    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
+)
+def training_run_task(self, training_run_pk: int) -> str:
+    """Train one ORCA run (``modelling.services.training.training_run_execute``); returns its final status.
+
+    Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
+    """
+    from modelling.services.training import training_run_execute
+
+    run = training_run_execute(run_id=training_run_pk, task_id=self.request.id or "")
+    return run.status if run is not None else "skipped"
+
+
+@shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
+def predictions_score_task(model_version_pk: int) -> int:
+    """Score every current candidate answer the model version has not scored yet; returns how many."""
+    from modelling.models import ModelVersion
+    from modelling.services.predictions import predictions_score
+
+    version = ModelVersion.objects.filter(pk=model_version_pk).first()
+    if version is None:
+        return 0
+    return predictions_score(model_version=version)
+
+
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+def predictions_score_new_task() -> bool:
+    """Beat: when candidate answers lack a prediction of the active model, enqueue ``predictions_score_task`` on
+    ``ORCA_TRAIN_QUEUE`` (the model is loaded there, not in this light task). Returns whether it enqueued."""
+    from modelling.services.predictions import predictions_pending_for_active
+    from modelling.services.training import training_queue
+
+    version = predictions_pending_for_active()
+    if version is None:
+        return False
+    predictions_score_task.apply_async(args=[version.pk], queue=training_queue())
+    return True
+
+
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+def training_runs_fail_stale_task() -> int:
+    """Beat: fail RUNNING training runs without a heartbeat for ``ORCA_STALE_MINUTES``; returns how many."""
+    from modelling.services.training import training_runs_fail_stale
+
+    return training_runs_fail_stale()
+
+
+@shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
+def training_retrain_task() -> int | None:
+    """Beat: start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived; returns its id or None."""
+    from modelling.services.training import training_retrain_if_due
+
+    run = training_retrain_if_due()
+    return run.pk if run is not None else None

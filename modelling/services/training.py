@@ -1,0 +1,466 @@
+"""ORCA training runs in the platform: start, execute, cancel, reap stale runs, retrain periodically.
+
+A run is a row first (``TrainingRun``, QUEUED), then a Celery task (``modelling.tasks.training_run_task``) claims it
+with a conditional update (QUEUED → RUNNING), exports the split data with annotation's export service, calls
+``modelling.orca.train`` with a progress callback (epoch, loss, dev ρ; heartbeat), evaluates dev and test (ORCA paper,
+section 5.4: Spearman ρ, Kendall τ, MAE_μ, MAE_σ², unclamped and clamped as in section 5.5), registers the saved model
+as a ``ModelVersion`` and ends DONE. Any exception ends it FAILED with the message and traceback in ``log``.
+
+Heavy imports (torch, transformers, ``modelling.orca``) happen inside :func:`training_run_execute` only, so web
+processes stay light.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from annotation.models import CandidateAnswer, LALM, Question
+from annotation.services.exports import dataset_export_orca_jsonl
+from annotation.services.splits import split_held_out_lalms, split_unseen_questions
+from modelling.models import ModelVersion, SplitKind, TrainingRun
+from modelling.selectors import model_version_active, valid_rating_count
+
+logger = logging.getLogger(__name__)
+
+HEADS = ("beta", "multinomial")
+POOLINGS = ("auto", "mean", "cls", "last")
+DEVICES = ("cpu", "cuda")
+#: Defaults of a run's ``config`` (ORCA model and optimisation settings; see ``modelling.orca``).
+DEFAULT_CONFIG = {
+    "base_model": "minilm",
+    "head": "beta",
+    "pooling": "auto",
+    "epochs": 6,
+    "lr": 1e-4,
+    "batch_size": 16,
+    "max_length": 256,
+    "rationale": True,
+    "question": True,
+    "transcript": False,
+    "device": "cpu",
+}
+#: Dev share of the training LALMs' questions in the held-out-LALM scenario.
+HELD_OUT_DEV_RATIOS = (0.9, 0.1, 0.0)
+#: Seconds between heartbeat writes (and cancellation checks) while training.
+HEARTBEAT_EVERY_S = 10.0
+
+
+class TrainingCancelled(Exception):
+    """Raised inside the progress callback when a user cancelled the run; ends training early."""
+
+
+def training_config_clean(*, config: dict) -> dict:
+    """Validate a run's settings and fill defaults (``DEFAULT_CONFIG``; base model and device from settings).
+
+    Returns a new dict with every key of ``DEFAULT_CONFIG``. Raises ``ValidationError`` naming the field for an
+    unknown key, a wrong type or a value out of range (epochs 1–1000, lr in (0, 1), batch_size 1–4096,
+    max_length 16–32768).
+    """
+    unknown = sorted(set(config) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValidationError({key: "unknown ORCA setting" for key in unknown})
+    clean = dict(DEFAULT_CONFIG, base_model=settings.ORCA_BASE_MODEL, device=settings.ORCA_DEVICE) | dict(config)
+    errors: dict[str, str] = {}
+    if not isinstance(clean["base_model"], str) or not clean["base_model"].strip():
+        errors["base_model"] = "name a base model: minilm, smollm2, a folder or a hub name"
+    for key, choices in (("head", HEADS), ("pooling", POOLINGS), ("device", DEVICES)):
+        if clean[key] not in choices:
+            errors[key] = f"must be one of {', '.join(choices)}"
+    for key, low, high in (("epochs", 1, 1000), ("batch_size", 1, 4096), ("max_length", 16, 32768)):
+        value = clean[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            errors[key] = f"must be a whole number from {low} to {high}"
+    lr = clean["lr"]
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < 1:
+        errors["lr"] = "must be a number between 0 and 1"
+    for key in ("rationale", "question", "transcript"):
+        if not isinstance(clean[key], bool):
+            errors[key] = "must be true or false"
+    if errors:
+        raise ValidationError(errors)
+    clean["base_model"] = clean["base_model"].strip()
+    clean["lr"] = float(lr)
+    return clean
+
+
+def _split_clean(split: dict) -> tuple[str, int, list[str]]:
+    kind = split.get("kind", SplitKind.UNSEEN_QUESTIONS)
+    if kind not in SplitKind.values:
+        raise ValidationError({"split_kind": f"must be one of {', '.join(SplitKind.values)}"})
+    seed = split.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValidationError({"seed": "must be a whole number"})
+    held_out = sorted({str(name) for name in split.get("held_out_lalms") or []})
+    if kind == SplitKind.HELD_OUT_LALMS and not held_out:
+        raise ValidationError({"held_out_lalms": "name at least one LALM to hold out"})
+    if kind == SplitKind.UNSEEN_QUESTIONS:
+        held_out = []
+    return kind, seed, held_out
+
+
+def training_queue() -> str | None:
+    """Celery queue for ORCA work: ``ORCA_TRAIN_QUEUE`` (e.g. ``gpu``) when set, else None (the default queue)."""
+    return settings.ORCA_TRAIN_QUEUE or None
+
+
+def training_run_start(
+    *, config: dict, split: dict, created_by=None, trigger: str = TrainingRun.Trigger.MANUAL
+) -> TrainingRun:
+    """Create a QUEUED training run and enqueue its task once the transaction commits.
+
+    Args:
+        config: ORCA settings (see :func:`training_config_clean`; missing keys take defaults).
+        split: ``{"kind": "unseen_questions" | "held_out_lalms", "seed": int, "held_out_lalms": [LALM name, ...]}``.
+        created_by: the user starting it (None for periodic retraining).
+        trigger: ``TrainingRun.Trigger`` value.
+
+    The task goes to ``ORCA_TRAIN_QUEUE`` when set. Raises ``ValidationError`` for bad settings or split.
+    """
+    from modelling.tasks import training_run_task
+
+    clean = training_config_clean(config=config)
+    kind, seed, held_out = _split_clean(split)
+    with transaction.atomic():
+        run = TrainingRun(
+            config=clean, split_kind=kind, split_seed=seed, held_out_lalms=held_out, trigger=trigger,
+            created_by=created_by,
+        )
+        run.full_clean()
+        run.save()
+        queue = training_queue()
+        transaction.on_commit(lambda: training_run_task.apply_async(args=[run.pk], queue=queue))
+    return run
+
+
+def _log(run_id: int, line: str) -> None:
+    stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
+    TrainingRun.objects.filter(pk=run_id).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
+
+
+def artifact_root() -> Path:
+    """Folder of run data and saved models: ``ORCA_ARTIFACT_DIR``, or ``MEDIA_ROOT/orca`` when that is empty."""
+    return Path(settings.ORCA_ARTIFACT_DIR) if settings.ORCA_ARTIFACT_DIR else Path(settings.MEDIA_ROOT) / "orca"
+
+
+def _rated_questions():
+    """Questions with at least one validly scored candidate answer on their current version."""
+    rated = CandidateAnswer.objects.filter(
+        question_version=F("question_version__question__current_version"),
+        ratings__is_valid=True,
+        ratings__score__isnull=False,
+    ).values("question_version__question_id")
+    return Question.objects.filter(pk__in=rated).only("id", "modality", "category")
+
+
+def _rated_lalm_names() -> set[str]:
+    return set(
+        LALM.objects.filter(
+            candidates__question_version=F("candidates__question_version__question__current_version"),
+            candidates__ratings__is_valid=True,
+            candidates__ratings__score__isnull=False,
+        ).values_list("name", flat=True)
+    )
+
+
+def training_split_export(*, run: TrainingRun, data_dir: Path) -> dict[str, Path]:
+    """Write the run's train/dev/test ORCA JSONL files into ``data_dir``; returns their paths by split name.
+
+    Unseen questions: ``split_unseen_questions`` over the rated questions (8:1:1, seeded). Held-out LALMs: the test
+    split is every answer of the held-out LALMs; the other LALMs' answers are split 9:1 by question into train/dev.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    questions = list(_rated_questions())
+    paths = {name: data_dir / f"{name}.jsonl" for name in ("train", "dev", "test")}
+    if run.split_kind == SplitKind.HELD_OUT_LALMS:
+        lalms = split_held_out_lalms(lalm_names=_rated_lalm_names(), held_out=run.held_out_lalms)
+        parts = split_unseen_questions(questions=questions, seed=run.split_seed, ratios=HELD_OUT_DEV_RATIOS)
+        filters = {
+            "train": {"question_ids": parts["train"], "lalm_names": lalms["train"]},
+            "dev": {"question_ids": parts["dev"], "lalm_names": lalms["train"]},
+            "test": {"lalm_names": lalms["test"]},
+        }
+    else:
+        parts = split_unseen_questions(questions=questions, seed=run.split_seed)
+        filters = {name: {"question_ids": parts[name]} for name in paths}
+    for name, path in paths.items():
+        dataset_export_orca_jsonl(out=path, **filters[name])
+    return paths
+
+
+def _finite(obj):
+    """Replace NaN/inf by None so metrics are valid JSON (PostgreSQL jsonb rejects NaN)."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _scored_items(path: Path):
+    from modelling.orca import load_items
+
+    # Answers rated only with U/E (no score) are exported but carry no training signal.
+    return [item for item in load_items(path, require_ratings=False) if item.ratings]
+
+
+def _evaluate(model, tokenizer, items, *, threshold, device: str) -> dict | None:
+    """Unclamped and clamped metrics of a trained model on labelled items, or None for fewer than 2 items."""
+    from modelling.orca import clamp_mu, evaluate_predictions, item_targets, predict
+
+    if len(items) < 2:
+        return None
+    pred = predict(model, tokenizer, items, device=device)
+    human_mean, human_var = item_targets(items)
+    return {
+        "unclamped": evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var),
+        "clamped": evaluate_predictions(clamp_mu(pred["mu"], pred["var"], threshold), pred["var"], human_mean, human_var),
+    }
+
+
+class _Progress:
+    """The ``modelling.orca.train`` callback: progress entries per epoch, step counts and a throttled heartbeat."""
+
+    def __init__(self, run_id: int):
+        self.run_id = run_id
+        self.entries: list[dict] = []
+        self.last_beat = 0.0
+
+    def _beat(self, **fields) -> None:
+        self.last_beat = time.monotonic()
+        TrainingRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now(), **fields)
+        if TrainingRun.objects.filter(pk=self.run_id, status=TrainingRun.Status.CANCELLED).exists():
+            raise TrainingCancelled()
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "start":
+            _log(self.run_id, f"training {event.get('n_train')} items, {event.get('steps')} steps, "
+                              f"{event.get('trainable_params')} trainable parameters")
+            self._beat(steps_total=int(event.get("steps") or 0))
+        elif kind == "step" and time.monotonic() - self.last_beat >= HEARTBEAT_EVERY_S:
+            self._beat(steps_done=int(event["step"]))
+        elif kind == "epoch":
+            dev = event.get("dev") or {}
+            entry = _finite({
+                "epoch": event["epoch"], "loss": event["loss"], "dev_rho": dev.get("rho"), "dev_tau": dev.get("tau"),
+                "dev_mae_mu": dev.get("mae_mu"), "elapsed_s": event.get("elapsed_s"),
+            })
+            self.entries.append(entry)
+            rho = "–" if entry["dev_rho"] is None else f"{entry['dev_rho']:.4f}"
+            _log(self.run_id, f"epoch {entry['epoch']}: loss {entry['loss']:.4f}, dev rho {rho}")
+            self._beat(progress=list(self.entries), steps_done=int(event.get("step") or 0))
+
+
+def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun | None:
+    """Claim a QUEUED run and train it to DONE (or FAILED / CANCELLED); returns the run, or None if not claimable.
+
+    Re-runnable: a redelivered or duplicate message finds the run no longer QUEUED and returns None. Writes the split
+    data to ``<artifact root>/run-<pk>/data/`` and the model to ``<artifact root>/run-<pk>/model/``. On DONE the model
+    is registered as an inactive ``ModelVersion``; a periodic-retraining run is then activated when its dev ρ is not
+    worse than the active model's (:func:`training_run_promote_if_not_worse`).
+    """
+    now = timezone.now()
+    claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id
+    )
+    if claimed != 1:
+        return None
+    run = TrainingRun.objects.get(pk=run_id)
+    try:
+        _train(run)
+    except TrainingCancelled:
+        _log(run_id, "stopped: the run was cancelled")
+        TrainingRun.objects.filter(pk=run_id).update(finished_at=timezone.now())
+    except Exception as exc:  # noqa: BLE001 - any failure must end the row FAILED with its traceback
+        logger.exception("training run %s failed", run_id)
+        _log(run_id, f"FAILED: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING).update(
+            status=TrainingRun.Status.FAILED, finished_at=timezone.now()
+        )
+    run.refresh_from_db()
+    if run.status == TrainingRun.Status.DONE and run.trigger == TrainingRun.Trigger.RETRAIN:
+        training_run_promote_if_not_worse(run=run)
+    return run
+
+
+def _train(run: TrainingRun) -> None:
+    from modelling.orca import OrcaConfig, TrainConfig, train
+
+    cfg = run.config
+    folder = artifact_root() / f"run-{run.pk:05d}"
+    source_rating_count = valid_rating_count()
+    paths = training_split_export(run=run, data_dir=folder / "data")
+    items = {name: _scored_items(path) for name, path in paths.items()}
+    counts = {}
+    for name, split_items in items.items():
+        counts[f"n_{name}_items"] = len(split_items)
+        counts[f"n_{name}_ratings"] = sum(len(item.ratings) for item in split_items)
+    TrainingRun.objects.filter(pk=run.pk).update(source_rating_count=source_rating_count, **counts)
+    _log(run.pk, "split {}: train {n_train_items} items / {n_train_ratings} ratings, dev {n_dev_items} / "
+                 "{n_dev_ratings}, test {n_test_items} / {n_test_ratings}".format(run.split_kind, **counts))
+    if not items["train"]:
+        raise ValueError("the training split has no candidate answer with a scored valid rating")
+
+    model_config = OrcaConfig(
+        base_model=cfg["base_model"], head=cfg["head"], pooling=cfg["pooling"], max_length=cfg["max_length"],
+        rationale=cfg["rationale"], question=cfg["question"], transcript=cfg["transcript"],
+    )
+    train_config = TrainConfig(
+        epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.split_seed, device=cfg["device"],
+        log_every=1,
+    )
+    model_dir = folder / "model"
+    result = train(
+        items["train"], items["dev"] or None, model_dir, model_config, train_config, callback=_Progress(run.pk)
+    )
+    trained = result["config"]
+    dev_metrics = trained.dev_metrics or {}
+    metrics = _finite({
+        "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
+        "test": _evaluate(result["model"], result["tokenizer"], items["test"], threshold=trained.clamp_threshold,
+                          device=cfg["device"]),
+        "best_epoch": dev_metrics.get("best_epoch"),
+        "clamp_threshold": trained.clamp_threshold,
+        "train_wall_s": round(result["train_wall_s"], 2),
+        "pooling": trained.pooling,
+    })
+    with transaction.atomic():
+        done = TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
+            status=TrainingRun.Status.DONE, metrics=metrics, artifact_path=str(model_dir),
+            finished_at=timezone.now(), heartbeat_at=timezone.now(),
+        )
+        if done != 1:
+            raise TrainingCancelled()
+        run.refresh_from_db()
+        model_version_register(run=run)
+    _log(run.pk, f"done in {metrics['train_wall_s']} s; model saved to {model_dir}")
+
+
+def model_version_register(*, run: TrainingRun) -> ModelVersion:
+    """Register a DONE run's saved model as an inactive ``ModelVersion`` named ``orca-<run>-<base>-<head>``."""
+    base = Path(str(run.config.get("base_model", "model"))).name or "model"
+    version = ModelVersion(
+        training_run=run, name=f"orca-{run.pk}-{base}-{run.config.get('head', 'beta')}"[:200],
+        artifact_path=run.artifact_path, metrics=run.metrics,
+    )
+    version.full_clean()
+    version.save()
+    return version
+
+
+def training_run_cancel(*, run: TrainingRun, user=None) -> bool:
+    """Cancel a QUEUED or RUNNING run; returns False when it had already finished.
+
+    A QUEUED run is never started; a RUNNING one stops at its next heartbeat (within ``HEARTBEAT_EVERY_S`` seconds
+    of training steps). The Celery message is revoked too when the task id is known.
+    """
+    updated = TrainingRun.objects.filter(
+        pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]
+    ).update(status=TrainingRun.Status.CANCELLED, finished_at=timezone.now())
+    if updated != 1:
+        return False
+    _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
+    if run.task_id:
+        from config.celery import app
+
+        app.control.revoke(run.task_id)
+    return True
+
+
+def training_runs_fail_stale(*, now=None) -> int:
+    """Mark RUNNING runs whose heartbeat is older than ``ORCA_STALE_MINUTES`` FAILED; returns how many.
+
+    A worker killed by the hard time limit, out of memory or a machine going away leaves its run RUNNING; this is
+    what ends it (beat, every 5 minutes). A run without a heartbeat is judged by its start time.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.ORCA_STALE_MINUTES)
+    stale = list(
+        TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff).values_list("pk", flat=True)
+    )
+    failed = 0
+    for pk in stale:
+        updated = TrainingRun.objects.filter(
+            pk=pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff
+        ).update(status=TrainingRun.Status.FAILED, finished_at=now)
+        if updated:
+            failed += 1
+            _log(pk, f"FAILED: no heartbeat for {settings.ORCA_STALE_MINUTES} minutes (worker lost or killed)")
+    return failed
+
+
+def _dev_rho(metrics: dict | None) -> float | None:
+    dev = (metrics or {}).get("dev") or {}
+    rho = (dev.get("unclamped") or {}).get("rho")
+    return None if rho is None or not math.isfinite(rho) else float(rho)
+
+
+def retrain_should_activate(*, new_rho: float | None, active_rho: float | None) -> bool:
+    """True when a retrained model's dev ρ is not worse than the active model's (ties activate the new one).
+
+    An undefined new ρ never activates; an undefined active ρ always lets a defined new one through.
+    """
+    if new_rho is None or not math.isfinite(new_rho):
+        return False
+    if active_rho is None or not math.isfinite(active_rho):
+        return True
+    return new_rho >= active_rho
+
+
+def training_run_promote_if_not_worse(*, run: TrainingRun) -> bool:
+    """Activate a DONE run's model when its dev ρ (unclamped) is not worse than the active model's; returns whether.
+
+    The two ρ come from each run's own dev split (the data grew in between, so the splits differ); unclamped ρ
+    because the clamp threshold is tuned on dev itself.
+    """
+    from modelling.services.registry import model_version_activate
+
+    active = model_version_active()
+    new_rho = _dev_rho(run.metrics)
+    active_rho = _dev_rho(active.metrics) if active else None
+    if active is not None and active.training_run_id == run.pk:
+        return True
+    if not retrain_should_activate(new_rho=new_rho, active_rho=active_rho):
+        _log(run.pk, f"not activated: dev rho {new_rho} is worse than the active model's {active_rho}")
+        return False
+    model_version_activate(run=run, user=None)
+    _log(run.pk, f"activated: dev rho {new_rho} is not worse than the previous model's {active_rho}")
+    return True
+
+
+def training_retrain_if_due() -> TrainingRun | None:
+    """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
+
+    Uses the active model's run settings and split (kind, seed, held-out LALMs). Nothing happens without an active
+    model, with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
+    """
+    every = settings.ORCA_RETRAIN_EVERY
+    if every <= 0:
+        return None
+    active = model_version_active()
+    if active is None:
+        return None
+    if TrainingRun.objects.filter(status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]).exists():
+        return None
+    source = active.training_run
+    if valid_rating_count() - source.source_rating_count < every:
+        return None
+    return training_run_start(
+        config=source.config,
+        split={"kind": source.split_kind, "seed": source.split_seed, "held_out_lalms": source.held_out_lalms},
+        created_by=None,
+        trigger=TrainingRun.Trigger.RETRAIN,
+    )

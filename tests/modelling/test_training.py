@@ -1,0 +1,176 @@
+"""ORCA training runs without training: settings validation, queueing, activation, stale reaper, retraining rules."""
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from modelling.models import ModelVersion, TrainingRun
+from modelling.services.registry import model_version_activate
+from modelling.services.training import (
+    model_version_register,
+    retrain_should_activate,
+    training_config_clean,
+    training_retrain_if_due,
+    training_run_cancel,
+    training_run_execute,
+    training_run_promote_if_not_worse,
+    training_run_start,
+    training_runs_fail_stale,
+)
+from tests.factories import RatingFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+SPLIT = {"kind": "unseen_questions", "seed": 108}
+
+
+def done_run(*, dev_rho: float | None = 0.7, source_rating_count: int = 0) -> TrainingRun:
+    """A finished run with a registered (inactive) model; no artefact on disk (nothing here loads it)."""
+    run = TrainingRun.objects.create(
+        config=training_config_clean(config={}), status=TrainingRun.Status.DONE, artifact_path="/nonexistent",
+        metrics={"dev": {"unclamped": {"rho": dev_rho}, "clamped": {"rho": dev_rho}}},
+        source_rating_count=source_rating_count,
+    )
+    model_version_register(run=run)
+    return run
+
+
+def test_config_defaults_fill_in_and_bad_values_name_their_field(settings):
+    settings.ORCA_BASE_MODEL = "smollm2"
+    clean = training_config_clean(config={"epochs": 2})
+    assert clean["epochs"] == 2 and clean["base_model"] == "smollm2" and clean["head"] == "beta"
+    with pytest.raises(ValidationError) as exc:
+        training_config_clean(config={"head": "gauss", "epochs": 0, "lr": 2.0, "colour": "red"})
+    assert set(exc.value.message_dict) == {"colour"}
+    with pytest.raises(ValidationError) as exc:
+        training_config_clean(config={"head": "gauss", "epochs": 0, "lr": 2.0, "rationale": "yes"})
+    assert set(exc.value.message_dict) == {"head", "epochs", "lr", "rationale"}
+
+
+def test_start_creates_a_queued_run_and_enqueues_it_on_the_configured_queue_after_commit(
+    settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    settings.ORCA_TRAIN_QUEUE = "gpu"
+    sent = []
+    from modelling import tasks
+
+    # Record the message instead of training (the run itself is exercised in test_training_e2e.py).
+    monkeypatch.setattr(tasks.training_run_task, "apply_async", lambda args, queue: sent.append((args, queue)))
+    user = UserFactory()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = training_run_start(config={"epochs": 1}, split=SPLIT, created_by=user)
+    assert run.status == TrainingRun.Status.QUEUED and run.created_by == user and run.split_seed == 108
+    assert sent == []  # nothing is sent before the transaction commits
+    for callback in callbacks:
+        callback()
+    assert sent == [([run.pk], "gpu")]
+
+
+def test_a_held_out_lalm_split_needs_lalms():
+    with pytest.raises(ValidationError) as exc:
+        training_run_start(config={}, split={"kind": "held_out_lalms", "seed": 1})
+    assert "held_out_lalms" in exc.value.message_dict
+
+
+def test_a_run_is_claimed_once():
+    run = TrainingRun.objects.create(config=training_config_clean(config={}), status=TrainingRun.Status.RUNNING)
+    assert training_run_execute(run_id=run.pk) is None  # already running: a redelivered message does nothing
+    assert training_run_execute(run_id=run.pk + 1000) is None  # gone
+
+
+def test_a_run_without_rated_data_fails_with_the_reason_in_its_log():
+    run = TrainingRun.objects.create(config=training_config_clean(config={}))
+    run = training_run_execute(run_id=run.pk, task_id="t-1")
+    assert run.status == TrainingRun.Status.FAILED and run.task_id == "t-1"
+    assert "no candidate answer with a scored valid rating" in run.log and "Traceback" in run.log
+    assert run.finished_at is not None
+
+
+def test_activation_keeps_exactly_one_model_active():
+    first, second = done_run(), done_run()
+    user = UserFactory()
+    model_version_activate(run=first, user=user)
+    version = model_version_activate(run=second, user=user)
+    assert list(ModelVersion.objects.filter(is_active=True)) == [version]
+    assert version.activated_by == user and version.activated_at is not None
+    model_version_activate(run=first, user=user)
+    assert list(ModelVersion.objects.filter(is_active=True).values_list("training_run", flat=True)) == [first.pk]
+
+
+def test_the_database_refuses_a_second_active_model():
+    first, second = done_run(), done_run()
+    model_version_activate(run=first)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ModelVersion.objects.filter(pk=second.model_version.pk).update(is_active=True)
+
+
+def test_only_a_finished_run_can_be_activated():
+    run = TrainingRun.objects.create(config={}, status=TrainingRun.Status.RUNNING)
+    with pytest.raises(ValidationError, match="only a finished"):
+        model_version_activate(run=run)
+
+
+def test_the_reaper_fails_runs_with_a_stale_heartbeat_only(settings):
+    settings.ORCA_STALE_MINUTES = 30
+    now = timezone.now()
+    stale = TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, heartbeat_at=now - timedelta(minutes=31))
+    alive = TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, heartbeat_at=now - timedelta(minutes=5))
+    queued = TrainingRun.objects.create(status=TrainingRun.Status.QUEUED)
+    assert training_runs_fail_stale(now=now) == 1
+    for run in (stale, alive, queued):
+        run.refresh_from_db()
+    assert stale.status == TrainingRun.Status.FAILED and "no heartbeat for 30 minutes" in stale.log
+    assert alive.status == TrainingRun.Status.RUNNING and queued.status == TrainingRun.Status.QUEUED
+    assert training_runs_fail_stale(now=now) == 0
+
+
+def test_cancelling_stops_a_queued_run_from_starting():
+    run = TrainingRun.objects.create(config=training_config_clean(config={}))
+    assert training_run_cancel(run=run, user=UserFactory(username="ann"))
+    assert training_run_execute(run_id=run.pk) is None
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.CANCELLED and "cancelled by ann" in run.log
+    assert not training_run_cancel(run=run)
+
+
+@pytest.mark.parametrize(
+    "new, active, expected",
+    [(0.71, 0.70, True), (0.70, 0.70, True), (0.69, 0.70, False), (None, 0.70, False), (0.5, None, True),
+     (float("nan"), 0.7, False)],
+)
+def test_a_retrained_model_is_activated_only_when_its_dev_rho_is_not_worse(new, active, expected):
+    assert retrain_should_activate(new_rho=new, active_rho=active) is expected
+
+
+def test_promotion_activates_a_better_retrain_and_keeps_the_active_model_otherwise():
+    active = done_run(dev_rho=0.70)
+    model_version_activate(run=active)
+    worse = done_run(dev_rho=0.65)
+    assert not training_run_promote_if_not_worse(run=worse)
+    assert ModelVersion.objects.get(is_active=True).training_run == active
+    assert "not activated" in TrainingRun.objects.get(pk=worse.pk).log
+    better = done_run(dev_rho=0.72)
+    assert training_run_promote_if_not_worse(run=better)
+    assert ModelVersion.objects.get(is_active=True).training_run == better
+
+
+def test_retraining_starts_only_after_enough_new_valid_ratings(settings, django_capture_on_commit_callbacks):
+    settings.ORCA_RETRAIN_EVERY = 3
+    assert training_retrain_if_due() is None  # no active model yet
+    active = done_run(source_rating_count=0)
+    active.config = training_config_clean(config={"epochs": 3, "head": "multinomial"})
+    active.split_seed = 5
+    active.save()
+    model_version_activate(run=active)
+    RatingFactory.create_batch(2)
+    assert training_retrain_if_due() is None  # 2 < 3 new ratings
+    RatingFactory(score=None, codes="U")  # not scored: does not count
+    assert training_retrain_if_due() is None
+    RatingFactory()
+    with django_capture_on_commit_callbacks(execute=False):
+        run = training_retrain_if_due()
+    assert run is not None and run.trigger == TrainingRun.Trigger.RETRAIN and run.created_by is None
+    assert run.config == active.config and run.split_seed == 5
+    assert training_retrain_if_due() is None  # one run at a time
