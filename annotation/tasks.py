@@ -20,3 +20,14 @@ def job_item_task(self, job_item_pk: int) -> str:
     from annotation.services.jobs import job_item_process
 
     return job_item_process(item_pk=job_item_pk, task_id=self.request.id)
+
+
+@shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
+def export_job_task(job_pk: int) -> str:
+    """Run one dataset or benchmark export job (``Job(kind="export")``); returns its final status.
+
+    Re-runnable: the service claims the job with a conditional update, so a duplicate message does nothing.
+    """
+    from annotation.services.exports import export_run
+
+    return export_run(job_pk=job_pk)

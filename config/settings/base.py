@@ -32,7 +32,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "annotation",
@@ -171,13 +174,28 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
+        "rest_framework.authentication.TokenAuthentication",
 SPECTACULAR_SETTINGS = {
     "TITLE": "ORCA annotation platform API",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
     "VERSION": "0.1.0",
 }
 
+    "DESCRIPTION": "Benchmarks, questions, candidate answers, ratings, jobs, corrections, agreement, ORCA models "
+    "and dataset exports. Authenticate with a session or `Authorization: Token <key>`.",
 # --- Annotation ---------------------------------------------------------------------------------------------
+    # Swagger UI and Redoc from drf-spectacular-sidecar's static files, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 # k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
+# Dataset exports (annotation/services/exports.py): files under MEDIA_ROOT/exports; exports of more candidate
+# answers than this run as Celery jobs (Job kind "export") instead of in the request.
+EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
+EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
 ANNOTATION_TARGET_RATINGS = env.int("ANNOTATION_TARGET_RATINGS", default=3)
 # Minutes an annotator holds an item before it is released to others.
 ANNOTATION_ASSIGNMENT_MINUTES = env.int("ANNOTATION_ASSIGNMENT_MINUTES", default=15)

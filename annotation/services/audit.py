@@ -1,0 +1,106 @@
+"""The audit trail: one ``AuditEvent`` per write by a person or a job (who, what, when, old → new).
+
+Write services call :func:`audit_record` explicitly, inside their own transaction, so an event exists exactly when
+the change committed (no signals; STYLE.md rule 4). Reads for the admin's audit page go through
+:func:`audit_events_for_user`, which only admins may call.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+
+from annotation.models import AuditEvent
+from annotation.services.accounts import user_roles
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with dates, decimals, UUIDs, model rows and sets turned into JSON values (recursively)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_jsonable(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, Model):
+        return value.pk
+    return str(value)
+
+
+def audit_record(
+    *,
+    actor,
+    action: str,
+    obj: Model | None,
+    old: dict | None = None,
+    new: dict | None = None,
+    actor_label: str = "",
+    object_type: str = "",
+    object_id: str | int = "",
+) -> AuditEvent:
+    """Append one audit event and return it.
+
+    Args:
+        actor: the user who made the change, or None for a job or the system (then pass ``actor_label``,
+            e.g. ``"job 12"``; default ``"system"``).
+        action: dotted verb, e.g. ``"rating.submit"``, ``"job.cancel"``, ``"export.start"``.
+        obj: the changed row (its ``app_label.model`` and primary key are stored); None with ``object_type`` and
+            ``object_id`` for something that is not a row.
+        old, new: the changed fields before and after (JSON-able after conversion of dates, rows → pks, sets →
+            sorted lists); None for a creation (old) or a deletion (new).
+
+    Call inside the transaction of the change, so the event commits or rolls back with it.
+    """
+    if actor is not None and getattr(actor, "is_authenticated", False):
+        label = actor_label or actor.get_username()
+    else:
+        actor = None
+        label = actor_label or "system"
+    if obj is not None:
+        object_type = object_type or obj._meta.label_lower
+        object_id = obj.pk if obj.pk is not None else object_id
+        text = str(obj)
+    else:
+        text = ""
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_label=label[:200],
+        action=action[:100],
+        object_type=object_type[:100],
+        object_id=str(object_id if object_id is not None else "")[:64],
+        object_repr=text[:300],
+        old=_jsonable(old),
+        new=_jsonable(new),
+    )
+
+
+def audit_events_for_user(
+    *, user, action: str = "", object_type: str = "", actor: str = "", object_id: str = ""
+) -> QuerySet[AuditEvent]:
+    """Audit events, newest first, optionally filtered (exact ``action``/``object_type``/``object_id``, actor
+    label containing ``actor``).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+    """
+    if "admin" not in user_roles(user):
+        raise PermissionDenied("Only admins may read the audit log.")
+    events = AuditEvent.objects.select_related("actor")
+    if action:
+        events = events.filter(action=action)
+    if object_type:
+        events = events.filter(object_type=object_type)
+    if object_id:
+        events = events.filter(object_id=object_id)
+    if actor:
+        events = events.filter(actor_label__icontains=actor)
+    return events.order_by("-created_at", "-id")
