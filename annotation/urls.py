@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import views
+from annotation import views, views_jobs
 
 app_name = "annotation"
 
@@ -10,4 +10,10 @@ urlpatterns: list = [
     path("rate/<int:assignment_pk>/submit/", views.rate, name="rate"),
     path("rate/<int:assignment_pk>/skip/", views.skip, name="skip"),
     path("audio/<int:clip_pk>/", views.audio, name="audio"),
+    # Stage 1 preparation jobs (staff): list + start form, live progress, retry failed, cancel.
+    path("jobs/", views_jobs.job_list, name="jobs"),
+    path("jobs/start/", views_jobs.job_create, name="job-start"),
+    path("jobs/<int:job_pk>/", views_jobs.job_detail, name="job"),
+    path("jobs/<int:job_pk>/retry/", views_jobs.job_retry, name="job-retry"),
+    path("jobs/<int:job_pk>/cancel/", views_jobs.job_stop, name="job-cancel"),
 ]

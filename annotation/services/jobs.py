@@ -24,7 +24,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotation.models import LALM, Benchmark, Job, JobItem
-from annotation.providers.base import ProviderError
+from annotation.providers.base import Availability, ProviderError
 
 from .preparation import (
     PREPARATION_KINDS,
@@ -320,3 +320,36 @@ def job_progress(*, job: Job) -> JobProgress:
         rate_per_min=round(rate, 2) if rate is not None else None,
         eta_s=round(eta, 1) if eta is not None else None,
     )
+
+
+# --- selectors for the staff pages --------------------------------------------------------------------------
+def job_check_staff(*, user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is staff (jobs spend provider quota and compute)."""
+    from django.core.exceptions import PermissionDenied
+
+    if not (user.is_authenticated and user.is_staff):
+        raise PermissionDenied("Stage 1 jobs are for staff")
+
+
+def job_list_for_staff(*, user):
+    """All jobs, newest first, with benchmark and LALM joined. Raises ``PermissionDenied`` for non-staff."""
+    job_check_staff(user=user)
+    return Job.objects.select_related("benchmark", "lalm", "created_by").order_by("-created_at", "-pk")
+
+
+def job_for_staff(*, user, job_pk: int) -> Job:
+    """One job. Raises ``PermissionDenied`` for non-staff, ``Job.DoesNotExist`` when absent."""
+    return job_list_for_staff(user=user).get(pk=job_pk)
+
+
+def provider_availabilities() -> list[tuple[str, Availability]]:
+    """(role, availability) for the transcriber, the rationale writer and every generating LALM, for the pages."""
+    from annotation.providers.answers import answer_availability
+
+    rows = [
+        ("Transcripts", preparation_availability(kind=Job.Kind.TRANSCRIBE)),
+        ("Rationales", preparation_availability(kind=Job.Kind.RATIONALE)),
+    ]
+    for lalm in LALM.objects.exclude(provider=LALM.Provider.IMPORT).order_by("name"):
+        rows.append(("Candidate answers", answer_availability(lalm=lalm)))
+    return rows
