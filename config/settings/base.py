@@ -80,6 +80,9 @@ DATABASES["default"].setdefault("TEST", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several processes (web, worker, beat) share one SQLite file in the embedded default.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # BEGIN IMMEDIATE: a transaction takes the write lock up front and waits (timeout) for it. With the default
+    # deferred BEGIN, two transactions that read and then write fail at once with "database is locked".
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -3,11 +3,13 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
+from annotation.services.accounts import ROLES
 from annotation.services.assignment import (
     assignment_expire_stale,
     assignment_next_for_annotator,
@@ -213,11 +215,13 @@ def test_the_queue_can_be_narrowed_to_one_benchmark():
     assert assignment_next_for_annotator(annotator=annotator, benchmark=wanted) is None
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_annotators_never_exceed_k_nor_rate_twice(settings):
     """8 threads, each a different annotator, pull and rate until the queue is empty (PostgreSQL only)."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL row locks (SELECT ... FOR UPDATE SKIP LOCKED); SQLite has one writer at a time")
+    for name in ROLES:  # other transactional tests may have flushed the groups migration 0002 created
+        Group.objects.get_or_create(name=name)
     settings.ANNOTATION_TARGET_RATINGS = 3
     candidates = CandidateAnswerFactory.create_batch(30)
     annotators = AnnotatorFactory.create_batch(8)

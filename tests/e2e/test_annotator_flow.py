@@ -9,7 +9,7 @@ import pytest
 from annotation.models import Rating
 from tests.factories import AnnotatorFactory, AudioClipFactory, CandidateAnswerFactory, QuestionFactory
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
 
 SCREENSHOT = "/tmp/rating_page.png"
 
