@@ -31,3 +31,11 @@ def export_job_task(job_pk: int) -> str:
     from annotation.services.exports import export_run
 
     return export_run(job_pk=job_pk)
+
+
+@shared_task(ignore_result=True)
+def job_items_requeue_stale_task() -> int:
+    """Send again Stage 1 job items whose worker went silent past the lease (beat, every 5 minutes)."""
+    from annotation.services.jobs import job_items_requeue_stale
+
+    return job_items_requeue_stale()

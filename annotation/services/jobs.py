@@ -229,6 +229,25 @@ def _item_work(*, item: JobItem, token: str, job: Job, question) -> str:
     return "failed" if _item_close(item=item, token=token, status=JobItem.Status.FAILED, error=message) else "lost-claim"
 
 
+def job_items_requeue_stale() -> int:
+    """Send again the items whose worker went silent: running, claimed more than ``PREPARATION_ITEM_LEASE_S`` ago.
+
+    Beat runs this (``job_items_requeue_stale_task``) for brokers that lose a dead worker's message (kombu's
+    ``filesystem://``); the lease is longer than the task's hard time limit, so the old execution is gone.
+    Returns the number of items sent again.
+    """
+    stale = timezone.now() - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S)
+    sent = 0
+    jobs = Job.objects.filter(
+        status__in=ACTIVE_JOB_STATUSES, items__status=JobItem.Status.RUNNING, items__claimed_at__lt=stale
+    ).distinct()
+    for job in jobs:
+        with transaction.atomic():
+            items = JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING, claimed_at__lt=stale)
+            sent += _enqueue(job=job, items=items)
+    return sent
+
+
 def job_retry_failed(*, job: Job) -> int:
     """Send failed items, and items stuck pending or running past the lease, again; reopen the job.
 

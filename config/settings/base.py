@@ -137,6 +137,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.assignment_expire_task",
         "schedule": 60.0,
     },
+    # Stage 1 job items whose worker died without the broker redelivering its message (annotation.services.jobs).
+    "requeue-stale-job-items": {
+        "task": "annotation.tasks.job_items_requeue_stale_task",
+        "schedule": 300.0,
+    },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
     "agreement-snapshot-when-due": {
         "task": "modelling.tasks.agreement_snapshot_task",
@@ -235,8 +240,9 @@ PREPARATION_BACKOFF_MAX_S = env.float("PREPARATION_BACKOFF_MAX_S", default=60.0)
 PREPARATION_REQUEST_TIMEOUT_S = env.float("PREPARATION_REQUEST_TIMEOUT_S", default=120.0)
 # Celery queue for local-model work (Whisper); empty: the default queue. Start a worker with -Q gpu to serve it.
 PREPARATION_GPU_QUEUE = env("PREPARATION_GPU_QUEUE", default="")
-# A running item whose worker has been silent this long may be claimed again (seconds).
-PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=1800)
+# A running item whose worker has been silent this long may be claimed again (seconds); keep it longer than the
+# item task's hard time limit (1900 s) so the old execution is surely gone.
+PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=2400)
 
 # --- Modelling ----------------------------------------------------------------------------------------------
 # An agreement snapshot (Krippendorff's alpha) is written once this many new valid ratings have arrived.

@@ -262,3 +262,25 @@ def test_progress_reports_counts_percent_rate_and_eta(benchmark, gemini):
 
     assert (progress.done, progress.pending, progress.percent) == (1, 2, 33.3)
     assert progress.rate_per_min > 0 and progress.eta_s > 0
+
+
+def test_items_of_a_silent_worker_are_sent_again_after_the_lease(benchmark, gemini, settings, django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.services.jobs import job_items_requeue_stale
+
+    job = job_start(kind=Job.Kind.RATIONALE, benchmark=benchmark, external_ids=["q0", "q1"])
+    first, second = job.items.order_by("pk")
+    job_item_claim(item_pk=first.pk, task_id=first.task_id)  # this worker dies; its message is lost
+    job_item_claim(item_pk=second.pk, task_id=second.task_id)  # this one is still working
+    JobItem.objects.filter(pk=first.pk).update(claimed_at=timezone.now() - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S + 1))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert job_items_requeue_stale() == 1
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, first.attempts) == (JobItem.Status.DONE, 2)
+    assert second.status == JobItem.Status.RUNNING
