@@ -272,10 +272,60 @@ class Rating(models.Model):
         return f"{self.annotator} rated {self.candidate_id}: {self.score} {self.codes}"
 
 
+class Judge(models.Model):
+    """An LLM judge: a provider, a model and a prompt variant (ORCA paper, section 5.6 and Appendix B.2).
+
+    Adding a judge is a row (admin or the judges page), not code. The prompt variants are the template files in
+    ``annotation/judging/prompts/`` (Appendix B.2: the full prompt of Fig. 7, the context ablations of Table 6 and
+    the modified prompt of Fig. 8). ``settings`` keys, all optional: ``base_url``, ``api_key_env``,
+    ``temperature`` (default 0), ``max_tokens``, ``requests_per_minute``, ``timeout_s``, ``logprobs`` (bool,
+    OpenAI-compatible: ask for token log-probabilities, default true), ``device`` (local models).
+    """
+
+    class Provider(models.TextChoices):
+        GEMINI = "gemini", "Gemini (google-genai)"
+        OPENAI = "openai", "OpenAI-compatible server"
+        LOCAL = "local", "Local transformers chat model"
+
+    class PromptVariant(models.TextChoices):
+        FULL = "full", "Full (question, context: rationale + transcript)"
+        NO_TRANSCRIPT = "no_transcript", "Without transcript"
+        NO_CONTEXT = "no_context", "Without context"
+        NO_QUESTION = "no_question", "Without context and question"
+        MODIFIED = "modified", "Modified full prompt (Fig. 8)"
+
+    name = models.CharField(max_length=200, unique=True, help_text="Unique name shown on the comparison page.")
+    provider = models.CharField(max_length=10, choices=Provider.choices, help_text="Where the model runs.")
+    model = models.CharField(
+        max_length=500,
+        help_text="Model name (e.g. 'gemini-2.5-flash', 'Qwen2.5-7B-Instruct'); local: 'smollm2', a folder or .gguf.",
+    )
+    prompt_variant = models.CharField(
+        max_length=20, choices=PromptVariant.choices, default=PromptVariant.FULL, help_text="Prompt template used."
+    )
+    settings = models.JSONField(default=dict, blank=True, help_text="Provider settings (see the class docstring).")
+    is_active = models.BooleanField(default=True, help_text="Offered on the judges page and used in fusion.")
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class JudgeRating(models.Model):
-    """An LLM judge's score for a candidate answer (ORCA paper, section 5.6 and Appendix B.2)."""
+    """An LLM judge's score for a candidate answer (ORCA paper, section 5.6 and Appendix B.2).
+
+    ``judge`` is set for ratings made here; imported or legacy rows only carry ``judge_name``/``prompt_variant``.
+    """
 
     candidate = models.ForeignKey(CandidateAnswer, on_delete=models.CASCADE, related_name="judge_ratings")
+    judge = models.ForeignKey(
+        Judge, null=True, blank=True, on_delete=models.CASCADE, related_name="ratings",
+        help_text="The judge row; empty for imported or legacy ratings.",
+    )
     judge_name = models.CharField(max_length=200, help_text="The judge model, e.g. 'gemini-2.5-flash'.")
     prompt_variant = models.CharField(max_length=50, default="full", help_text="Prompt template used.")
     score = models.FloatField(null=True, blank=True, help_text="Score 1–5; empty when the reply could not be parsed.")
@@ -291,6 +341,9 @@ class JudgeRating(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["candidate", "judge_name", "prompt_variant"], name="judge_rating_unique_per_judge_prompt"
+            ),
+            models.UniqueConstraint(
+                fields=["candidate", "judge"], condition=Q(judge__isnull=False), name="judge_rating_unique_per_judge"
             ),
             models.CheckConstraint(
                 condition=Q(score__isnull=True) | Q(score__gte=1, score__lte=5), name="judge_rating_score_1_to_5"
