@@ -364,8 +364,9 @@ def model_version_register(*, run: TrainingRun) -> ModelVersion:
 def training_run_cancel(*, run: TrainingRun, user=None) -> bool:
     """Cancel a QUEUED or RUNNING run; returns False when it had already finished.
 
-    A QUEUED run is never started; a RUNNING one stops at its next heartbeat (within ``HEARTBEAT_EVERY_S`` seconds
-    of training steps). The Celery message is revoked too when the task id is known.
+    A QUEUED run is never started (its task finds it no longer QUEUED); a RUNNING one stops at its next heartbeat
+    (within ``HEARTBEAT_EVERY_S`` seconds of training steps). No Celery revoke is needed, and none is sent: the
+    embedded ``filesystem://`` broker has no broadcast channel for it.
     """
     updated = TrainingRun.objects.filter(
         pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]
@@ -373,10 +374,6 @@ def training_run_cancel(*, run: TrainingRun, user=None) -> bool:
     if updated != 1:
         return False
     _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
-    if run.task_id:
-        from config.celery import app
-
-        app.control.revoke(run.task_id)
     return True
 
 
