@@ -1,7 +1,7 @@
 """Django admin for the modelling rows (read-only: snapshots are computed, never typed in)."""
 from django.contrib import admin
 
-from .models import AgreementSnapshot
+from .models import AgreementSnapshot, ModelVersion, Prediction, TrainingRun
 
 
 @admin.register(AgreementSnapshot)
@@ -15,3 +15,32 @@ class AgreementSnapshotAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    """ORCA rows are written by the services (training, activation, scoring) only."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(TrainingRun)
+class TrainingRunAdmin(_ReadOnlyAdmin):
+    list_display = ["id", "created_at", "status", "trigger", "split_kind", "split_seed", "n_train_items", "created_by"]
+    list_filter = ["status", "trigger", "split_kind"]
+
+
+@admin.register(ModelVersion)
+class ModelVersionAdmin(_ReadOnlyAdmin):
+    list_display = ["name", "is_active", "activated_at", "activated_by", "created_at"]
+    list_filter = ["is_active"]
+
+
+@admin.register(Prediction)
+class PredictionAdmin(_ReadOnlyAdmin):
+    list_display = ["candidate", "model_version", "mu", "variance", "created_at"]
+    list_filter = ["model_version"]
+    raw_id_fields = ["candidate"]
