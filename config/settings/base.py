@@ -179,31 +179,37 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-}
-        "rest_framework.authentication.TokenAuthentication",
-SPECTACULAR_SETTINGS = {
-    "TITLE": "ORCA annotation platform API",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
-    "VERSION": "0.1.0",
 }
-
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ORCA annotation platform API",
     "DESCRIPTION": "Benchmarks, questions, candidate answers, ratings, jobs, corrections, agreement, ORCA models "
     "and dataset exports. Authenticate with a session or `Authorization: Token <key>`.",
-# --- Annotation ---------------------------------------------------------------------------------------------
+    "VERSION": "0.1.0",
     # Swagger UI and Redoc from drf-spectacular-sidecar's static files, never a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-# k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
+    "ENUM_NAME_OVERRIDES": {
+        "QuestionStatusEnum": "annotation.models.Question.Status",
+        "JobStatusEnum": "annotation.models.Job.Status",
+        "JobKindEnum": "annotation.models.Job.Kind",
+        "CorrectionItemStatusEnum": "refinement.models.CorrectionItem.Status",
+    },
+}
 # Dataset exports (annotation/services/exports.py): files under MEDIA_ROOT/exports; exports of more candidate
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
+
+# --- Annotation ---------------------------------------------------------------------------------------------
+# k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
 ANNOTATION_TARGET_RATINGS = env.int("ANNOTATION_TARGET_RATINGS", default=3)
 # Minutes an annotator holds an item before it is released to others.
 ANNOTATION_ASSIGNMENT_MINUTES = env.int("ANNOTATION_ASSIGNMENT_MINUTES", default=15)
