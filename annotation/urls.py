@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation import views, views_jobs
+from annotation import views_exports
 
 app_name = "annotation"
 
@@ -16,4 +17,9 @@ urlpatterns: list = [
     path("jobs/<int:job_pk>/", views_jobs.job_detail, name="job"),
     path("jobs/<int:job_pk>/retry/", views_jobs.job_retry, name="job-retry"),
     path("jobs/<int:job_pk>/cancel/", views_jobs.job_stop, name="job-cancel"),
+    # Admin: dataset exports (start, progress, download) and the audit log.
+    path("exports/", views_exports.export_list, name="exports"),
+    path("exports/<int:job_pk>/", views_exports.export_detail, name="export"),
+    path("exports/<int:job_pk>/download/", views_exports.export_download, name="export-download"),
+    path("audit/", views_exports.audit_log, name="audit"),
 ]

@@ -11,6 +11,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # REST API (annotation/api, refinement/api.py, modelling/api.py); schema, Swagger UI and Redoc under /api/.
+    path("api/", include("annotation.api.urls")),
+    path("api/", include("refinement.api")),
+    path("api/", include("modelling.api")),
     path("modelling/", include("modelling.urls")),
     path("refinement/", include("refinement.urls")),
     path("", include("annotation.urls")),

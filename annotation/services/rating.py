@@ -14,6 +14,7 @@ from django.utils import timezone
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
 from annotation.services.assignment import candidate_has_free_slot
+from annotation.services.audit import audit_record
 
 
 def _clean_seconds(value: float | None, *, field: str) -> float | None:
@@ -152,4 +153,6 @@ def rating_submit(
         Assignment.objects.filter(candidate=locked, annotator=annotator, status=Assignment.Status.OPEN).update(
             status=Assignment.Status.SUBMITTED
         )
+        audit_record(actor=annotator, action="rating.submit", obj=rating, old=None,
+                     new={"score": score, "codes": code_string, "comment": comment, "source": source})
         return rating

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from annotation.models import LALM, CandidateAnswer, Job, Question, QuestionVersion, Rating
 from annotation.providers.answers import answer_availability
+from annotation.services.audit import audit_record
 from annotation.services.jobs import job_start
 from annotation.services.versions import question_version_create, ratings_invalidate_for_version
 from refinement.diffs import DiffPart, word_diff
@@ -254,6 +255,8 @@ def correction_save(
             updated_at=now,
         )
         question_release(question=locked, expert=expert)
+        audit_record(actor=expert, action="question.correct", obj=version, old={c.field: c.old for c in plan.changes},
+                     new={**{c.field: c.new for c in plan.changes}, "ratings_invalidated": invalidated})
     question.current_version = version
     return CorrectionResult(
         version=version,

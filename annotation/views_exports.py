@@ -1,0 +1,137 @@
+"""Admin pages: dataset exports (start, progress, download) and the audit log.
+
+Thin views: a form validates input, ``annotation.services.exports.export_start`` does the work; the job page polls
+its own ``#export-progress`` partial with htmx while the export runs in a worker.
+"""
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation.models import Benchmark, Job, LALM
+from annotation.services.accounts import user_roles
+from annotation.services.audit import audit_events_for_user
+from annotation.services.exports import (
+    BENCHMARK_FORMATS,
+    DATASET_FORMATS,
+    EXPORT_KINDS,
+    SPLIT_KINDS,
+    ExportError,
+    export_download_path,
+    export_job_for_user,
+    export_jobs_for_user,
+    export_start,
+)
+
+
+def admin_required(view):
+    """Login required, then the admin role (403 otherwise)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        if "admin" not in user_roles(request.user):
+            raise PermissionDenied("Only admins may use this page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+class ExportForm(forms.Form):
+    what = forms.ChoiceField(
+        choices=[("dataset", "Curated annotation dataset"), ("benchmark", "Corrected benchmark with changelog")]
+    )
+    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.order_by("name"), required=False,
+                                       empty_label="All benchmarks")
+    formats = forms.MultipleChoiceField(choices=[(f, f) for f in DATASET_FORMATS], initial=["orca-jsonl"],
+                                        required=False, widget=forms.CheckboxSelectMultiple)
+    split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_KINDS], initial="none")
+    seed = forms.IntegerField(min_value=0, initial=0)
+    held_out_lalms = forms.ModelMultipleChoiceField(queryset=LALM.objects.order_by("name"), required=False,
+                                                    to_field_name="name", label="Held-out LALMs")
+    include_invalid = forms.BooleanField(required=False, label="Include invalidated ratings with their reason")
+    licence = forms.CharField(required=False, max_length=500)
+    benchmark_format = forms.ChoiceField(choices=[("", "from the imported file"), *[(f, f) for f in BENCHMARK_FORMATS]],
+                                         required=False)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("what") == "dataset" and not data.get("formats"):
+            self.add_error("formats", "Choose at least one format.")
+        if data.get("what") == "benchmark" and not data.get("benchmark"):
+            self.add_error("benchmark", "Choose the benchmark to export.")
+        return data
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def export_list(request: HttpRequest) -> HttpResponse:
+    form = ExportForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            job = export_start(
+                requested_by=request.user,
+                what=data["what"],
+                benchmark=data["benchmark"],
+                formats=data["formats"] or ["orca-jsonl"],
+                include_invalid=data["include_invalid"],
+                split=data["split"],
+                seed=data["seed"],
+                held_out_lalms=[lalm.name for lalm in data["held_out_lalms"]],
+                licence=data["licence"],
+                benchmark_format=data["benchmark_format"],
+            )
+        except ExportError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Export #{job.pk}: {job.get_status_display().lower()}.")
+            return redirect("annotation:export", job_pk=job.pk)
+    jobs = export_jobs_for_user(user=request.user)[:50]
+    return render(request, "annotation/exports/list.html", {"form": form, "jobs": jobs, "kinds": EXPORT_KINDS})
+
+
+def _job(request: HttpRequest, job_pk: int) -> Job:
+    try:
+        return export_job_for_user(user=request.user, job_pk=job_pk)
+    except Job.DoesNotExist:
+        raise Http404("No such export.") from None
+
+
+@admin_required
+@require_GET
+def export_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
+    job = _job(request, job_pk)
+    active = job.status in (Job.Status.QUEUED, Job.Status.RUNNING)
+    percent = round(100 * job.done / job.total, 1) if job.total else (100.0 if not active else 0.0)
+    template = "annotation/exports/detail.html"
+    if request.htmx:
+        template += "#export-progress"
+    return render(request, template, {"job": job, "active": active, "percent": percent,
+                                      "result": job.params.get("result", {})})
+
+
+@admin_required
+@require_GET
+def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
+    job = _job(request, job_pk)
+    try:
+        path = export_download_path(user=request.user, job=job)
+    except FileNotFoundError:
+        raise Http404("This export has no file (yet).") from None
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+
+
+@admin_required
+@require_GET
+def audit_log(request: HttpRequest) -> HttpResponse:
+    filters = {key: request.GET.get(key, "").strip() for key in ("action", "object_type", "actor", "object_id")}
+    events = audit_events_for_user(user=request.user, **filters)
+    page = Paginator(events, 100).get_page(request.GET.get("page"))
+    return render(request, "annotation/exports/audit.html", {"page": page, "filters": filters})

@@ -1,0 +1,36 @@
+"""Property-based run of every API operation from the OpenAPI schema (schemathesis): no server errors.
+
+Bounded: a few examples per operation (``SCHEMATHESIS_MAX_EXAMPLES``, default 2), as an admin with a token, so every
+operation is reachable; the whole run stays well under a minute.
+"""
+import os
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from rest_framework.authtoken.models import Token
+
+from config.wsgi import application
+from tests.factories import RatingFactory, UserFactory
+
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+
+
+@pytest.fixture
+def admin_token(db, tmp_path, settings):
+    settings.EXPORT_DIR = tmp_path
+    RatingFactory()
+    admin = UserFactory(roles=["admin"], is_staff=True, is_superuser=True)
+    return Token.objects.create(user=admin).key
+
+
+@schema.parametrize()
+@settings(
+    max_examples=int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "2")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_no_api_operation_answers_with_a_server_error(case, admin_token):
+    response = case.call(headers={"Authorization": f"Token {admin_token}"})
+    assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:500]}"
