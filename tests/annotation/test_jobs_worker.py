@@ -46,13 +46,15 @@ def reset_pools(app) -> None:
 
 
 @pytest.fixture
-def redis_broker():
+def redis_broker(monkeypatch):
     if not redis_reachable():
         pytest.skip("Redis is not reachable at 127.0.0.1:6379 (the worker test needs a real broker)")
     if connection.vendor != "postgresql":
         pytest.skip("the worker test needs PostgreSQL shared with the worker: set DATABASE_URL=postgres://...")
     from config.celery import app
 
+    # Celery prefers the CELERY_BROKER_URL environment variable (CI sets db 0) over app.conf.broker_url.
+    monkeypatch.setenv("CELERY_BROKER_URL", BROKER_URL)
     saved = (app.conf.broker_url, app.conf.task_always_eager, app.conf.broker_transport_options)
     app.conf.broker_url = BROKER_URL
     app.conf.task_always_eager = False
@@ -106,6 +108,13 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
             "PYTHONPATH": str(REPO),
         }
         log = tmp_path / "worker.log"
+        # Sweep for a dead worker's unacknowledged message every second (kombu's default is ~100 s).
+        (tmp_path / "worker_settings.py").write_text(
+            "from config.settings.test import *  # noqa\n"
+            "CELERY_BROKER_TRANSPORT_OPTIONS = {'visibility_timeout': 5, 'unacked_restore_interval': 1,"
+            " 'unacked_restore_throttle': 1}\n"
+        )
+        env.update(DJANGO_SETTINGS_MODULE="worker_settings", PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}")
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("django.conf.settings.RATIONALE_PROVIDER", "openai")
             mp.setattr("django.conf.settings.OPENAI_COMPAT_BASE_URL", env["OPENAI_COMPAT_BASE_URL"])
