@@ -58,24 +58,30 @@ def questions_for_preparation(
     external_ids: list[str] | None = None,
     all_modalities: bool = False,
 ) -> QuerySet[Question]:
-    """Active questions of ``benchmark`` with a current version that a ``kind`` job should cover.
+    """Active questions of ``benchmark`` with a current version and an audio clip that a ``kind`` job should cover.
 
     Transcription covers speech questions only (see :func:`speech_filter`) unless ``all_modalities``.
     ``external_ids`` restricts to those items (benchmark ids).
 
     Raises:
-        ValueError: an id in ``external_ids`` is not in the benchmark (all unknown ids are named).
+        ValueError: an id in ``external_ids`` is not in the benchmark, or names a question without audio (all such
+            ids are named).
     """
     questions = Question.objects.filter(
         benchmark=benchmark, status=Question.Status.ACTIVE, current_version__isnull=False
     )
+    with_audio = questions.filter(audio__isnull=False)
     if external_ids:
         wanted = list(dict.fromkeys(external_ids))
         known = set(Question.objects.filter(benchmark=benchmark, external_id__in=wanted).values_list("external_id", flat=True))
         unknown = [i for i in wanted if i not in known]
         if unknown:
             raise ValueError(f"questions not in benchmark {benchmark.name!r}: {', '.join(unknown)}")
-        questions = questions.filter(external_id__in=wanted)
+        silent = list(questions.filter(external_id__in=wanted, audio__isnull=True).values_list("external_id", flat=True))
+        if silent:
+            raise ValueError(f"questions without an audio clip: {', '.join(sorted(silent))}")
+        with_audio = with_audio.filter(external_id__in=wanted)
+    questions = with_audio
     if kind == Job.Kind.TRANSCRIBE and not all_modalities:
         questions = questions.filter(speech_filter())
     return questions.order_by("pk")

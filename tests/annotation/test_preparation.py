@@ -48,12 +48,23 @@ def test_transcription_job_stores_transcript_language_and_segments_as_a_new_vers
     assert job.items.get().usage["backend"] == "faster-whisper"
 
 
-def test_speech_questions_are_speech_modality_or_a_label_naming_speech():
+def test_speech_questions_are_speech_modality_or_a_label_naming_speech(tmp_path):
+    import numpy as np
+    import soundfile
+
+    soundfile.write(tmp_path / "tone.wav", np.zeros(1600, dtype="float32"), 16000)
     bench = BenchmarkFactory()
-    QuestionFactory(benchmark=bench, external_id="a", modality=Modality.SPEECH)
-    QuestionFactory(benchmark=bench, external_id="b", modality=Modality.MIXED, modality_detail="mix-sound-speech")
-    QuestionFactory(benchmark=bench, external_id="c", modality=Modality.MIXED, modality_detail="mix-sound-music")
-    QuestionFactory(benchmark=bench, external_id="d", modality=Modality.MUSIC)
+    clip = audio_clip_from_path(path=tmp_path / "tone.wav")
+    for external_id, modality, detail in [
+        ("a", Modality.SPEECH, ""),
+        ("b", Modality.MIXED, "mix-sound-speech"),
+        ("c", Modality.MIXED, "mix-sound-music"),
+        ("d", Modality.MUSIC, ""),
+    ]:
+        question = QuestionFactory(benchmark=bench, external_id=external_id, modality=modality, modality_detail=detail)
+        question.audio = clip
+        question.save(update_fields=["audio"])
+    QuestionFactory(benchmark=bench, external_id="e", modality=Modality.SPEECH)  # no audio: never chosen
 
     chosen = questions_for_preparation(kind=Job.Kind.TRANSCRIBE, benchmark=bench)
     assert sorted(chosen.values_list("external_id", flat=True)) == ["a", "b"]
