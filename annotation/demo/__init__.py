@@ -1,4 +1,4 @@
-"""The bundled demo benchmark: a dozen questions written by us, three synthesized clips, two made-up LALMs.
+"""The bundled demo benchmark: a dozen questions written by us, six short clips, two made-up LALMs.
 
 Written for this project so the platform runs anywhere (no licence questions, no downloads). The audio is
 synthesized deterministically by :mod:`annotation.demo.synth`.

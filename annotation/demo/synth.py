@@ -1,7 +1,11 @@
-"""Synthesize the demo benchmark's audio clips (deterministic, 16 kHz mono 16-bit WAV).
+"""The demo benchmark's audio clips.
 
-Each clip has content a listener can verify, so the questions about them have one right answer.
+Tones are synthesized here (deterministic, 16 kHz mono 16-bit WAV). The three speech clips in ``audio/`` were
+spoken by espeak-ng (voices en-gb+f3, en-gb-scotland, en-us+m3 and en-gb+f4) and are committed as small FLAC
+files, so the demo needs no speech synthesizer. Each clip has content a listener can verify, so the questions
+about them have one right answer.
 """
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -48,10 +52,15 @@ CLIPS = {
 }
 
 
-def write_demo_clips(out_dir: Path) -> list[Path]:
-    """Write every demo clip into ``out_dir`` (created if needed) and return the paths.
+#: The committed speech clips (``<question id>.flac``).
+SPEECH_DIR = Path(__file__).resolve().parent / "audio"
 
-    Files are rewritten only when absent, so repeated calls are cheap and the bytes (and sha256) never change.
+
+def write_demo_clips(out_dir: Path) -> list[Path]:
+    """Write every demo clip (synthesized tones and the committed speech clips) into ``out_dir``.
+
+    ``out_dir`` is created if needed. Files are written only when absent, so repeated calls are cheap and the
+    bytes (and sha256) never change. Returns the paths of all clips.
     """
     import soundfile as sf
 
@@ -61,5 +70,10 @@ def write_demo_clips(out_dir: Path) -> list[Path]:
         path = out_dir / name
         if not path.exists():
             sf.write(path, make().astype(np.float32), SAMPLE_RATE, subtype="PCM_16")
+        paths.append(path)
+    for speech in sorted(SPEECH_DIR.glob("*.flac")):
+        path = out_dir / speech.name
+        if not path.exists():
+            shutil.copyfile(speech, path)
         paths.append(path)
     return paths
