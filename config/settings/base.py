@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "axes",
     "annotation",
     "modelling",
     "refinement",
@@ -45,6 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "config.observability.RequestIdMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -54,6 +56,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -91,6 +94,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses logins of a username+IP with too many recent failures (see "Security" below).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "annotation:home"
 LOGOUT_REDIRECT_URL = "login"
@@ -291,3 +296,33 @@ REFINEMENT_SUGGESTION_MODEL = env("REFINEMENT_SUGGESTION_MODEL", default="")
 # "json" writes one JSON object per line with request_id/job_id/task_id (config/observability.py).
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = logging_config(fmt=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))
+
+# --- Security: login rate limiting (django-axes), Content-Security-Policy (django-csp), audio uploads -----------
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+# After AXES_FAILURE_LIMIT failed logins of one username from one IP address, that pair is locked out for
+# AXES_COOLOFF_MINUTES (HTTP 429); a successful login resets the count.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15.0) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Scripts only from our own origin (no inline scripts or event handlers anywhere); styles may be inline because the
+# agreement and training charts are matplotlib SVGs drawn with style attributes.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "media-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# Audio uploads (annotation.services.audio.audio_clip_from_upload): largest file in bytes and longest clip in seconds.
+AUDIO_UPLOAD_MAX_BYTES = env.int("AUDIO_UPLOAD_MAX_BYTES", default=50 * 1024 * 1024)
+AUDIO_UPLOAD_MAX_SECONDS = env.float("AUDIO_UPLOAD_MAX_SECONDS", default=600.0)

@@ -3,6 +3,8 @@ from .base import *  # noqa: F403
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Test clients log in without a request (Client.login); tests/security enables django-axes where it is tested.
+AXES_ENABLED = False
 # Tasks run in the test process unless a test starts a real worker (tests/conftest.py: celery_worker_process).
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
