@@ -70,26 +70,24 @@ class OpenAICompatAudioChat:
         self.temperature = temperature
         self.max_tokens = max_tokens
 
-    def generate(self, *, audio_path: str, system: str, prompt: str) -> Generation:
-        """Ask ``prompt`` with the audio under ``system``; returns the reply text, model and ``usage`` tokens.
+    def complete(self, *, messages: list[dict], **extra):
+        """One chat completion with this class's client, retry policy, rate limit and error mapping.
+
+        ``extra`` goes to ``chat.completions.create`` (e.g. ``logprobs=True, top_logprobs=5``); ``temperature`` and
+        ``max_tokens`` default to the instance's. Returns ``(response, text)`` with the first choice's text.
 
         Raises:
-            TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed.
+            TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed, empty.
         """
         import openai
 
         client = openai.OpenAI(
             base_url=self.base_url, api_key=self.api_key or "not-needed", max_retries=0, timeout=self.timeout_s
         )
-        messages = []
-        if system:
-            messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
-        extra = {}
         if self.temperature is not None:
-            extra["temperature"] = self.temperature
+            extra.setdefault("temperature", self.temperature)
         if self.max_tokens is not None:
-            extra["max_tokens"] = self.max_tokens
+            extra.setdefault("max_tokens", self.max_tokens)
 
         def attempt():
             try:
@@ -104,12 +102,28 @@ class OpenAICompatAudioChat:
                 raise PermanentProviderError("OpenAI-compatible server: empty answer")
             return response, text
 
-        response, text = call_with_retry(attempt, policy=self.policy, limiter=self.limiter)
-        usage = {}
-        if response.usage is not None:
-            usage = {
-                "prompt_tokens": response.usage.prompt_tokens,
-                "output_tokens": response.usage.completion_tokens,
-                "total_tokens": response.usage.total_tokens,
-            }
-        return Generation(text=text.strip(), model=response.model or self.model, usage=usage)
+        return call_with_retry(attempt, policy=self.policy, limiter=self.limiter)
+
+    def generate(self, *, audio_path: str, system: str, prompt: str) -> Generation:
+        """Ask ``prompt`` with the audio under ``system``; returns the reply text, model and ``usage`` tokens.
+
+        Raises:
+            TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed.
+        """
+        messages = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        response, text = self.complete(messages=messages)
+        return Generation(text=text.strip(), model=response.model or self.model, usage=usage_of(response))
+
+
+def usage_of(response) -> dict:
+    """``{prompt_tokens, output_tokens, total_tokens}`` of a chat completion ({} when the server sent none)."""
+    if response.usage is None:
+        return {}
+    return {
+        "prompt_tokens": response.usage.prompt_tokens,
+        "output_tokens": response.usage.completion_tokens,
+        "total_tokens": response.usage.total_tokens,
+    }

@@ -207,6 +207,11 @@ def job_item_process(*, item_pk: int, task_id: str) -> str:
 def _item_work(*, item: JobItem, token: str, job: Job, question) -> str:
     params = job.params or {}
     try:
+        if job.kind == Job.Kind.JUDGE:
+            # Judge runs reuse this machinery; their per-question work lives in annotation.services.judging.
+            from .judging import judge_item_work
+
+            return judge_item_work(item=item, token=token, job=job, question=question)
         if preparation_is_done(kind=job.kind, question=question, lalm=job.lalm, overwrite=params.get("overwrite", False)):
             return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
         result = preparation_run(kind=job.kind, question=question, lalm=job.lalm, params=params)

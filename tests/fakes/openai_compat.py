@@ -1,11 +1,39 @@
 """A fake OpenAI-compatible chat server (``POST /v1/chat/completions``), e.g. vLLM serving an audio LALM."""
 from __future__ import annotations
 
+import math
+import re
+
 from .base import FakeServer, Recorded, Reply
+
+#: Probabilities the fake gives a score token k and its neighbours: k 0.6, k-1 0.3, k+1 0.1 (renormalised at the
+#: ends of the scale), so Σ p·k differs from k: "4" → 3.8.
+_SCORE_SPREAD = ((0, 0.6), (-1, 0.3), (1, 0.1))
+
+
+def fake_logprobs(text: str, top: int) -> dict:
+    """OpenAI ``logprobs`` for ``text``: whitespace-led word tokens; digit tokens 1–5 get :data:`_SCORE_SPREAD`."""
+    content = []
+    for token in re.findall(r"\s*\S+|\s+", text):
+        digit = token.strip()
+        if digit in {"1", "2", "3", "4", "5"}:
+            k = int(digit)
+            spread = [(k + d, p) for d, p in _SCORE_SPREAD if 1 <= k + d <= 5]
+            total = sum(p for _, p in spread)
+            alternatives = [{"token": token.replace(digit, str(v)), "logprob": math.log(p / total), "bytes": None}
+                            for v, p in spread]
+        else:
+            alternatives = [{"token": token, "logprob": -0.01, "bytes": None}]
+        content.append({"token": token, "logprob": alternatives[0]["logprob"], "bytes": None,
+                        "top_logprobs": alternatives[:top]})
+    return {"content": content}
 
 
 class FakeOpenAICompat(FakeServer):
-    """Replies with ``reply(request) -> str`` (default: a fixed answer); script failures under ``"chat"``."""
+    """Replies with ``reply(request) -> str`` (default: a fixed answer); script failures under ``"chat"``.
+
+    When the request asks for ``logprobs``, the reply carries token log-probabilities (see :func:`fake_logprobs`).
+    """
 
     def __init__(self, *, reply=None):
         super().__init__()
@@ -20,7 +48,10 @@ class FakeOpenAICompat(FakeServer):
             scripted = self.scripted("chat")
             if scripted:
                 return scripted
-            model = request.json().get("model", "fake")
+            body = request.json()
+            model = body.get("model", "fake")
+            text = self.reply(request)
+            logprobs = fake_logprobs(text, int(body.get("top_logprobs") or 1)) if body.get("logprobs") else None
             return Reply(200, {
                 "id": "chatcmpl-fake",
                 "object": "chat.completion",
@@ -28,7 +59,8 @@ class FakeOpenAICompat(FakeServer):
                 "model": model,
                 "choices": [{
                     "index": 0,
-                    "message": {"role": "assistant", "content": self.reply(request)},
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": logprobs,
                     "finish_reason": "stop",
                 }],
                 "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48},

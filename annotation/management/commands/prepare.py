@@ -3,13 +3,12 @@
 Starts a Stage 1 job (ORCA paper, section 3.1) through :func:`annotation.services.jobs.job_start` and prints its
 id and page. The items run on the Celery workers; ``--wait`` follows the progress until the job ends.
 """
-import time
-
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
+from annotation.management.jobwatch import job_follow
 from annotation.models import LALM, Benchmark, Job
-from annotation.services.jobs import JobStartError, job_progress, job_start
+from annotation.services.jobs import JobStartError, job_start
 from annotation.services.preparation import PREPARATION_KINDS
 
 
@@ -58,14 +57,4 @@ class Command(BaseCommand):
         self.stdout.write(f"job {job.pk}: {job.get_kind_display()} of {job.total} items queued (page {reverse('annotation:job', args=[job.pk])})")
         if not options["wait"]:
             return
-        while True:
-            job.refresh_from_db()
-            progress = job_progress(job=job)
-            self.stdout.write(
-                f"  {job.status}: {progress.done}/{progress.total} done, {progress.failed} failed ({progress.percent} %)"
-            )
-            if job.status not in (Job.Status.QUEUED, Job.Status.RUNNING):
-                break
-            time.sleep(2)
-        if job.status == Job.Status.FAILED:
-            raise CommandError(job.error)
+        job_follow(job=job, stdout=self.stdout)
