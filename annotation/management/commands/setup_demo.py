@@ -60,12 +60,14 @@ class Command(BaseCommand):
             raise CommandError(f"--data {data}: missing {', '.join(missing)}")
         self._call("import_benchmark", "--format", "mmau", str(paths["mmau"]))
         self._call("import_benchmark", "--format", "mmar", "--audio-dir", str(paths["mmar_audio"]), str(paths["mmar"]))
+        # The ORCA annotations first: they make the rated version (Gemini rationale, Whisper transcript) current,
+        # so the MMAR candidate answers imported next are attached to the version annotators see.
+        self._call("import_annotations", "--format", "orca", str(paths["orca_train"]))
+        self._call("import_annotations", "--format", "orca", str(paths["orca_dev"]))
         self._call("import_candidates", "--lalm", "Qwen3-Omni-30B (thinking)", "--benchmark", "MMAR",
                    str(paths["qwen3omni"]))
         self._call("import_candidates", "--lalm", "TalTech audio reasoning agent", "--benchmark", "MMAR",
                    str(paths["taltech"]))
-        self._call("import_annotations", "--format", "orca", str(paths["orca_train"]))
-        self._call("import_annotations", "--format", "orca", str(paths["orca_dev"]))
 
     def _call(self, name: str, *args: str) -> None:
         self.stdout.write(f"$ manage.py {name} {' '.join(args)}")
