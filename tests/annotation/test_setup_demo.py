@@ -39,3 +39,17 @@ def test_setup_demo_twice_changes_nothing():
     counts = (Question.objects.count(), CandidateAnswer.objects.count())
     call_command("setup_demo")
     assert (Question.objects.count(), CandidateAnswer.objects.count()) == counts
+
+
+@pytest.mark.shared_data
+def test_setup_demo_with_real_data_leaves_every_lalm_answer_ratable(shared_data):
+    call_command("setup_demo", "--data", str(shared_data), "--no-accounts")
+
+    mmar = Benchmark.objects.get(name="MMAR")
+    qwen = CandidateAnswer.objects.filter(lalm__name="Qwen3-Omni-30B (thinking)")
+    assert qwen.count() == sum(1 for _ in (shared_data / "mmar_preds_qwen3omni" / "v9_predictions.jsonl").open())
+    # Every imported MMAR answer hangs on the version annotators see, including the ORCA-rated questions.
+    stale = [c for c in qwen.select_related("question_version__question") if
+             c.question_version.question.current_version_id != c.question_version_id]
+    assert stale == []
+    assert Question.objects.filter(benchmark=mmar, audio__isnull=False).exists()
