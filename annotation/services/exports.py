@@ -33,7 +33,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Benchmark, CandidateAnswer, Job, JudgeRating, Question, QuestionVersion, Rating
@@ -83,7 +83,11 @@ def _candidate_selection(
     """Candidate answers to export: on the current version with a valid rating, or (``include_invalid``) with any
     invalidated rating, on any version."""
     has_valid = Exists(Rating.objects.filter(candidate=OuterRef("pk"), is_valid=True))
-    selected = Q(has_valid) & Q(question_version=F("question_version__question__current_version"))
+    # "On its question's current version" as a semi-join on Question.current_version: the equivalent join
+    # condition (question_version = question_version__question__current_version) is estimated at one row by
+    # PostgreSQL, which then picks plans that sort every candidate for each chunk.
+    current = Question.objects.filter(current_version__isnull=False).values("current_version_id")
+    selected = Q(has_valid) & Q(question_version_id__in=current)
     if include_invalid:
         selected |= Q(Exists(Rating.objects.filter(candidate=OuterRef("pk"), is_valid=False)))
     candidates = CandidateAnswer.objects.filter(selected)
@@ -164,6 +168,8 @@ def _iter_records(
     )
     names = list(_CANDIDATE_FIELDS)
     lookups = [_CANDIDATE_FIELDS[name] for name in names]
+    # Keyset pagination (id > last, ``chunk_size`` rows): an index scan on the primary key per chunk, and no
+    # server-side cursor (PostgreSQL plans cursors for the first rows, which made the whole export crawl).
     last_pk = 0
     while True:
         chunk = [
