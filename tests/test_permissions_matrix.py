@@ -266,6 +266,8 @@ def test_each_role_gets_exactly_what_the_matrix_allows(role, world):
     routes = {name: route for name, route, _ in _collect()}
     wrong = []
     for name, method in _url_cases():
+        if (name, method) not in EXPECTED:
+            continue  # test_every_url_has_an_expectation names it
         expected_row = EXPECTED[(name, method)]
         url = _concrete_url(name, routes[name], expected_row.kwargs, objects)
         with transaction.atomic():
