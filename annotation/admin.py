@@ -8,6 +8,7 @@ from .models import (
     Benchmark,
     CandidateAnswer,
     Job,
+    Judge,
     JudgeRating,
     Question,
     QuestionVersion,
@@ -93,11 +94,18 @@ class RatingAdmin(admin.ModelAdmin):
     raw_id_fields = ["candidate", "question_version", "annotator"]
 
 
+@admin.register(Judge)
+class JudgeAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "model", "prompt_variant", "is_active", "created_at"]
+    list_filter = ["provider", "prompt_variant", "is_active"]
+    search_fields = ["name", "model"]
+
+
 @admin.register(JudgeRating)
 class JudgeRatingAdmin(admin.ModelAdmin):
-    list_display = ["candidate", "judge_name", "prompt_variant", "score", "created_at"]
+    list_display = ["candidate", "judge_name", "prompt_variant", "score", "expected_score", "created_at"]
     list_filter = ["judge_name", "prompt_variant"]
-    raw_id_fields = ["candidate", "job"]
+    raw_id_fields = ["candidate", "judge", "job"]
 
 
 @admin.register(Job)

@@ -130,3 +130,160 @@ def benchmark_get_for_rating(*, user, benchmark_pk: int) -> Benchmark:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
         raise Http404("No such benchmark.") from None
+
+
+def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
+    """The user's own ratings, newest first, annotated with ``k`` and ``current_version_id`` (for the edit rule,
+    see ``annotation.services.rating.rating_is_editable``), with candidate, question and benchmark loaded."""
+    from django.db.models import F
+
+    access_rating(user=user)
+    qs = (
+        Rating.objects.filter(annotator=user)
+        .select_related("candidate", "question_version__question__benchmark")
+        .annotate(
+            k=_rating_target_ratings(),
+            candidate_count=F("candidate__valid_rating_count"),
+            current_version_id=F("question_version__question__current_version_id"),
+        )
+        .order_by("-created_at", "-pk")
+    )
+    if benchmark is not None:
+        qs = qs.filter(question_version__question__benchmark=benchmark)
+    return qs
+
+
+def _rating_target_ratings():
+    """``k`` of a rating's candidate answer, for ``Rating`` querysets (``target_ratings_expression`` re-rooted)."""
+    from django.conf import settings
+    from django.db.models import IntegerField, Value
+    from django.db.models.functions import Coalesce
+
+    return Coalesce(
+        "candidate__target_ratings",
+        "candidate__question_version__question__benchmark__target_ratings",
+        Value(settings.ANNOTATION_TARGET_RATINGS),
+        output_field=IntegerField(),
+    )
+
+
+def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
+    """The user's own rating ``rating_pk`` (annotated like :func:`rating_list_for_annotator`).
+
+    Raises:
+        PermissionDenied: the user may not rate. Http404: no such rating, or someone else's.
+    """
+    rating = rating_list_for_annotator(user=user).filter(pk=rating_pk).first()
+    if rating is None:
+        raise Http404("No such rating.")
+    return rating
+
+
+# --- the admin/expert overview -------------------------------------------------------------------------------
+OVERVIEW_ROLES = frozenset({"expert", "admin"})
+
+
+def access_overview(*, user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is staff or in the expert or admin group."""
+    if not (getattr(user, "is_authenticated", False) and user.is_active
+            and (user.is_staff or user_roles(user) & OVERVIEW_ROLES)):
+        raise PermissionDenied("The rating overview is for experts and admins.")
+
+
+@dataclass(frozen=True)
+class AnnotatorThroughput:
+    """One annotator's pace: ratings ``total``, ``today`` and in the ``last_7_days``; ``median_s`` the median
+    seconds on task per item (None when no timing was recorded); ``per_hour`` = 3600 / median_s."""
+
+    username: str
+    total: int
+    today: int
+    last_7_days: int
+    median_s: float | None
+    per_hour: float | None
+
+
+@dataclass(frozen=True)
+class RatingOverview:
+    """Queue state for experts/admins: ``histogram`` = [(valid ratings, candidate answers)] over rateable
+    candidates (current versions of active questions), ``complete``/``incomplete`` counts against each
+    candidate's k, ``ratings`` (valid) and ``annotators`` (throughput rows, busiest first)."""
+
+    histogram: list[tuple[int, int]]
+    max_count: int
+    complete: int
+    incomplete: int
+    ratings: int
+    annotators: list[AnnotatorThroughput]
+
+
+def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime | None = None) -> RatingOverview:
+    """Ratings per item histogram, items complete/incomplete, and annotators' throughput and median seconds."""
+    import statistics
+    from datetime import timedelta
+
+    from django.db.models import F
+
+    from annotation.models import CandidateAnswer, Question
+    from annotation.services.assignment import target_ratings_expression
+
+    access_overview(user=user)
+    now = now or timezone.now()
+    candidates = CandidateAnswer.objects.filter(
+        question_version__question__current_version=F("question_version"),
+        question_version__question__status=Question.Status.ACTIVE,
+    )
+    ratings = Rating.objects.filter(is_valid=True)
+    if benchmark is not None:
+        candidates = candidates.filter(question_version__question__benchmark=benchmark)
+        ratings = ratings.filter(candidate__question_version__question__benchmark=benchmark)
+    histogram = sorted(
+        (row["valid_rating_count"], row["n"])
+        for row in candidates.values("valid_rating_count").annotate(n=Count("pk")).order_by()
+    )
+    done = candidates.annotate(k=target_ratings_expression()).aggregate(
+        complete=Count("pk", filter=Q(valid_rating_count__gte=F("k"))),
+        incomplete=Count("pk", filter=Q(valid_rating_count__lt=F("k"))),
+    )
+    start_of_day = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    week_ago = now - timedelta(days=7)
+    per_user: dict[str, dict] = {}
+    for username, created_at, seconds in ratings.values_list("annotator__username", "created_at", "seconds_on_task"):
+        row = per_user.setdefault(username, {"total": 0, "today": 0, "week": 0, "seconds": []})
+        row["total"] += 1
+        row["today"] += created_at >= start_of_day
+        row["week"] += created_at >= week_ago
+        if seconds is not None:
+            row["seconds"].append(seconds)
+    annotators = []
+    for username, row in per_user.items():
+        median = statistics.median(row["seconds"]) if row["seconds"] else None
+        annotators.append(AnnotatorThroughput(
+            username=username, total=row["total"], today=row["today"], last_7_days=row["week"],
+            median_s=round(median, 1) if median is not None else None,
+            per_hour=round(3600 / median, 1) if median else None,
+        ))
+    annotators.sort(key=lambda a: (-a.last_7_days, -a.total, a.username))
+    return RatingOverview(
+        histogram=histogram,
+        max_count=max((n for _, n in histogram), default=0),
+        complete=done["complete"],
+        incomplete=done["incomplete"],
+        ratings=ratings.count(),
+        annotators=annotators,
+    )
+
+
+def benchmark_list_for_overview(*, user):
+    """All benchmarks, by name, for the overview's filter. Raises ``PermissionDenied`` like the overview."""
+    access_overview(user=user)
+    return Benchmark.objects.order_by("name")
+
+
+def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
+    """One benchmark for the overview. Raises ``PermissionDenied`` or ``Http404``."""
+    access_overview(user=user)
+    try:
+        return Benchmark.objects.get(pk=benchmark_pk)
+    except Benchmark.DoesNotExist:
+        raise Http404("No such benchmark.") from None

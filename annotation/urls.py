@@ -1,7 +1,7 @@
 from django.urls import path
 
 from annotation import views, views_jobs
-from annotation import views_exports
+from annotation import views_exports, views_judges
 
 app_name = "annotation"
 
@@ -11,6 +11,13 @@ urlpatterns: list = [
     path("rate/<int:assignment_pk>/submit/", views.rate, name="rate"),
     path("rate/<int:assignment_pk>/skip/", views.skip, name="skip"),
     path("audio/<int:clip_pk>/", views.audio, name="audio"),
+    path("ratings/", views.my_ratings, name="my-ratings"),
+    path("ratings/<int:rating_pk>/edit/", views.rating_edit, name="rating-edit"),
+    path("guidelines/", views.guidelines, name="guidelines"),
+    path("overview/", views.overview, name="overview"),
+    # LLM judges (staff): judges + start form, comparison with humans.
+    path("judges/", views_judges.judge_list, name="judges"),
+    path("judges/compare/", views_judges.judge_compare, name="judge-compare"),
     # Stage 1 preparation jobs (staff): list + start form, live progress, retry failed, cancel.
     path("jobs/", views_jobs.job_list, name="jobs"),
     path("jobs/start/", views_jobs.job_create, name="job-start"),

@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,7 +23,7 @@ from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm
 from annotation.models import Assignment
 from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
-from annotation.services.rating import rating_submit
+from annotation.services.rating import rating_is_editable, rating_submit, rating_update
 
 NEXT_TEMPLATE = "annotation/next.html"
 #: Fields of ``rating_submit`` errors that belong on the form; others are about the item itself.
@@ -168,6 +169,79 @@ def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
             messages.info(request, "Item skipped.")
         return _next_response(request, benchmark=benchmark)
     return _render_item(request, assignment=assignment, benchmark=benchmark, skip_form=skip_form)
+
+
+@require_GET
+@rater_required
+def my_ratings(request: HttpRequest) -> HttpResponse:
+    """The annotator's past ratings, newest first, 50 a page; each can be edited while its item is incomplete."""
+    page = Paginator(selectors.rating_list_for_annotator(user=request.user), 50).get_page(request.GET.get("page"))
+    for rating in page.object_list:
+        rating.editable = rating_is_editable(
+            rating=rating, k=rating.k, valid_rating_count=rating.candidate_count,
+            current_version_id=rating.current_version_id,
+        )
+    return render(request, "annotation/my_ratings.html", {"page": page})
+
+
+@require_http_methods(["GET", "POST"])
+@rater_required
+def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
+    """Edit one of the annotator's own ratings (score, codes, comment) while its item is not complete."""
+    rating = selectors.rating_get_for_edit(user=request.user, rating_pk=rating_pk)
+    editable = rating_is_editable(rating=rating, k=rating.k, valid_rating_count=rating.candidate_count,
+                                  current_version_id=rating.current_version_id)
+    if request.method == "POST":
+        form = RatingForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                rating_update(rating=rating, annotator=request.user, score=data["score"], codes=data["codes"],
+                              comment=data["comment"])
+            except ValidationError as exc:
+                errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+                for field, field_errors in errors.items():
+                    for message in field_errors:
+                        form.add_error(field if field in _FORM_FIELDS else None, message)
+            else:
+                messages.success(request, "Rating updated.")
+                return HttpResponseRedirect(reverse("annotation:my-ratings"))
+        status = 400
+    else:
+        form = RatingForm(initial={"score": rating.score, "codes": list(rating.codes), "comment": rating.comment})
+        status = 200
+    context = {"rating": rating, "form": form, "editable": editable, "not_editable": not editable,
+               "version": rating.question_version,
+               "candidate": rating.candidate}
+    return render(request, "annotation/rating_edit.html", context, status=status)
+
+
+@require_GET
+@rater_required
+def guidelines(request: HttpRequest) -> HttpResponse:
+    """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
+    the keyboard shortcuts."""
+    return render(request, "annotation/guidelines.html",
+                  {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS})
+
+
+@require_GET
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
+    benchmark = None
+    value = request.GET.get("benchmark", "")
+    selectors.access_overview(user=request.user)
+    if value.isdigit():
+        benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=int(value))
+    data = selectors.rating_overview(user=request.user, benchmark=benchmark)
+    bars = [
+        {"count": count, "n": n, "percent": round(100 * n / data.max_count) if data.max_count else 0}
+        for count, n in data.histogram
+    ]
+    context = {"data": data, "bars": bars, "benchmark": benchmark,
+               "benchmarks": selectors.benchmark_list_for_overview(user=request.user)}
+    return render(request, "annotation/overview.html", context)
 
 
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
-from annotation.services.assignment import candidate_has_free_slot
+from annotation.services.assignment import candidate_has_free_slot, target_ratings_expression
 from annotation.services.audit import audit_record
 
 
@@ -156,3 +156,50 @@ def rating_submit(
         audit_record(actor=annotator, action="rating.submit", obj=rating, old=None,
                      new={"score": score, "codes": code_string, "comment": comment, "source": source})
         return rating
+
+
+def rating_is_editable(*, rating: Rating, k: int, valid_rating_count: int, current_version_id: int | None) -> bool:
+    """True while the annotator may still change ``rating``: it is valid, on the question's current version, and
+    its candidate answer has fewer than ``k`` valid ratings (the item is not complete)."""
+    return rating.is_valid and rating.question_version_id == current_version_id and valid_rating_count < k
+
+
+def rating_update(*, rating: Rating, annotator, score: int | None, codes, comment: str = "") -> Rating:
+    """Change the score, codes and comment of ``annotator``'s own ``rating`` while its item is not complete.
+
+    In one transaction under the candidate's row lock (the lock ``rating_submit`` takes, so the completeness check
+    cannot race a new rating). The rating stays one valid rating of the candidate, so
+    ``CandidateAnswer.valid_rating_count`` does not change; timings and ``created_at`` are kept. The change is
+    written to the audit log (``rating.update``, old → new).
+
+    Raises:
+        ValidationError: ``score``/``codes`` as in :func:`rating_validate`; ``rating`` (code ``not_yours``) when
+            it belongs to someone else; ``candidate`` with code ``invalid`` (the rating no longer counts),
+            ``stale_version`` (the question was corrected) or ``complete`` (the item has all its ratings).
+    """
+    code_string = rating_validate(score=score, codes=codes)
+    comment = (comment or "").strip()
+    if rating.annotator_id != annotator.pk:
+        raise ValidationError({"rating": ValidationError("This rating belongs to another annotator.", code="not_yours")})
+    with transaction.atomic():
+        locked = (
+            CandidateAnswer.objects.select_for_update(of=("self",))
+            .annotate(k=target_ratings_expression())
+            .select_related("question_version__question")
+            .get(pk=rating.candidate_id)
+        )
+        current = Rating.objects.select_for_update().get(pk=rating.pk)
+        if not current.is_valid:
+            raise _candidate_error("This rating no longer counts (the question was corrected).", code="invalid")
+        if locked.question_version.question.current_version_id != current.question_version_id:
+            raise _candidate_error("This question was corrected since you rated it.", code="stale_version")
+        if locked.valid_rating_count >= locked.k:
+            raise _candidate_error("This item has all its ratings now; ratings of complete items are final.",
+                                   code="complete")
+        old = {"score": current.score, "codes": current.codes, "comment": current.comment}
+        current.score, current.codes, current.comment = score, code_string, comment
+        current.full_clean()
+        current.save(update_fields=["score", "codes", "comment", "updated_at"])
+        audit_record(actor=annotator, action="rating.update", obj=current, old=old,
+                     new={"score": score, "codes": code_string, "comment": comment})
+        return current

@@ -3,7 +3,7 @@
  *  - seconds on task: from when the item was first shown to submit (kept per assignment in sessionStorage,
  *    so a reload or a form error does not restart the clock);
  *  - seconds of audio played: media time actually played (seeks are not counted), also kept per assignment;
- *  - keys 1-5 pick a score when focus is not in a text field;
+ *  - the keyboard: 1-5 score, q/a/r/u/e codes, space play/pause, Enter submit, s skip, c comment, ? keys;
  *  - after htmx swaps in the next item, focus its heading and scroll to the top.
  */
 (function () {
@@ -150,20 +150,121 @@
     }
   });
 
+  function isTextField(target) {
+    return target && (target.isContentEditable || /^(TEXTAREA|SELECT)$/.test(target.tagName) ||
+      (target.tagName === "INPUT" && !/^(radio|checkbox)$/.test(target.type)));
+  }
+
+  function toggleKeys() {
+    var dialog = document.getElementById("keys-help");
+    if (!dialog) {
+      return;
+    }
+    if (dialog.open) {
+      dialog.close();
+    } else {
+      dialog.showModal();
+    }
+  }
+
+  function submitRating(form) {
+    // requestSubmit fires the submit event, so htmx posts it (hx-sync drops a second press while one is in flight).
+    if (form.requestSubmit) {
+      form.requestSubmit();
+    } else {
+      form.submit();
+    }
+  }
+
+  /*
+   * Keyboard-only rating: 1-5 score, q/a/r/u/e toggle codes, space play/pause, Enter submit, s skip, c comment,
+   * ? shows the keys. Keys typed into text fields are left alone, except Ctrl/Cmd+Enter (submit) and Escape
+   * (leave the field).
+   */
   document.addEventListener("keydown", function (event) {
-    if (event.ctrlKey || event.metaKey || event.altKey || !/^[1-5]$/.test(event.key)) {
-      return;
-    }
+    var form = document.querySelector("form[data-rating-form]");
     var target = event.target;
-    if (target && (target.isContentEditable || /^(TEXTAREA|SELECT)$/.test(target.tagName) ||
-        (target.tagName === "INPUT" && !/^(radio|checkbox)$/.test(target.type)))) {
+    var dialog = document.getElementById("keys-help");
+    if (dialog && dialog.open) {
+      if (event.key === "?") {
+        dialog.close();
+        event.preventDefault();
+      }
       return;
     }
-    var radio = document.querySelector("form[data-rating-form] input[name='score'][value='" + event.key + "']");
-    if (radio) {
-      radio.checked = true;
-      radio.focus();
+    if (!form) {
+      return;
+    }
+    if (isTextField(target)) {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && form.contains(target)) {
+        event.preventDefault();
+        submitRating(form);
+      } else if (event.key === "Escape") {
+        target.blur();
+      }
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey) {
+      return;
+    }
+    var key = event.key;
+    if (/^[1-5]$/.test(key)) {
+      var radio = form.querySelector("input[name='score'][value='" + key + "']");
+      if (radio) {
+        radio.checked = true;
+        radio.focus();
+        event.preventDefault();
+      }
+    } else if (/^[qarueQARUE]$/.test(key)) {
+      var box = form.querySelector("input[name='codes'][value='" + key.toUpperCase() + "']");
+      if (box) {
+        box.checked = !box.checked;
+        event.preventDefault();
+      }
+    } else if (key === " " || key === "Spacebar") {
+      if (target && /^(BUTTON|A|SUMMARY)$/.test(target.tagName)) {
+        return;
+      }
+      var audio = document.querySelector("#rating-area audio");
+      if (audio) {
+        if (audio.paused) {
+          audio.play();
+        } else {
+          audio.pause();
+        }
+        event.preventDefault();
+      }
+    } else if (key === "Enter") {
+      if (target && /^(BUTTON|A|SUMMARY)$/.test(target.tagName)) {
+        return;
+      }
       event.preventDefault();
+      submitRating(form);
+    } else if (key === "s" || key === "S") {
+      var skip = document.getElementById("skip-panel");
+      if (skip) {
+        skip.open = true;
+        var reason = skip.querySelector("input[name='reason']");
+        if (reason) {
+          reason.focus();
+        }
+        event.preventDefault();
+      }
+    } else if (key === "c" || key === "C") {
+      var comment = form.querySelector("textarea[name='comment']");
+      if (comment) {
+        comment.focus();
+        event.preventDefault();
+      }
+    } else if (key === "?") {
+      toggleKeys();
+      event.preventDefault();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-show-keys]")) {
+      toggleKeys();
     }
   });
 
