@@ -261,3 +261,59 @@ def test_concurrent_annotators_never_exceed_k_nor_rate_twice(settings):
     assert sum(per_candidate.values()) == 90  # every candidate got its k = 3 ratings
     assert dict(CandidateAnswer.objects.values_list("pk", "valid_rating_count")) == per_candidate
     assert not Assignment.objects.filter(status=Assignment.Status.OPEN).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_annotators_for_a_few_seconds_never_exceed_k_never_rate_twice_and_lose_nothing(settings):
+    """16 threads, each a different annotator, ask for and submit items for at most 8 s over 200 candidates
+    with k = 3 (PostgreSQL only): afterwards no candidate has more than 3 ratings, no annotator rated an item
+    twice, and every rating a thread was told was saved is in the database and counted."""
+    import time
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL row locks (SELECT ... FOR UPDATE SKIP LOCKED); SQLite has one writer at a time")
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    settings.ANNOTATION_TARGET_RATINGS = 3
+    candidates = CandidateAnswerFactory.create_batch(200)
+    annotators = AnnotatorFactory.create_batch(16)
+    errors: list[BaseException] = []
+    saved: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(annotators))
+    deadline = time.monotonic() + 8.0
+
+    def work(annotator):
+        try:
+            start.wait()
+            empty_in_a_row = 0
+            while empty_in_a_row < 3 and time.monotonic() < deadline:
+                assignment = assignment_next_for_annotator(annotator=annotator)
+                if assignment is None:
+                    empty_in_a_row += 1
+                    threading.Event().wait(0.02)
+                    continue
+                empty_in_a_row = 0
+                rating = _rate(assignment, score=1 + assignment.candidate_id % 5)
+                with lock:
+                    saved.append(rating.pk)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in annotators]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    pairs = list(Rating.objects.values_list("candidate_id", "annotator_id"))
+    per_candidate = {c.pk: 0 for c in candidates}
+    for candidate_id, _ in pairs:
+        per_candidate[candidate_id] += 1
+    assert max(per_candidate.values()) <= 3
+    assert len(pairs) == len(set(pairs))
+    assert sorted(Rating.objects.values_list("pk", flat=True)) == sorted(saved)  # nothing lost, nothing extra
+    assert len(saved) >= 100  # the queue really was worked under contention (about 200 in 8 s on 2 shared cores)
+    assert dict(CandidateAnswer.objects.values_list("pk", "valid_rating_count")) == per_candidate
