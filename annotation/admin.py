@@ -1,6 +1,8 @@
 """Django admin for every core row."""
 from django.contrib import admin
 
+from annotation.admin_audio import AudioClipUploadAdminMixin
+
 from .models import (
     LALM,
     Assignment,
@@ -23,7 +25,7 @@ class BenchmarkAdmin(admin.ModelAdmin):
 
 
 @admin.register(AudioClip)
-class AudioClipAdmin(admin.ModelAdmin):
+class AudioClipAdmin(AudioClipUploadAdminMixin, admin.ModelAdmin):  # upload form: annotation/admin_audio.py
     list_display = ["original_name", "duration_s", "sample_rate", "channels", "sha256"]
     search_fields = ["original_name", "sha256"]
 

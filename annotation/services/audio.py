@@ -57,3 +57,84 @@ def audio_clip_from_path(*, path: Path) -> AudioClip:
         clip.file.save(path.name, File(fh), save=False)
     clip.save()
     return clip
+
+
+#: Formats accepted from uploads, sniffed from the first bytes (never from the file name): name -> extension.
+UPLOAD_FORMATS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
+
+
+def audio_format_sniff(*, head: bytes) -> str | None:
+    """The audio container of a file from its first 12+ bytes: ``WAV``, ``FLAC``, ``OGG``, ``MP3`` or None.
+
+    WAV: ``RIFF....WAVE``; FLAC: ``fLaC``; Ogg: ``OggS``; MP3: an ``ID3`` tag or an MPEG audio frame sync
+    (11 set bits).
+    """
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "WAV"
+    if head[:4] == b"fLaC":
+        return "FLAC"
+    if head[:4] == b"OggS":
+        return "OGG"
+    if head[:3] == b"ID3" or (len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
+        return "MP3"
+    return None
+
+
+def audio_clip_from_upload(*, upload, max_bytes: int | None = None, max_seconds: float | None = None) -> AudioClip:
+    """Validate an uploaded audio file and store it as an ``AudioClip`` (deduplicated like ``audio_clip_from_path``).
+
+    Args:
+        upload: a Django ``UploadedFile`` (``name``, ``size``, ``chunks()``); its name is kept as ``original_name``
+            only, the stored name gets the extension of the sniffed format.
+        max_bytes: largest accepted size in bytes (default ``settings.AUDIO_UPLOAD_MAX_BYTES``).
+        max_seconds: longest accepted duration in seconds (default ``settings.AUDIO_UPLOAD_MAX_SECONDS``).
+
+    The type is sniffed from the bytes (``audio_format_sniff``), then libsndfile (soundfile) must read the header
+    as that same format and decode every frame, so a renamed, truncated or corrupt file is refused.
+
+    Raises:
+        AudioReadError: empty or too large, not WAV/FLAC/Ogg/MP3, unreadable or corrupt, no frames, or too long;
+            the message names the file and the reason. Nothing is stored then.
+    """
+    import tempfile
+
+    from django.conf import settings
+    from django.utils.text import get_valid_filename
+
+    name = Path(upload.name or "upload").name
+    max_bytes = settings.AUDIO_UPLOAD_MAX_BYTES if max_bytes is None else max_bytes
+    max_seconds = settings.AUDIO_UPLOAD_MAX_SECONDS if max_seconds is None else max_seconds
+    if not upload.size:
+        raise AudioReadError(f"{name}: the file is empty")
+    if upload.size > max_bytes:
+        raise AudioReadError(f"{name}: {upload.size} bytes is over the upload limit of {max_bytes} bytes")
+    with tempfile.TemporaryDirectory(prefix="orca-upload-") as folder:
+        head = b""
+        stem = get_valid_filename(Path(name).stem)[:100] or "audio"
+        path = Path(folder) / "upload.bin"
+        with path.open("wb") as fh:
+            for chunk in upload.chunks():
+                head = head or chunk[:16]
+                fh.write(chunk)
+        sniffed = audio_format_sniff(head=head)
+        if sniffed is None:
+            raise AudioReadError(f"{name}: not a WAV, FLAC, Ogg or MP3 file (it starts with bytes {head[:8].hex()})")
+        typed = path.rename(Path(folder) / f"{stem}.{UPLOAD_FORMATS[sniffed]}")
+        try:
+            info = soundfile.info(str(typed))
+            if info.format != sniffed:
+                raise AudioReadError(f"{name}: the bytes look like {sniffed} but decode as {info.format}")
+            for _ in soundfile.blocks(str(typed), blocksize=1 << 16, dtype="float32"):
+                pass
+        except RuntimeError as exc:  # soundfile.LibsndfileError subclasses RuntimeError
+            raise AudioReadError(f"{name}: not readable as {sniffed} audio ({exc})") from exc
+        if info.frames <= 0 or info.samplerate <= 0:
+            raise AudioReadError(f"{name}: the file holds no audio frames")
+        duration_s = info.frames / info.samplerate
+        if duration_s > max_seconds:
+            raise AudioReadError(f"{name}: {duration_s:.1f} s of audio is over the limit of {max_seconds:g} s")
+        clip = audio_clip_from_path(path=typed)
+    if clip.original_name == typed.name and name != typed.name:
+        AudioClip.objects.filter(pk=clip.pk).update(original_name=name[:500])
+        clip.original_name = name[:500]
+    return clip
