@@ -78,3 +78,51 @@ def test_an_annotator_rates_an_item_and_gets_the_next_without_a_reload(live_serv
     assert rating.source == Rating.Source.WEB
     assert rating.seconds_on_task is not None and rating.seconds_on_task > 0
     assert rating.audio_seconds_played == 0
+
+
+def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page, settings, tmp_path):
+    """Log in, then only keys: 4 + r + Enter, then u (no score) + Enter, then s, a reason, Enter (skip), then
+    2 + Enter; ? opens and closes the key list. Three ratings and one skip end up in the database."""
+    from annotation.models import Assignment
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    annotator = AnnotatorFactory(username="kim")
+    candidates = [CandidateAnswerFactory(text=f"Keyboard answer {n}", priority=10 - n) for n in range(4)]
+
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill("kim")
+    page.get_by_label("Password").fill("pw")
+    page.get_by_label("Password").press("Enter")
+    page.goto(f"{live_server.url}/rate/next/")
+    page.locator(".panel-candidate", has_text=candidates[0].text).wait_for()
+    page.evaluate("window.__sameDocument = true")
+
+    page.keyboard.press("?")
+    assert page.locator("#keys-help").is_visible()
+    page.keyboard.press("?")
+    assert not page.locator("#keys-help").is_visible()
+
+    page.keyboard.press("4")
+    page.keyboard.press("r")
+    page.keyboard.press("Enter")
+    page.locator(".panel-candidate", has_text=candidates[1].text).wait_for()
+
+    page.keyboard.press("u")
+    page.keyboard.press("Enter")
+    page.locator(".panel-candidate", has_text=candidates[2].text).wait_for()
+
+    page.keyboard.press("s")
+    page.keyboard.type("The audio does not play")
+    page.keyboard.press("Enter")
+    page.locator(".panel-candidate", has_text=candidates[3].text).wait_for()
+
+    page.keyboard.press("2")
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="All done. Thank you!").wait_for()
+    assert page.evaluate("window.__sameDocument") is True  # every step was an htmx swap
+
+    ratings = {r.candidate_id: (r.score, r.codes) for r in Rating.objects.filter(annotator=annotator)}
+    assert ratings == {candidates[0].pk: (4, "R"), candidates[1].pk: (None, "U"), candidates[3].pk: (2, "")}
+    skipped = Assignment.objects.get(annotator=annotator, status=Assignment.Status.SKIPPED)
+    assert (skipped.candidate_id, skipped.skip_reason) == (candidates[2].pk, "The audio does not play")
+    assert all(r.seconds_on_task is not None for r in Rating.objects.filter(annotator=annotator))
