@@ -1,7 +1,9 @@
 """Staff pages for Stage 1 jobs: the job list with a start form, a live progress page, retry-failed and cancel.
 
-Thin views: each checks staff access through :func:`annotation.services.jobs.job_check_staff`, validates the
-form and calls one service. The progress panel is the ``progress`` partial of ``annotation/jobs/detail.html``,
+Thin views: reading (list, progress) is for staff (experts and admins) through
+:func:`annotation.services.jobs.job_check_staff`; starting, retrying and cancelling is for admins only through
+:func:`annotation.services.jobs.job_check_admin` (issue 7's role matrix). Each validates the form and calls one
+service. The progress panel is the ``progress`` partial of ``annotation/jobs/detail.html``,
 polled by htmx every 2 s while the job is active.
 """
 from functools import wraps
@@ -15,9 +17,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import LALM, Benchmark, Job
+from annotation.services.accounts import user_is_admin
 from annotation.services.jobs import (
     JobStartError,
     job_cancel,
+    job_check_admin,
     job_check_staff,
     job_for_staff,
     job_list_for_staff,
@@ -68,6 +72,18 @@ def staff_required(view):
     return wrapper
 
 
+def admin_required(view):
+    """Login required, then admins only (403 otherwise): actions that start or stop work."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        job_check_admin(user=request.user)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 def _job(request: HttpRequest, job_pk: int) -> Job:
     try:
         return job_for_staff(user=request.user, job_pk=job_pk)
@@ -83,17 +99,19 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "jobs": job_list_for_staff(user=request.user)[:200],
         "form": JobStartForm(),
         "providers": provider_availabilities(),
+        "can_manage": user_is_admin(request.user),
     }
     return render(request, "annotation/jobs/list.html", context)
 
 
 @require_POST
-@staff_required
+@admin_required
 def job_create(request: HttpRequest) -> HttpResponse:
     """Start a job from the form; errors (unavailable provider, unknown ids) come back as a message."""
     form = JobStartForm(request.POST)
     if not form.is_valid():
-        context = {"jobs": job_list_for_staff(user=request.user)[:200], "form": form, "providers": provider_availabilities()}
+        context = {"jobs": job_list_for_staff(user=request.user)[:200], "form": form,
+                   "providers": provider_availabilities(), "can_manage": True}
         return render(request, "annotation/jobs/list.html", context, status=400)
     try:
         job = job_start(
@@ -122,6 +140,7 @@ def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
         "progress": job_progress(job=job),
         "active": job.status in (Job.Status.QUEUED, Job.Status.RUNNING),
         "failed_items": job.items.filter(status="failed").select_related("question")[:100],
+        "can_manage": user_is_admin(request.user),
     }
     template = "annotation/jobs/detail.html"
     if request.htmx:
@@ -130,20 +149,20 @@ def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_required
+@admin_required
 def job_retry(request: HttpRequest, job_pk: int) -> HttpResponse:
     """Send the job's failed (and stuck) items again."""
     job = _job(request, job_pk)
-    count = job_retry_failed(job=job)
+    count = job_retry_failed(job=job, actor=request.user)
     messages.success(request, f"{count} items sent again.") if count else messages.info(request, "Nothing to retry.")
     return HttpResponseRedirect(reverse("annotation:job", args=[job.pk]))
 
 
 @require_POST
-@staff_required
+@admin_required
 def job_stop(request: HttpRequest, job_pk: int) -> HttpResponse:
     """Cancel the job: pending items are dropped, running ones finish."""
     job = _job(request, job_pk)
-    count = job_cancel(job=job)
+    count = job_cancel(job=job, actor=request.user)
     messages.success(request, f"Job cancelled; {count} pending items dropped.")
     return HttpResponseRedirect(reverse("annotation:job", args=[job.pk]))

@@ -1,6 +1,7 @@
 """Staff pages for LLM judges (ORCA paper, section 5.6): the judges with a start form, and the comparison page.
 
-Thin views: access through ``annotation.services.judging.judges_check_staff``; starting a run calls
+Thin views: reading through ``annotation.services.judging.judges_check_staff`` (experts and admins); starting a
+run is for admins only (``annotation.services.jobs.job_check_admin``, issue 7's role matrix) and calls
 ``judge_job_start`` and sends the user to the job's progress page (``annotation/jobs/detail.html``).
 """
 from django import forms
@@ -11,7 +12,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.models import Benchmark, Job, Judge
-from annotation.services.jobs import job_list_for_staff
+from annotation.services.accounts import user_is_admin
+from annotation.services.jobs import job_check_admin, job_list_for_staff
 from annotation.services.judging import (
     JudgeJobError,
     judge_availability,
@@ -42,6 +44,7 @@ def judge_list(request: HttpRequest) -> HttpResponse:
     form = JudgeJobForm(request.POST or None)
     status = 200
     if request.method == "POST":
+        job_check_admin(user=request.user)
         if form.is_valid():
             try:
                 job = judge_job_start(
@@ -63,6 +66,7 @@ def judge_list(request: HttpRequest) -> HttpResponse:
         "judges": judges,
         "form": form,
         "jobs": job_list_for_staff(user=request.user).filter(kind=Job.Kind.JUDGE)[:50],
+        "can_manage": user_is_admin(request.user),
     }
     return render(request, "annotation/judges/list.html", context, status=status)
 

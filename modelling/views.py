@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from annotation.services.accounts import user_is_admin
 from modelling.forms import TrainingRunForm
 from modelling.models import AgreementLevel
 from modelling.selectors import (
@@ -85,6 +86,12 @@ def _require_orca_access(request) -> None:
         raise PermissionDenied("ORCA training and predictions are visible to staff, experts and admins only.")
 
 
+def _require_admin(request) -> None:
+    """Starting, activating and cancelling ORCA runs is for admins only (issue 7's role matrix); experts read."""
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins may start, activate or cancel ORCA training runs.")
+
+
 def _metrics(run, split: str, variant: str) -> dict | None:
     return ((run.metrics or {}).get(split) or {}).get(variant)
 
@@ -102,14 +109,15 @@ def training_runs_page(request):
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
+        "can_manage": user_is_admin(request.user),
     })
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def training_run_new(request):
-    """The form that starts an ORCA training run; POST creates it QUEUED and redirects to its page."""
-    _require_orca_access(request)
+    """The form that starts an ORCA training run (admins); POST creates it QUEUED and redirects to its page."""
+    _require_admin(request)
     form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names())
     if request.method == "POST" and form.is_valid():
         try:
@@ -140,6 +148,7 @@ def training_run_page(request, pk: int):
             for split in ("dev", "test") for variant in ("unclamped", "clamped")
         ],
         "percent": int(100 * run.steps_done / run.steps_total) if run.steps_total else 0,
+        "can_manage": user_is_admin(request.user),
     }
     template = "modelling/training_run.html"
     return render(request, template + "#run-progress" if request.htmx else template, context)
@@ -148,8 +157,8 @@ def training_run_page(request, pk: int):
 @login_required
 @require_POST
 def training_run_activate(request, pk: int):
-    """Make the run's model the active one (then every candidate answer is scored with it)."""
-    _require_orca_access(request)
+    """Make the run's model the active one (then every candidate answer is scored with it); admins only."""
+    _require_admin(request)
     run = get_object_or_404(training_run_list(), pk=pk)
     try:
         version = model_version_activate(run=run, user=request.user)
@@ -163,8 +172,8 @@ def training_run_activate(request, pk: int):
 @login_required
 @require_POST
 def training_run_cancel_view(request, pk: int):
-    """Cancel a queued or running run."""
-    _require_orca_access(request)
+    """Cancel a queued or running run; admins only."""
+    _require_admin(request)
     run = get_object_or_404(training_run_list(), pk=pk)
     if training_run_cancel(run=run, user=request.user):
         messages.success(request, f"Training run #{run.pk} is cancelled.")

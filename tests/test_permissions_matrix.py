@@ -67,12 +67,21 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:rate", "POST"): row(OWNER, "assignment_pk"),
     ("annotation:skip", "POST"): row(OWNER, "assignment_pk"),
     ("annotation:audio", "GET"): row(RATERS, "clip_pk"),
-    # Stage 1 jobs pages (annotation/views_jobs.py: staff, i.e. experts and admins).
+    ("annotation:guidelines", "GET"): row(RATERS),
+    ("annotation:my-ratings", "GET"): row(RATERS),
+    ("annotation:rating-edit", "GET"): row(OWNER, "rating_pk"),  # only one's own rating (others: 404)
+    ("annotation:rating-edit", "POST"): row(OWNER, "rating_pk"),
+    # Read-only staff pages: rating overview, judges and judge-vs-human comparison.
+    ("annotation:overview", "GET"): row(STAFF),
+    ("annotation:judges", "GET"): row(STAFF),
+    ("annotation:judge-compare", "GET"): row(STAFF),
+    # Stage 1 and judge jobs: experts read progress; only admins start, retry or cancel (provider quota, compute).
+    ("annotation:judges", "POST"): row(ADMIN),
     ("annotation:jobs", "GET"): row(STAFF),
-    ("annotation:job-start", "POST"): row(STAFF),
+    ("annotation:job-start", "POST"): row(ADMIN),
     ("annotation:job", "GET"): row(STAFF, "job_pk"),
-    ("annotation:job-retry", "POST"): row(STAFF, "job_pk"),
-    ("annotation:job-cancel", "POST"): row(STAFF, "job_pk"),
+    ("annotation:job-retry", "POST"): row(ADMIN, "job_pk"),
+    ("annotation:job-cancel", "POST"): row(ADMIN, "job_pk"),
     # Admin pages: exports and the audit log.
     ("annotation:exports", "GET"): row(ADMIN),
     ("annotation:export", "GET"): row(ADMIN, "export_pk"),
@@ -91,13 +100,14 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("refinement:correct", "POST"): row(STAFF, "question_id"),
     ("refinement:dismiss", "POST"): row(STAFF, "item_id"),
     ("refinement:suggestion", "GET"): row(STAFF, "suggestion_id"),
-    # Modelling pages (modelling/views.py lets staff, experts included, start, activate and cancel runs).
+    # Modelling pages: experts read agreement, runs and predictions; only admins start, activate or cancel runs.
     ("modelling:agreement", "GET"): row(STAFF),
     ("modelling:training_runs", "GET"): row(STAFF),
-    ("modelling:training_run_new", "POST"): row(STAFF),
+    ("modelling:training_run_new", "GET"): row(ADMIN),
+    ("modelling:training_run_new", "POST"): row(ADMIN),
     ("modelling:training_run", "GET"): row(STAFF, "training_run_pk"),
-    ("modelling:training_run_activate", "POST"): row(STAFF, "training_run_pk"),
-    ("modelling:training_run_cancel", "POST"): row(STAFF, "training_run_pk"),
+    ("modelling:training_run_activate", "POST"): row(ADMIN, "training_run_pk"),
+    ("modelling:training_run_cancel", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:items", "GET"): row(STAFF),
     ("modelling:item", "GET"): row(STAFF, "candidate_pk"),
     # API: annotation

@@ -6,7 +6,7 @@ queues need; admins do everything. Object scoping (whose ratings, which candidat
 """
 from rest_framework.permissions import BasePermission
 
-from annotation.services.accounts import user_roles
+from annotation.services.accounts import user_is_admin, user_roles
 
 
 def _roles(request) -> set[str]:
@@ -41,4 +41,4 @@ class IsAdminRole(BasePermission):
     message = "Only admins may do this."
 
     def has_permission(self, request, view) -> bool:
-        return "admin" in _roles(request)
+        return user_is_admin(request.user)

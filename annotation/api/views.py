@@ -2,7 +2,6 @@
 (``rating_submit``, ``assignment_next_for_annotator``, ``job_start``/``job_cancel``, ``export_start``)."""
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
 from django.http import FileResponse, Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -25,7 +24,7 @@ from annotation.models import (
     Rating,
 )
 from annotation.services.assignment import assignment_next_for_annotator
-from annotation.services.audit import audit_events_for_user, audit_record
+from annotation.services.audit import audit_events_for_user
 from annotation.services.exports import ExportError, export_download_path, export_jobs_for_user, export_start
 from annotation.services.jobs import JobStartError, job_cancel, job_start
 from annotation.services.rating import rating_submit
@@ -207,13 +206,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         benchmark = _get_or_400(Benchmark.objects.all(), values["benchmark"], "benchmark")
         lalm = _get_or_400(LALM.objects.all(), values.get("lalm"), "lalm")
         try:
-            with transaction.atomic():
-                job = job_start(
-                    kind=values["kind"], benchmark=benchmark, lalm=lalm, external_ids=values.get("external_ids"),
-                    all_modalities=values["all_modalities"], overwrite=values["overwrite"], created_by=request.user,
-                )
-                audit_record(actor=request.user, action="job.start", obj=job, old=None,
-                             new={"kind": job.kind, "total": job.total, "params": job.params})
+            job = job_start(
+                kind=values["kind"], benchmark=benchmark, lalm=lalm, external_ids=values.get("external_ids"),
+                all_modalities=values["all_modalities"], overwrite=values["overwrite"], created_by=request.user,
+            )
         except JobStartError as error:
             raise ValidationError({"detail": str(error)}) from error
         return Response(serializers.JobSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -221,13 +217,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = self.get_object()
-        with transaction.atomic():
-            before = job.status
-            cancelled = job_cancel(job=job)
-            job.refresh_from_db()
-            if job.status != before:
-                audit_record(actor=request.user, action="job.cancel", obj=job, old={"status": before},
-                             new={"status": job.status, "items_cancelled": cancelled})
+        job_cancel(job=job, actor=request.user)
+        job.refresh_from_db()
         return Response(serializers.JobSerializer(job).data)
 
 

@@ -67,3 +67,23 @@ def user_roles(user) -> set[str]:
     if user.is_superuser:
         roles.add("admin")
     return roles
+
+
+def user_is_admin(user) -> bool:
+    """True for an active user in the ``admin`` group or a superuser; False otherwise (anonymous included).
+
+    The one test for admin-only actions (issue 7's role matrix): starting and cancelling Stage 1 and judge jobs,
+    starting, activating and cancelling ORCA training runs, exports and the audit log. Experts (staff, not admin)
+    read the staff pages but may not start work that spends provider quota or compute.
+    """
+    if not (getattr(user, "is_authenticated", False) and user.is_active):
+        return False
+    return user.is_superuser or user.groups.filter(name="admin").exists()
+
+
+def user_is_staff_reader(user) -> bool:
+    """True for an active expert, admin, Django staff member or superuser: who may read the staff pages (job
+    progress, judges' comparison, agreement, training runs)."""
+    if not (getattr(user, "is_authenticated", False) and user.is_active):
+        return False
+    return user.is_staff or user.is_superuser or user.groups.filter(name__in=("expert", "admin")).exists()

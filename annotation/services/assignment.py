@@ -22,6 +22,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
+from annotation.services.audit import audit_record
 
 #: Candidates locked per attempt (few, so others asking at the same time still find unlocked rows), and attempts
 #: before giving up; an attempt only fails when a competitor filled the candidate between snapshot and lock.
@@ -203,9 +204,12 @@ def assignment_skip(*, assignment: Assignment, reason: str) -> Assignment:
             return locked
         if locked.status == Assignment.Status.SUBMITTED:
             raise ValidationError({"assignment": "This item was already rated; it cannot be skipped."})
+        old_status = locked.status
         locked.status = Assignment.Status.SKIPPED
         locked.skip_reason = reason
         locked.save(update_fields=["status", "skip_reason"])
+        audit_record(actor=locked.annotator, action="assignment.skip", obj=locked, old={"status": old_status},
+                     new={"status": locked.status, "skip_reason": reason})
         return locked
 
 

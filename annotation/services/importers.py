@@ -23,6 +23,7 @@ from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import LALM, AudioClip, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from annotation.services.accounts import user_create_with_role
 from annotation.services.audio import AUDIO_EXTENSIONS, AudioReadError, audio_clip_from_path
+from annotation.services.audit import audit_record
 from annotation.services.versions import VERSIONED_FIELDS
 
 #: Reason prefix of the versions the benchmark importer makes; re-imports compare against the latest of these,
@@ -317,6 +318,13 @@ def _delete_stored_files(names: Iterable[str]) -> None:
         storage.delete(name)
 
 
+def _audit_import(*, action: str, path: Path, obj, summary) -> None:
+    """One audit event per import (actor "import <file name>"), its new value the summary's counts."""
+    counts = {name: value for name, value in vars(summary).items() if isinstance(value, int)}
+    audit_record(actor=None, actor_label=f"import {path.name}", action=action, obj=obj,
+                 new={"file": path.name, **counts})
+
+
 def benchmark_import(
     *, path: Path, file_format: str, name: str | None = None, audio_dir: Path | None = None
 ) -> BenchmarkImportSummary:
@@ -349,7 +357,7 @@ def benchmark_import(
     new_files: list[str] = []
     try:
         with transaction.atomic():
-            return _benchmark_write(
+            summary = _benchmark_write(
                 path=path,
                 file_format=file_format,
                 name=name or fmt.default_name,
@@ -357,6 +365,8 @@ def benchmark_import(
                 audio_files=audio_files,
                 new_files=new_files,
             )
+            _audit_import(action="import.benchmark", path=path, obj=summary.benchmark, summary=summary)
+            return summary
     except BaseException:
         _delete_stored_files(new_files)  # the rows are rolled back; their copied files must go too
         raise
@@ -582,6 +592,7 @@ def candidate_answers_import(
         CandidateAnswer.objects.bulk_create(new, batch_size=_BULK_BATCH)
         CandidateAnswer.objects.bulk_update(changed, ["text"], batch_size=_BULK_BATCH)
         summary.created, summary.updated = len(new), len(changed)
+        _audit_import(action="import.candidates", path=path, obj=lalm, summary=summary)
     return summary
 
 
@@ -744,7 +755,9 @@ def ratings_import_orca(*, path: Path, benchmark_name: str = "ORCA imported") ->
     items = [_orca_item(path.name, key, value) for key, value in data.items()]
     _check_one_text_per_question(path.name, items)
     with transaction.atomic():
-        return _orca_write(path=path, items=items, benchmark_name=benchmark_name)
+        summary = _orca_write(path=path, items=items, benchmark_name=benchmark_name)
+        _audit_import(action="import.orca_ratings", path=path, obj=None, summary=summary)
+        return summary
 
 
 def _orca_questions(

@@ -26,6 +26,8 @@ from django.utils import timezone
 from annotation.models import LALM, Benchmark, Job, JobItem
 from annotation.providers.base import Availability, ProviderError
 
+from .accounts import user_is_admin
+from .audit import audit_record
 from .preparation import (
     PREPARATION_KINDS,
     preparation_availability,
@@ -112,6 +114,7 @@ def job_start(
         )
         JobItem.objects.bulk_create([JobItem(job=job, question_id=pk) for pk in questions])
         _enqueue(job=job, items=JobItem.objects.filter(job=job))
+        audit_record(actor=created_by, action="job.start", obj=job, new={"kind": kind, "total": job.total, "params": params})
     return job
 
 
@@ -253,8 +256,10 @@ def job_items_requeue_stale() -> int:
     return sent
 
 
-def job_retry_failed(*, job: Job) -> int:
+def job_retry_failed(*, job: Job, actor=None) -> int:
     """Send failed items, and items stuck pending or running past the lease, again; reopen the job.
+
+    ``actor`` (the user, None for the system) is written to the audit log (``job.retry``) when items are sent.
 
     Returns:
         The number of items enqueued again (0 for a cancelled job, which stays cancelled).
@@ -276,11 +281,16 @@ def job_retry_failed(*, job: Job) -> int:
         Job.objects.filter(pk=job.pk).update(
             failed=F("failed") - n_failed, status=Job.Status.RUNNING, finished_at=None, error=""
         )
-        return _enqueue(job=job, items=items)
+        sent = _enqueue(job=job, items=items)
+        audit_record(actor=actor, action="job.retry", obj=job, old={"status": job.status},
+                     new={"status": Job.Status.RUNNING, "items_sent": sent})
+        return sent
 
 
-def job_cancel(*, job: Job) -> int:
+def job_cancel(*, job: Job, actor=None) -> int:
     """Cancel a queued or running job: pending items become cancelled (items already running finish).
+
+    ``actor`` (the user, None for the system) is written to the audit log (``job.cancel``, old → new status).
 
     Returns:
         The number of items cancelled (0 when the job had already ended).
@@ -291,9 +301,12 @@ def job_cancel(*, job: Job) -> int:
         )
         if not ended:
             return 0
-        return JobItem.objects.filter(job_id=job.pk, status=JobItem.Status.PENDING).update(
+        cancelled = JobItem.objects.filter(job_id=job.pk, status=JobItem.Status.PENDING).update(
             status=JobItem.Status.CANCELLED, finished_at=timezone.now()
         )
+        audit_record(actor=actor, action="job.cancel", obj=job, old={"status": job.status},
+                     new={"status": Job.Status.CANCELLED, "items_cancelled": cancelled})
+        return cancelled
 
 
 @dataclass(frozen=True)
@@ -353,6 +366,15 @@ def job_check_staff(*, user) -> None:
 
     if not (user.is_authenticated and user.is_staff):
         raise PermissionDenied("Stage 1 jobs are for staff")
+
+
+def job_check_admin(*, user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is an admin: only admins start, retry or cancel jobs (they spend
+    provider quota and compute; issue 7's role matrix). Experts read job progress only."""
+    from django.core.exceptions import PermissionDenied
+
+    if not user_is_admin(user):
+        raise PermissionDenied("Only admins may start, retry or cancel jobs")
 
 
 def job_list_for_staff(*, user):

@@ -32,6 +32,7 @@ from annotation.judging.parsing import parse_judge_reply
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
 from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question, Rating
 from annotation.providers.base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
+from annotation.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 
@@ -238,6 +239,7 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
                                  created_by=created_by)
         JobItem.objects.bulk_create([JobItem(job=job, question_id=pk) for pk in questions])
         _enqueue(job=job, items=JobItem.objects.filter(job=job))
+        audit_record(actor=created_by, action="job.start", obj=job, new={"kind": job.kind, "total": job.total, "params": params})
     return job
 
 

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.services.audit import audit_record
 from modelling.models import ModelVersion, TrainingRun
 
 
@@ -28,11 +29,13 @@ def model_version_activate(*, run: TrainingRun, user=None) -> ModelVersion:
             version = ModelVersion.objects.select_for_update().get(training_run=run)
         except ModelVersion.DoesNotExist:
             raise ValidationError(f"training run #{run.pk} has no registered model") from None
+        previous = list(ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).values_list("name", flat=True))
         ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).update(is_active=False)
         version.is_active = True
         version.activated_at = timezone.now()
         version.activated_by = user
         version.save(update_fields=["is_active", "activated_at", "activated_by"])
+        audit_record(actor=user, action="model.activate", obj=version, old={"active": previous}, new={"active": [version.name]})
         queue = training_queue()
         transaction.on_commit(lambda: predictions_score_task.apply_async(args=[version.pk], queue=queue))
     return version

@@ -26,6 +26,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from annotation.models import CandidateAnswer, LALM, Question
+from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions
 from modelling.models import ModelVersion, SplitKind, TrainingRun
@@ -138,6 +139,9 @@ def training_run_start(
         )
         run.full_clean()
         run.save()
+        audit_record(actor=created_by, action="training_run.start", obj=run,
+                     new={"config": clean, "split_kind": kind, "split_seed": seed, "held_out_lalms": held_out,
+                          "trigger": trigger})
         queue = training_queue()
         transaction.on_commit(lambda: training_run_task.apply_async(args=[run.pk], queue=queue))
     return run
@@ -368,12 +372,16 @@ def training_run_cancel(*, run: TrainingRun, user=None) -> bool:
     (within ``HEARTBEAT_EVERY_S`` seconds of training steps). No Celery revoke is needed, and none is sent: the
     embedded ``filesystem://`` broker has no broadcast channel for it.
     """
-    updated = TrainingRun.objects.filter(
-        pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]
-    ).update(status=TrainingRun.Status.CANCELLED, finished_at=timezone.now())
-    if updated != 1:
-        return False
-    _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
+    with transaction.atomic():
+        before = TrainingRun.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        updated = TrainingRun.objects.filter(
+            pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]
+        ).update(status=TrainingRun.Status.CANCELLED, finished_at=timezone.now())
+        if updated != 1:
+            return False
+        _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
+        audit_record(actor=user, action="training_run.cancel", obj=run, old={"status": before},
+                     new={"status": TrainingRun.Status.CANCELLED})
     return True
 
 

@@ -256,7 +256,8 @@ def correction_save(
         )
         question_release(question=locked, expert=expert)
         audit_record(actor=expert, action="question.correct", obj=version, old={c.field: c.old for c in plan.changes},
-                     new={**{c.field: c.new for c in plan.changes}, "ratings_invalidated": invalidated})
+                     new={**{c.field: c.new for c in plan.changes}, "ratings_invalidated": invalidated,
+                          "suggestions_accepted": sorted(s.pk for s in suggestions.values())})
     question.current_version = version
     return CorrectionResult(
         version=version,

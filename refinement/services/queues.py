@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import Question
+from annotation.services.audit import audit_record
 from refinement.models import CorrectionItem, Queue, ReviewClaim
 
 
@@ -26,12 +27,17 @@ def question_claim(*, question: Question, expert) -> ReviewClaim:
     """
     try:
         with transaction.atomic():
-            return ReviewClaim.objects.create(question=question, expert=expert)
+            claim = ReviewClaim.objects.create(question=question, expert=expert)
+            audit_record(actor=expert, action="question.claim", obj=question, new={"claimed_by": expert.get_username()})
+            return claim
     except IntegrityError:
         claim = ReviewClaim.objects.select_related("expert").filter(question=question).first()
         if claim is None:  # released between our insert and this read: try once more
             with transaction.atomic():
-                return ReviewClaim.objects.create(question=question, expert=expert)
+                claim = ReviewClaim.objects.create(question=question, expert=expert)
+                audit_record(actor=expert, action="question.claim", obj=question,
+                             new={"claimed_by": expert.get_username()})
+                return claim
         if claim.expert_id == expert.pk:
             return claim
         raise ClaimedByAnotherExpert(f"{question} is claimed by {claim.expert}") from None
@@ -42,7 +48,13 @@ def question_release(*, question: Question, expert, force: bool = False) -> bool
     claims = ReviewClaim.objects.filter(question=question)
     if not force:
         claims = claims.filter(expert=expert)
-    return claims.delete()[0] > 0
+    with transaction.atomic():
+        holders = list(claims.values_list("expert__username", flat=True))
+        released = claims.delete()[0] > 0
+        if released:
+            audit_record(actor=expert, action="question.release", obj=question, old={"claimed_by": holders},
+                         new={"claimed_by": None})
+    return released
 
 
 def item_open(*, question: Question, queue: str, opened_by, note: str, origin: str = CorrectionItem.Origin.EXPERT):
@@ -128,6 +140,8 @@ def item_dismiss(*, item: CorrectionItem, expert, reason: str) -> CorrectionItem
         )
         if updated != 1:
             raise ValidationError({"item": "This flag is already closed."})
+        audit_record(actor=expert, action="correction_item.dismiss", obj=item, old={"status": CorrectionItem.Status.OPEN},
+                     new={"status": CorrectionItem.Status.DISMISSED, "reason": reason})
         if not CorrectionItem.objects.filter(question=item.question, status=CorrectionItem.Status.OPEN).exists():
             question_release(question=item.question, expert=expert)
     item.refresh_from_db()

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
 from annotation.models import Question, Rating
+from annotation.services.audit import audit_record
 from annotation.providers.base import (
     Availability,
     Generation,
@@ -136,6 +137,7 @@ def suggestion_request(*, question: Question, field: str, requested_by, instruct
             instructions=(instructions or "").strip(),
             requested_by=requested_by,
         )
+        audit_record(actor=requested_by, action="suggestion.request", obj=suggestion, new={"field": field})
         transaction.on_commit(lambda: suggestion_generate_task.delay(suggestion.pk))
     return suggestion
 
@@ -261,10 +263,13 @@ def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:
 
 def suggestion_reject(*, suggestion: Suggestion, expert) -> Suggestion:
     """Reject a proposal (nothing is saved). Raises ValidationError unless it is ready for review."""
-    updated = Suggestion.objects.filter(pk=suggestion.pk, status=Suggestion.Status.DONE).update(
-        status=Suggestion.Status.REJECTED, decided_at=timezone.now()
-    )
-    if updated != 1:
-        raise ValidationError("Only a suggestion that is ready for review can be rejected.")
+    with transaction.atomic():
+        updated = Suggestion.objects.filter(pk=suggestion.pk, status=Suggestion.Status.DONE).update(
+            status=Suggestion.Status.REJECTED, decided_at=timezone.now()
+        )
+        if updated != 1:
+            raise ValidationError("Only a suggestion that is ready for review can be rejected.")
+        audit_record(actor=expert, action="suggestion.reject", obj=suggestion, old={"status": Suggestion.Status.DONE},
+                     new={"status": Suggestion.Status.REJECTED})
     suggestion.refresh_from_db()
     return suggestion

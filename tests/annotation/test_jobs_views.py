@@ -30,7 +30,7 @@ def benchmark(tmp_path):
 
 @pytest.fixture
 def staff_client(client):
-    client.force_login(UserFactory(username="lead", is_staff=True))
+    client.force_login(UserFactory(username="lead", is_staff=True, roles=["admin"]))
     return client
 
 
@@ -46,6 +46,21 @@ def test_annotators_cannot_see_or_start_jobs(client, benchmark):
     client.force_login(UserFactory(username="annotator"))
     assert client.get(reverse("annotation:jobs")).status_code == 403
     assert client.post(reverse("annotation:job-start"), {"kind": "transcribe", "benchmark": benchmark.pk}).status_code == 403
+
+
+def test_experts_see_job_progress_but_cannot_start_retry_or_cancel_jobs(client, benchmark, gemini):
+    job = job_start(kind=Job.Kind.RATIONALE, benchmark=benchmark, overwrite=True)  # messages not sent: stays queued
+    client.force_login(UserFactory(username="expert", is_staff=True, roles=["expert"]))
+
+    listing = client.get(reverse("annotation:jobs"))
+    assert listing.status_code == 200 and "Start a job" not in listing.content.decode()
+    detail = client.get(reverse("annotation:job", args=[job.pk]))
+    assert detail.status_code == 200 and reverse("annotation:job-cancel", args=[job.pk]) not in detail.content.decode()
+    assert client.post(reverse("annotation:job-start"), {"kind": "rationale", "benchmark": benchmark.pk}).status_code == 403
+    assert client.post(reverse("annotation:job-retry", args=[job.pk])).status_code == 403
+    assert client.post(reverse("annotation:job-cancel", args=[job.pk])).status_code == 403
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED and Job.objects.count() == 1
 
 
 @override_settings(GEMINI_API_KEY="")

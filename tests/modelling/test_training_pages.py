@@ -3,6 +3,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
+from annotation.models import AuditEvent
 from modelling.models import ModelVersion, Prediction, TrainingRun
 from modelling.services.training import model_version_register, training_config_clean
 from tests.factories import AnnotatorFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
@@ -19,6 +20,14 @@ def _login(client, user):
 def expert(client):
     user = UserFactory()
     user.groups.add(Group.objects.get(name="expert"))
+    _login(client, user)
+    return user
+
+
+@pytest.fixture
+def admin(client):
+    user = UserFactory(is_staff=True)
+    user.groups.add(Group.objects.get(name="admin"))
     _login(client, user)
     return user
 
@@ -61,7 +70,7 @@ def test_anonymous_users_are_sent_to_login(client):
     assert response.status_code == 302 and "login" in response["Location"]
 
 
-def test_runs_list_compares_metrics_with_the_papers_figures(client, expert):
+def test_runs_list_compares_metrics_with_the_papers_figures(client, admin):
     run = _done_run()
     html = client.get(reverse("modelling:training_runs")).content.decode()
     assert "Gemma3-270M" in html and "0.844" in html and "0.721" in html and "0.121" in html
@@ -70,7 +79,7 @@ def test_runs_list_compares_metrics_with_the_papers_figures(client, expert):
     assert reverse("modelling:training_run_activate", args=[run.pk]) in html
 
 
-def test_experts_start_a_run_from_the_form(client, expert, django_capture_on_commit_callbacks):
+def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commit_callbacks):
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="M1_0")))
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="M2_3")))
     form = client.get(reverse("modelling:training_run_new"))
@@ -82,12 +91,12 @@ def test_experts_start_a_run_from_the_form(client, expert, django_capture_on_com
         response = client.post(reverse("modelling:training_run_new"), data)
     run = TrainingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("modelling:training_run", args=[run.pk])
-    assert run.status == TrainingRun.Status.QUEUED and run.created_by == expert
+    assert run.status == TrainingRun.Status.QUEUED and run.created_by == admin
     assert run.config["head"] == "multinomial" and run.config["epochs"] == 2 and run.config["transcript"] is False
     assert run.split_kind == "held_out_lalms" and run.held_out_lalms == ["M2_3"] and run.split_seed == 7
 
 
-def test_the_form_refuses_holding_out_every_lalm(client, expert):
+def test_the_form_refuses_holding_out_every_lalm(client, admin):
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="only")))
     data = {"base_model": "minilm", "head": "beta", "pooling": "auto", "epochs": 1, "lr": 1e-4, "batch_size": 8,
             "max_length": 64, "device": "cpu", "split_kind": "held_out_lalms", "seed": 1, "held_out_lalms": ["only"]}
@@ -112,12 +121,27 @@ def test_the_run_page_polls_while_running_and_htmx_gets_only_the_progress_partia
     assert "every 2s" not in client.get(url, headers={"HX-Request": "true"}).content.decode()
 
 
-def test_activate_button_makes_the_model_active(client, expert):
+def test_activate_button_makes_the_model_active(client, admin):
     run = _done_run()
     response = client.post(reverse("modelling:training_run_activate", args=[run.pk]))
     assert response.status_code == 302
     version = ModelVersion.objects.get(is_active=True)
-    assert version.training_run == run and version.activated_by == expert
+    assert version.training_run == run and version.activated_by == admin
+    event = AuditEvent.objects.get(action="model.activate")
+    assert event.actor == admin and event.new == {"active": [version.name]}
+
+
+def test_experts_read_runs_but_cannot_start_activate_or_cancel_them(client, expert):
+    run = _done_run()
+    html = client.get(reverse("modelling:training_runs")).content.decode()
+    assert f"#{run.pk}" in html and reverse("modelling:training_run_activate", args=[run.pk]) not in html
+    assert reverse("modelling:training_run_new") not in html
+    assert client.get(reverse("modelling:training_run", args=[run.pk])).status_code == 200
+    assert client.get(reverse("modelling:training_run_new")).status_code == 403
+    assert client.post(reverse("modelling:training_run_new"), {}).status_code == 403
+    assert client.post(reverse("modelling:training_run_activate", args=[run.pk])).status_code == 403
+    assert client.post(reverse("modelling:training_run_cancel", args=[run.pk])).status_code == 403
+    assert not ModelVersion.objects.filter(is_active=True).exists()
 
 
 def test_the_item_page_shows_mu_plus_minus_sigma_and_the_human_ratings(client, expert):
