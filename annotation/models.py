@@ -191,7 +191,15 @@ class CandidateAnswer(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["question_version", "lalm"], name="candidate_unique_per_version_lalm"),
         ]
-        indexes = [models.Index(fields=["valid_rating_count", "priority"])]
+        indexes = [
+            models.Index(fields=["valid_rating_count", "priority"]),
+            # The few candidates whose own k (routing) exceeds the shared one: the queue looks them up here.
+            models.Index(
+                fields=["valid_rating_count", "priority"],
+                condition=Q(target_ratings__isnull=False),
+                name="candidate_open_routed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.question_version} / {self.lalm}"

@@ -11,6 +11,7 @@ re-reads after taking the lock are exact. On PostgreSQL, annotators asking at th
 others (``SKIP LOCKED``) instead of queueing behind them. SQLite has no row locks; it runs one write transaction
 at a time, which serialises these functions just as well.
 """
+import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -24,10 +25,11 @@ from django.utils import timezone
 from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
 from annotation.services.audit import audit_record
 
-#: Candidates locked per attempt (few, so others asking at the same time still find unlocked rows), and attempts
-#: before giving up; an attempt only fails when a competitor filled the candidate between snapshot and lock.
-_BATCH = 2
-_ATTEMPTS = 5
+#: Candidates read per attempt at one valid-rating count (a window in priority order, shuffled among equal
+#: priorities so concurrent annotators spread out), and attempts per count before moving to the next count; an
+#: attempt only fails when every candidate of the window was locked by others or filled meanwhile.
+_WINDOW = 16
+_ATTEMPTS = 3
 
 
 def target_ratings_expression() -> Coalesce:
@@ -154,21 +156,59 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
         if existing is not None:
             return existing
 
-        rejected: set[int] = set()
+        return _assignment_take_next(annotator=annotator, now=now, benchmark=benchmark)
+
+
+def _levels(*, benchmark: Benchmark | None) -> tuple[list[int], int]:
+    """``(levels, k_shared)``: the valid-rating counts to visit, highest first, and the largest k a candidate
+    without its own ``target_ratings`` can have (the setting or a benchmark's k).
+
+    Counts at or above ``k_shared`` only matter for candidates whose own ``target_ratings`` is higher (routing);
+    those are few and found through the partial index ``candidate_open_routed``.
+    """
+    from django.db.models import Max
+
+    targets = Benchmark.objects.filter(target_ratings__isnull=False)
+    if benchmark is not None:
+        targets = targets.filter(pk=benchmark.pk)
+    k_shared = max([settings.ANNOTATION_TARGET_RATINGS, *targets.values_list("target_ratings", flat=True)])
+    k_routed = CandidateAnswer.objects.filter(target_ratings__isnull=False).aggregate(m=Max("target_ratings"))["m"]
+    top = max(k_shared, k_routed or 0)
+    return list(range(top - 1, -1, -1)), k_shared
+
+
+def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | None) -> Assignment | None:
+    """Pick, lock and assign a new candidate answer (see :func:`assignment_next_for_annotator`).
+
+    Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads a
+    small window of open candidates in ``priority`` order through the index on ``(valid_rating_count, priority)``
+    — never the whole table — shuffles candidates of equal priority, and locks them one at a time with
+    ``SKIP LOCKED``; a candidate locked by another request, or filled meanwhile, is passed over.
+    """
+    levels, k_shared = _levels(benchmark=benchmark)
+    tried: set[int] = set()
+    for level in levels:
+        base = candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark).filter(
+            valid_rating_count=level
+        )
+        if level >= k_shared:
+            base = base.filter(target_ratings__gt=level)
         for _attempt in range(_ATTEMPTS):
-            batch = list(
-                candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
-                .exclude(pk__in=rejected)
-                .order_by("-valid_rating_count", "-priority", "?")
-                .select_for_update(skip_locked=True, of=("self",))
-                .values_list("pk", flat=True)[:_BATCH]
-            )
-            if not batch:
-                return None
-            for candidate_pk in batch:
-                # The batch query's snapshot may predate a competitor's commit; re-read under our lock.
-                if not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
-                    rejected.add(candidate_pk)
+            window = list(base.exclude(pk__in=tried).order_by("-priority").values_list("pk", "priority")[:_WINDOW])
+            if not window:
+                break
+            random.shuffle(window)
+            window.sort(key=lambda row: -row[1])  # stable: random order among equal priorities
+            for candidate_pk, _priority in window:
+                tried.add(candidate_pk)
+                locked = (
+                    CandidateAnswer.objects.filter(pk=candidate_pk)
+                    .select_for_update(skip_locked=True)
+                    .values_list("pk", flat=True)
+                    .first()
+                )
+                # Locked by another request, or its counts changed since the window was read: pass it over.
+                if locked is None or not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
                     continue
                 try:
                     with transaction.atomic():
@@ -179,8 +219,8 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
                         )
                 except IntegrityError:
                     # Another request of this annotator won the race (only possible without row locks).
-                    rejected.add(candidate_pk)
-        return None
+                    continue
+    return None
 
 
 def assignment_skip(*, assignment: Assignment, reason: str) -> Assignment:
