@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,41 @@ def test_every_variable_compose_interpolates_is_in_env_example():
     documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
     interpolated = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)", COMPOSE.read_text()))
     assert interpolated - documented == set()
+
+
+def _sample_env() -> dict:
+    """The variables of .env.example (uncommented lines), as `docker compose --env-file .env.example` reads them."""
+    values = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        match = re.match(r"^([A-Z][A-Z0-9_]+)=(.*)$", line)
+        if match:
+            values[match.group(1)] = match.group(2)
+    return values
+
+
+def _check_deploy(*, drop: tuple[str, ...] = (), **overrides: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
+    env.update(_sample_env())
+    env.update(DATABASE_URL="postgres://orca:orca@postgres:5432/orca", CELERY_BROKER_URL="redis://redis:6379/0")
+    env.update(overrides)
+    for name in drop:
+        env.pop(name, None)
+    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING",
+               "--settings=config.settings.production"]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+
+
+def test_check_deploy_is_clean_with_production_settings_and_the_sample_env_plus_a_real_secret():
+    import secrets
+
+    result = _check_deploy(DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_production_settings_refuse_to_start_without_a_secret_and_flag_the_placeholder():
+    missing = _check_deploy(drop=("DJANGO_SECRET_KEY",))
+    assert missing.returncode != 0 and "Set the DJANGO_SECRET_KEY environment variable" in missing.stderr
+    assert _check_deploy(DJANGO_SECRET_KEY="").returncode != 0
+    placeholder = _check_deploy()  # .env.example's "change-me"
+    assert placeholder.returncode != 0 and "security.W009" in placeholder.stdout + placeholder.stderr
