@@ -22,7 +22,13 @@ def user_can_rate(*, user) -> bool:
     """True for active, logged-in users in the annotator, expert or admin group, and for staff."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
-    return user.is_staff or bool(user_roles(user) & RATER_ROLES)
+    if user.is_staff:
+        return True
+    # Asked several times per request (decorator, selectors): remember the answer on the request's user object.
+    cached = getattr(user, "_orca_can_rate", None)
+    if cached is None:
+        cached = user._orca_can_rate = bool(user_roles(user) & RATER_ROLES)
+    return cached
 
 
 def access_rating(*, user) -> None:

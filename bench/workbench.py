@@ -1,8 +1,8 @@
 """Workbench benchmark (issue 4): "next item" and "submit" latency with 50,000 candidate answers and 100,000 ratings.
 
 Creates (drops first) the PostgreSQL database ``orca_bench_workbench`` (``--server``), migrates it, fills it with
-``--candidates`` candidate answers and ``--ratings`` ratings by COPY (k = 3; a quarter of the candidates are
-complete, the rest have 0–2 ratings, so the queue must skip finished work), starts gunicorn on 127.0.0.1 and
+``--candidates`` candidate answers and ``--ratings`` ratings by COPY (k = 3; 30 % of the candidates are
+complete, the rest have 1–2 ratings, so the queue must skip finished work), starts gunicorn on 127.0.0.1 and
 drives it over real HTTP with the simulated annotators of ``bench/load.py`` without think time: GET next item, POST
 the rating, repeat — first one annotator (c1), then 16 at once (c16), each for ``--seconds``. Every annotator has
 rated items before, so the queue has to exclude their own ratings too.
@@ -68,17 +68,20 @@ def seed(*, candidates: int, ratings: int) -> dict:
         ])
         with connection.cursor() as cursor:
             cursor.execute("UPDATE annotation_question SET current_version_id = id")
-        # Ratings per candidate: as many complete (3) as the budget allows for a quarter, then 2, 1 and 0.
-        counts = [0] * (n_questions * N_LALMS)
-        budget = ratings
-        order = list(range(len(counts)))
+        # Ratings per candidate: 30 % complete (3), 40 % with 2 and 30 % with 1 — 100,000 ratings for 50,000
+        # candidates — then whatever budget is left (other sizes) tops candidates up, never above 3.
+        order = list(range(n_questions * N_LALMS))
         rng.shuffle(order)
-        for share, k in ((0.25, 3), (0.35, 2), (0.4, 1)):
-            for index in order[: int(share * len(order))]:
-                if budget >= k and counts[index] == 0:
+        counts = [0] * len(order)
+        budget = ratings
+        start = 0
+        for share, k in ((0.3, 3), (0.4, 2), (0.3, 1)):
+            for index in order[start:start + int(share * len(order))]:
+                if budget >= k:
                     counts[index] = k
                     budget -= k
-        for index in order:  # whatever is left tops up candidates with room (never above 3)
+            start += int(share * len(order))
+        for index in order:
             while budget and counts[index] < 3:
                 counts[index] += 1
                 budget -= 1

@@ -25,11 +25,10 @@ from django.utils import timezone
 from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
 from annotation.services.audit import audit_record
 
-#: Candidates read per attempt at one valid-rating count (a window in priority order, shuffled among equal
-#: priorities so concurrent annotators spread out), and attempts per count before moving to the next count; an
-#: attempt only fails when every candidate of the window was locked by others or filled meanwhile.
-_WINDOW = 16
-_ATTEMPTS = 3
+#: Candidate ids read per page at one valid-rating count (in priority order; eligible ones are shuffled among
+#: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
+_PAGE = 32
+_PAGES = 4
 
 
 def target_ratings_expression() -> Coalesce:
@@ -180,46 +179,74 @@ def _levels(*, benchmark: Benchmark | None) -> tuple[list[int], int]:
 def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | None) -> Assignment | None:
     """Pick, lock and assign a new candidate answer (see :func:`assignment_next_for_annotator`).
 
-    Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads a
-    small window of open candidates in ``priority`` order through the index on ``(valid_rating_count, priority)``
-    — never the whole table — shuffles candidates of equal priority, and locks them one at a time with
-    ``SKIP LOCKED``; a candidate locked by another request, or filled meanwhile, is passed over.
+    Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads
+    pages of candidate ids in ``priority`` order straight from the index on ``(valid_rating_count, priority)`` — a
+    query without joins, so PostgreSQL never falls back to sorting every open candidate — and only then applies
+    the full eligibility test (:func:`candidates_open_for_annotator`) to that page by primary key. Eligible
+    candidates of equal priority are shuffled, then locked one at a time with ``SKIP LOCKED``; one locked by
+    another request, or filled meanwhile, is passed over. After ``_PAGES`` pages of a count without a taker it
+    moves on; if every count came up empty that way, one exhaustive query makes sure nothing was missed.
     """
     levels, k_shared = _levels(benchmark=benchmark)
     tried: set[int] = set()
+    capped = False
     for level in levels:
-        base = candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark).filter(
-            valid_rating_count=level
-        )
+        ids = CandidateAnswer.objects.filter(valid_rating_count=level)
         if level >= k_shared:
-            base = base.filter(target_ratings__gt=level)
-        for _attempt in range(_ATTEMPTS):
-            window = list(base.exclude(pk__in=tried).order_by("-priority").values_list("pk", "priority")[:_WINDOW])
-            if not window:
+            ids = ids.filter(target_ratings__gt=level)
+        ids = ids.order_by("-priority").values_list("pk", flat=True)
+        for page in range(_PAGES):
+            page_ids = list(ids[page * _PAGE:(page + 1) * _PAGE])
+            if not page_ids:
                 break
-            random.shuffle(window)
-            window.sort(key=lambda row: -row[1])  # stable: random order among equal priorities
-            for candidate_pk, _priority in window:
-                tried.add(candidate_pk)
-                locked = (
-                    CandidateAnswer.objects.filter(pk=candidate_pk)
-                    .select_for_update(skip_locked=True)
-                    .values_list("pk", flat=True)
-                    .first()
+            eligible = list(
+                candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
+                .filter(pk__in=[pk for pk in page_ids if pk not in tried])
+                .values_list("pk", "priority")
+            )
+            assignment = _assignment_try(annotator=annotator, now=now, window=eligible, tried=tried)
+            if assignment is not None:
+                return assignment
+        else:
+            capped = True
+    if not capped:
+        return None
+    rest = list(
+        candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
+        .exclude(pk__in=tried)
+        .order_by("-valid_rating_count", "-priority")
+        .values_list("pk", "priority")[:_PAGE]
+    )
+    return _assignment_try(annotator=annotator, now=now, window=rest, tried=tried)
+
+
+def _assignment_try(*, annotator, now: datetime, window: list[tuple[int, int]], tried: set[int]) -> Assignment | None:
+    """Lock the first free candidate of ``window`` (``(pk, priority)`` rows; random order among equal priorities)
+    with ``SKIP LOCKED``, re-check its counts under the lock and assign it; None when every one was taken."""
+    window = list(window)
+    random.shuffle(window)
+    window.sort(key=lambda row: -row[1])  # stable: random order among equal priorities
+    for candidate_pk, _priority in window:
+        tried.add(candidate_pk)
+        locked = (
+            CandidateAnswer.objects.filter(pk=candidate_pk)
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        # Locked by another request, or its counts changed since the page was read: pass it over.
+        if locked is None or not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
+            continue
+        try:
+            with transaction.atomic():
+                return Assignment.objects.create(
+                    candidate_id=candidate_pk,
+                    annotator=annotator,
+                    expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
                 )
-                # Locked by another request, or its counts changed since the window was read: pass it over.
-                if locked is None or not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
-                    continue
-                try:
-                    with transaction.atomic():
-                        return Assignment.objects.create(
-                            candidate_id=candidate_pk,
-                            annotator=annotator,
-                            expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
-                        )
-                except IntegrityError:
-                    # Another request of this annotator won the race (only possible without row locks).
-                    continue
+        except IntegrityError:
+            # Another request of this annotator won the race (only possible without row locks).
+            continue
     return None
 
 
