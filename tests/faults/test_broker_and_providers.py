@@ -1,7 +1,8 @@
 """Faults around the Celery broker and external providers, through a real worker on a private Redis.
 
-- Redis restarted while a Stage 1 job's messages are queued: the worker reconnects by itself and every item is done
-  exactly once (Redis keeps the messages in its append-only file, as docker/compose.yaml runs it).
+- Redis restarted while a Stage 1 job's messages are queued: /readyz answers 503 while it is down, the worker
+  reconnects by itself and every item is done exactly once (Redis keeps the messages in its append-only file, as
+  docker/compose.yaml runs it).
 - An OpenAI-compatible provider answering 429, 500, too slowly or with a malformed body: bounded retries, then
   the item is FAILED with a message naming the cause and the job is FAILED with the count.
 """
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from annotation.models import Job, JobItem, QuestionVersion
 from annotation.services.jobs import job_start
@@ -55,7 +57,12 @@ def test_a_redis_restart_with_queued_jobs_loses_nothing_and_the_worker_reconnect
         try:
             wait_for(lambda: Job.objects.get(pk=job.pk).done >= 2, timeout_s=90, what="2 items done", log=log)
             done_before = Job.objects.get(pk=job.pk).done
-            private_redis.restart(down_s=3)
+            private_redis.stop()
+            down = Client().get("/readyz")  # the web side says the broker is gone
+            assert down.status_code == 503 and down.json()["checks"]["broker"] != "ok"
+            time.sleep(3)
+            private_redis.start()
+            assert Client().get("/readyz").status_code == 200
             assert worker.poll() is None, "the worker died when Redis went away"
             wait_for(
                 lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
