@@ -228,3 +228,117 @@ class Prediction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_version} on {self.candidate_id}: mu={self.mu:.3f} var={self.variance:.4f}"
+
+
+# --- Routing annotation by predicted disagreement (issue #9; modelling/services/routing.py) ------------------------
+
+
+class RoutingPolicy(models.Model):
+    """The routing switch (one row, pk 1) and where the last evaluation left off; thresholds are settings.
+
+    Written only by ``modelling.services.routing`` (``routing_policy_set``, ``routing_refresh``).
+    """
+
+    enabled = models.BooleanField(
+        default=False, help_text="Routing on: ORCA's predictions set target_ratings and priority of candidates."
+    )
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The model version whose predictions the last full evaluation used.",
+    )
+    n_predictions = models.PositiveIntegerField(
+        default=0, help_text="Predictions of that model version at the last full evaluation (new ones trigger one)."
+    )
+    rating_watermark = models.PositiveBigIntegerField(
+        default=0, help_text="Highest Rating id seen by the last evaluation (newer ratings trigger re-evaluation)."
+    )
+    evaluated_at = models.DateTimeField(null=True, blank=True, help_text="When the policy was last evaluated.")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who last switched routing on or off.",
+    )
+    updated_at = models.DateTimeField(auto_now=True, help_text="When the switch was last changed.")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="routing_policy_singleton")]
+
+    def __str__(self) -> str:
+        return f"routing {'on' if self.enabled else 'off'}"
+
+
+class RoutingDecision(models.Model):
+    """One change routing made to a candidate answer's target_ratings / priority, with its reason (the log).
+
+    Written only by ``modelling.services.routing``; the latest row of a candidate is its current routing state.
+    ``refinement`` reads rows with ``expert=True`` (by app label, ``apps.get_model``) to offer predicted-ambiguous
+    questions to expert review.
+    """
+
+    class Reason(models.TextChoices):
+        OBSERVED_DISAGREEMENT = "observed_disagreement", "Observed disagreement (overrides the prediction)"
+        OBSERVED_AGREEMENT = "observed_agreement", "Observed agreement (overrides the prediction)"
+        PREDICTED_DISAGREEMENT = "predicted_disagreement", "Predicted disagreement (top σ² quantile)"
+        CONFIDENT_AGREEING = "confident_agreeing", "Confident prediction, first two ratings agree"
+        CONFIDENT_MODEL_AGREES = "confident_model_agrees", "Confident prediction, first rating equals the model's"
+        CONFIDENT_DISAGREEING = "confident_disagreeing", "Confident prediction, but the ratings disagree"
+        DEFAULT = "default", "No rule applies (default)"
+        ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
+
+    candidate = models.ForeignKey(
+        "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="routing_decisions",
+        help_text="The candidate answer routed.",
+    )
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="routing_decisions",
+        help_text="The model whose prediction was used (empty when routing was switched off).",
+    )
+    reason = models.CharField(max_length=30, choices=Reason.choices, help_text="The rule that decided.")
+    detail = models.TextField(blank=True, help_text="The numbers behind the reason, in words.")
+    old_target_ratings = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="target_ratings before (empty = the default k)."
+    )
+    target_ratings = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="target_ratings after (empty = the default k)."
+    )
+    old_priority = models.IntegerField(default=0, help_text="Queue priority before.")
+    priority = models.IntegerField(default=0, help_text="Queue priority after (higher is offered first).")
+    mu = models.FloatField(null=True, blank=True, help_text="Predicted μ (0–1) used.")
+    variance = models.FloatField(null=True, blank=True, help_text="Predicted σ² (normalised scale) used.")
+    n_ratings = models.PositiveSmallIntegerField(default=0, help_text="Valid scored ratings seen when deciding.")
+    expert = models.BooleanField(
+        default=False, help_text="Predicted ambiguous (σ² in the top expert quantile): offered to expert review."
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When the decision was made.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["candidate", "-id"]), models.Index(fields=["reason", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.candidate_id}: {self.old_target_ratings}->{self.target_ratings} ({self.reason})"
+
+
+class RaterSnapshot(models.Model):
+    """ORCA as an extra rater at one moment: Krippendorff's alpha with and without the model's rounded ratings and
+    Spearman ρ of μ against the mean human rating (issue #9). Written by ``modelling.services.rater``.
+    """
+
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="rater_snapshots", help_text="The model rated."
+    )
+    level = models.CharField(max_length=10, choices=AgreementLevel.choices, help_text="Level of measurement.")
+    alpha_humans = models.FloatField(null=True, blank=True, help_text="Alpha of the humans' valid ratings alone.")
+    alpha_with_model = models.FloatField(
+        null=True, blank=True, help_text="Alpha with the model's round(1 + 4μ) added as one more annotator."
+    )
+    rho = models.FloatField(null=True, blank=True, help_text="Spearman ρ of μ against the mean human rating.")
+    n_items = models.PositiveIntegerField(help_text="Candidate answers with a prediction and a valid rating.")
+    n_ratings = models.PositiveIntegerField(help_text="Valid human ratings of those candidate answers.")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was computed.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["model_version", "level", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.model_version} {self.level} alpha+model={self.alpha_with_model} rho={self.rho}"

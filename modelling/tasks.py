@@ -45,7 +45,9 @@ def predictions_score_task(model_version_pk: int) -> int:
     version = ModelVersion.objects.filter(pk=model_version_pk).first()
     if version is None:
         return 0
-    return predictions_score(model_version=version)
+    written = predictions_score(model_version=version)
+    routing_refresh_task.delay()  # new predictions: re-route (a no-op while routing is off)
+    return written
 
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
@@ -77,3 +79,23 @@ def training_retrain_task() -> int | None:
 
     run = training_retrain_if_due()
     return run.pk if run is not None else None
+
+
+@shared_task(ignore_result=True, soft_time_limit=300, time_limit=330)
+def routing_refresh_task() -> int:
+    """Beat (every minute) and after scoring: re-evaluate routing by predicted disagreement where a new active
+    model, new predictions or new ratings call for it (``modelling.services.routing.routing_refresh``); returns how
+    many candidate answers changed."""
+    from modelling.services.routing import routing_refresh
+
+    result = routing_refresh()
+    return result.changed if result is not None else 0
+
+
+@shared_task(ignore_result=True, soft_time_limit=300, time_limit=330)
+def rater_snapshot_task() -> int:
+    """Beat (hourly): snapshot ORCA-as-a-rater agreement of the active model (``modelling.services.rater``);
+    returns the number of snapshot rows written."""
+    from modelling.services.rater import rater_snapshots_write
+
+    return len(rater_snapshots_write())

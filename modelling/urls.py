@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_routing
 
 app_name = "modelling"
 
@@ -13,4 +13,7 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", views.training_run_cancel_view, name="training_run_cancel"),
     path("items/", views.items_page, name="items"),
     path("items/<int:pk>/", views.item_page, name="item"),
+    path("routing/", views_routing.routing_page, name="routing"),
+    path("routing/switch/", views_routing.routing_switch, name="routing_switch"),
+    path("rater/", views_routing.rater_page, name="rater"),
 ]

@@ -18,3 +18,11 @@ def suggestion_generate_task(self, suggestion_pk: int) -> None:
 
     Suggestion.objects.filter(pk=suggestion_pk, task_id="").update(task_id=self.request.id or "")
     suggestion_generate(suggestion_pk=suggestion_pk)
+
+
+@shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
+def routing_offers_task() -> int:
+    """Offer questions ORCA predicts to be ambiguous to the expert queue (beat: every 60 s); returns items opened."""
+    from refinement.services.routing_offer import routing_expert_offers_refresh
+
+    return routing_expert_offers_refresh()

@@ -110,6 +110,10 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:training_run_cancel", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:items", "GET"): row(STAFF),
     ("modelling:item", "GET"): row(STAFF, "candidate_pk"),
+    # Routing by predicted disagreement and ORCA as a rater: experts read; only admins switch routing.
+    ("modelling:routing", "GET"): row(STAFF),
+    ("modelling:routing_switch", "POST"): row(ADMIN),
+    ("modelling:rater", "GET"): row(STAFF),
     # API: annotation
     ("api-benchmark-list", "GET"): row(RATERS),
     ("api-benchmark-detail", "GET"): row(RATERS, "benchmark_pk"),

@@ -171,6 +171,21 @@ CELERY_BEAT_SCHEDULE = {
         "task": "modelling.tasks.training_retrain_task",
         "schedule": crontab(minute=40),
     },
+    # Routing by predicted disagreement (modelling.tasks): re-evaluate after a new active model's predictions and
+    # for candidates with new ratings; ORCA-as-a-rater snapshots hourly.
+    "routing-refresh": {
+        "task": "modelling.tasks.routing_refresh_task",
+        "schedule": 60.0,
+    },
+    "orca-rater-snapshot": {
+        "task": "modelling.tasks.rater_snapshot_task",
+        "schedule": crontab(minute=20),
+    },
+    # Questions predicted ambiguous by routing go to the expert review queue (refinement.services.routing_offer).
+    "refinement-routing-expert-offers": {
+        "task": "refinement.tasks.routing_offers_task",
+        "schedule": 60.0,
+    },
     "agreement-snapshot-nightly": {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": crontab(hour=3, minute=15),
@@ -276,6 +291,27 @@ ORCA_RETRAIN_EVERY = env.int("ORCA_RETRAIN_EVERY", default=500)
 ORCA_STALE_MINUTES = env.int("ORCA_STALE_MINUTES", default=30)
 # Soft time limit of one training run in seconds (the hard limit is 5 minutes later).
 ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
+
+# --- Routing by ORCA's predicted disagreement (modelling/services/routing.py; issue #9) --------------------------
+# The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.
+# Candidates whose predicted variance is in this top share get ROUTING_HIGH_TARGET ratings and ROUTING_HIGH_PRIORITY.
+ROUTING_HIGH_QUANTILE = env.float("ROUTING_HIGH_QUANTILE", default=0.2)
+ROUTING_HIGH_TARGET = env.int("ROUTING_HIGH_TARGET", default=5)
+ROUTING_HIGH_PRIORITY = env.int("ROUTING_HIGH_PRIORITY", default=10)
+# Confident: variance in this bottom share and mu within ROUTING_CONFIDENT_MU_MARGIN of 0 or 1 (paper's clamp margin).
+ROUTING_CONFIDENT_QUANTILE = env.float("ROUTING_CONFIDENT_QUANTILE", default=0.3)
+ROUTING_CONFIDENT_MU_MARGIN = env.float("ROUTING_CONFIDENT_MU_MARGIN", default=0.125)
+# Confident candidates stop at this many ratings while the first two agree (|difference| <= ROUTING_AGREE_TOLERANCE).
+ROUTING_CONFIDENT_TARGET = env.int("ROUTING_CONFIDENT_TARGET", default=2)
+ROUTING_AGREE_TOLERANCE = env.int("ROUTING_AGREE_TOLERANCE", default=0)
+# Count the model as a rater: a confident candidate stops at 1 rating equal to round(1 + 4 mu).
+ROUTING_MODEL_VOTE = env.bool("ROUTING_MODEL_VOTE", default=False)
+# From this many valid ratings the observation overrides the prediction: sample variance at or above
+# ROUTING_OBSERVED_DISAGREEMENT_VARIANCE (1-5 scale) gets ROUTING_HIGH_TARGET, below it the default.
+ROUTING_OBSERVED_MIN_RATINGS = env.int("ROUTING_OBSERVED_MIN_RATINGS", default=3)
+ROUTING_OBSERVED_DISAGREEMENT_VARIANCE = env.float("ROUTING_OBSERVED_DISAGREEMENT_VARIANCE", default=1.0)
+# Questions with a candidate whose predicted variance is in this top share are offered to expert review (Stage 3).
+ROUTING_EXPERT_QUANTILE = env.float("ROUTING_EXPERT_QUANTILE", default=0.05)
 
 # --- Refinement (Stage 3) -----------------------------------------------------------------------------------
 # Flag rules (ORCA paper, sections 3.3 and 5.2). A question goes to the rationale queue when code A is on at least

@@ -1,0 +1,149 @@
+"""Routing simulation on real ratings (issue #9): fixed k = 3 against routing by ORCA's predicted disagreement.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/routing.py [--data-dir ../shared/data/orca_seed108] [--fit-frac 0.5]
+        [--model DIR | --out DIR --epochs 4 --budget-s 900 --threads 2] [--model-vote]
+
+Prints ONE JSON object on stdout::
+
+    {"fixed": {"ratings_used", "alpha", "rho_to_full"}, "routed": {...}, "saving"}
+
+Progress and the run's settings go to stderr.
+
+Data and split. ``seed_108_train.json`` in file order: the first ``--fit-frac`` of its items (default 0.5) fit the
+ORCA model (ONLY training; no dev set is given to ``train``, so the last epoch is kept and no clamp is tuned);
+the remaining train items followed by every ``seed_108_dev.json`` item are the *replay* items. Ratings are the
+valid scores (nulls, i.e. codes U/E, are dropped as ``load_items`` does), and the order of an item's ratings
+list is their arrival order.
+
+Replay. Every replay item's ratings arrive one by one in list order.
+(a) The fixed policy takes the first min(k, n) of an item's n ratings (k = 3).
+(b) The routed policy (``modelling.services.routing.routing_replay``) re-decides the item's target after each
+    arrival from the prediction (μ, σ²) and the ratings so far, and takes ratings until its target is reached or
+    the item has no more (so an item with 1 rating in the data can never get 2). Its default target is k = 3.
+The quantile cut-offs come from the predicted σ² of the replay items (predictions only, no ratings), as the
+platform takes them over the active model's predictions.
+
+Metrics, for each policy over all replay items:
+``ratings_used`` = human ratings taken; ``alpha`` = Krippendorff's alpha (ordinal, ``krippendorff`` package) of
+the ratings taken (units = items; items with one rating are not pairable); ``rho_to_full`` = Spearman ρ between
+each item's mean of the ratings taken and its mean over all its ratings in the data; ``saving`` =
+1 − routed/fixed ratings_used.
+
+Nothing was tuned on the replay items: the policy's thresholds are the platform defaults of
+``RoutingRules`` (chosen a priori: top 20 % σ² → 5 ratings, bottom 30 % σ² with μ within the paper's clamp margin
+0.125 of 0/1 → stop at 2 agreeing ratings, observation overrides from 3 ratings at variance ≥ 1.0, the paper's
+disagreement threshold). ``--model-vote`` also counts the model as a rater (stop at 1 human rating equal to
+round(1 + 4μ) on confident items). The ORCA recipe is the CPU recipe of bench/orca_experiments.md (e4: MiniLM,
+no rationale, max length 96, embeddings + 2 lowest layers frozen and cached, lr 1e-4).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+
+import django  # noqa: E402
+
+django.setup()
+
+import numpy as np  # noqa: E402
+
+from modelling.services.agreement import krippendorff_alpha, value_counts_matrix  # noqa: E402
+from modelling.services.routing import RoutingRules, RoutingThresholds, routing_replay  # noqa: E402
+
+K_FIXED = 3
+
+
+def log(msg: str, **kw) -> None:
+    print(json.dumps({"msg": msg, **kw}), file=sys.stderr, flush=True)
+
+
+def policy_metrics(used: list[list[int]], full: list[list[int]]) -> dict:
+    """ratings_used, Krippendorff's alpha (ordinal) and ρ_to_full of the ratings taken per item."""
+    from modelling.orca import spearman
+
+    ids = np.concatenate([np.full(len(u), i) for i, u in enumerate(used)])
+    scores = np.concatenate([np.asarray(u, dtype=np.int64) for u in used])
+    alpha = krippendorff_alpha(value_counts=value_counts_matrix(candidate_ids=ids, scores=scores), level="ordinal")
+    rho = spearman([float(np.mean(u)) for u in used], [float(np.mean(f)) for f in full])
+    return {"ratings_used": int(scores.size), "alpha": round(alpha, 4), "rho_to_full": round(rho, 4)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "orca_seed108"))
+    p.add_argument("--fit-frac", type=float, default=0.5)
+    p.add_argument("--model", help="a trained ORCA folder to reuse (must have been fitted on the fit part only)")
+    p.add_argument("--out", help="where to save the fitted model (default: a temporary folder)")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--budget-s", type=float, default=900.0, help="training time budget in seconds")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model-vote", action="store_true", help="count the model as a rater (stop at 1)")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from modelling.orca import OrcaConfig, TrainConfig, load_items, load_orca, predict, train
+
+    data = Path(args.data_dir)
+    train_items = load_items(data / "seed_108_train.json")
+    dev_items = load_items(data / "seed_108_dev.json")
+    n_fit = int(round(args.fit_frac * len(train_items)))
+    fit, replay = train_items[:n_fit], train_items[n_fit:] + dev_items
+    log("split", fit_items=len(fit), replay_items=len(replay),
+        replay_ratings=sum(len(it.ratings) for it in replay))
+    torch.set_num_threads(args.threads)
+
+    if args.model:
+        model, tok = load_orca(args.model)
+        log("model reused", path=args.model)
+    else:
+        out = args.out or tempfile.mkdtemp(prefix="orca-routing-")
+        t0 = time.perf_counter()
+        result = train(
+            fit, None, out,
+            model_config=OrcaConfig(pooling="mean", rationale=False, max_length=96),
+            train_config=TrainConfig(epochs=args.epochs, lr=1e-4, freeze_layers=2, freeze_embeddings=True,
+                                     threads=args.threads, time_budget_s=args.budget_s, seed=0),
+            callback=lambda e: log("train", **{k: v for k, v in e.items() if k in ("event", "epoch", "loss",
+                                                                                 "elapsed_s")}),
+        )
+        model, tok = result["model"], result["tokenizer"]
+        log("trained", out=out, wall_s=round(time.perf_counter() - t0, 1))
+    pred = predict(model, tok, replay, batch_size=64)
+    mu, var = pred["mu"], pred["var"]
+
+    rules = RoutingRules()
+    if args.model_vote:
+        rules = replace(rules, model_vote=True)
+    thresholds = RoutingThresholds.from_variances(var, rules)
+    log("policy", rules=rules.__dict__, thresholds=thresholds.__dict__)
+
+    full = [list(it.ratings) for it in replay]
+    fixed = [r[:K_FIXED] for r in full]
+    routed = [
+        routing_replay(mu=m, variance=v, arrivals=r, thresholds=thresholds, rules=rules, default_target=K_FIXED)
+        for m, v, r in zip(mu, var, full)
+    ]
+    from modelling.orca import spearman
+
+    log("model on replay", rho_mu_to_full_mean=round(spearman(mu, [float(np.mean(r)) for r in full]), 4))
+    res_fixed, res_routed = policy_metrics(fixed, full), policy_metrics(routed, full)
+    saving = 1.0 - res_routed["ratings_used"] / res_fixed["ratings_used"]
+    print(json.dumps({"fixed": res_fixed, "routed": res_routed, "saving": round(saving, 4)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,465 @@
+"""Routing annotation by ORCA's predicted disagreement (ORCA paper, sections 4.2 and 6.1; issue #9).
+
+ORCA predicts, from an item's content alone, the expected correctness μ and the human disagreement σ² of a
+candidate answer (normalised scale y = (r − 1)/4). Routing spends human ratings where they are informative by
+writing only annotation's own fields, ``CandidateAnswer.target_ratings`` (None = the benchmark's k) and
+``CandidateAnswer.priority``, through ``annotation.services.routing_fields.candidate_routing_set``; the workbench
+needs no knowledge of the model.
+
+The policy (:func:`routing_decide`, pure; thresholds are settings, defaults in brackets). For one candidate answer
+with prediction (μ, σ²) and its valid scores 1–5 in arrival order (n of them), the first rule that applies wins:
+
+1. *observed disagreement / agreement* — once n >= ``ROUTING_OBSERVED_MIN_RATINGS`` [3], the observation
+   overrides the prediction: sample variance (n − 1) >= ``ROUTING_OBSERVED_DISAGREEMENT_VARIANCE`` [1.0, the
+   paper's threshold of genuine disagreement] → ``ROUTING_HIGH_TARGET`` [5] ratings and ``ROUTING_HIGH_PRIORITY``
+   [10]; otherwise the default (None, 0);
+2. *predicted disagreement* — σ² in the top ``ROUTING_HIGH_QUANTILE`` [0.2] of the active model's predictions →
+   ``ROUTING_HIGH_TARGET`` ratings and ``ROUTING_HIGH_PRIORITY``;
+3. *confident* — σ² in the bottom ``ROUTING_CONFIDENT_QUANTILE`` [0.3] and μ within ``ROUTING_CONFIDENT_MU_MARGIN``
+   [0.125, the paper's clamp margin, section 5.5] of 0 or 1:
+   the first two scores agree (|s1 − s2| <= ``ROUTING_AGREE_TOLERANCE`` [0]) → ``ROUTING_CONFIDENT_TARGET`` [2];
+   they disagree → the default is restored; with ``ROUTING_MODEL_VOTE`` [False] the model counts as a rater, so
+   one human score equal to the model's rounded rating round(1 + 4μ) is already an agreeing pair → 1 rating;
+4. otherwise the default (None, 0).
+
+Questions with a candidate answer whose σ² is in the top ``ROUTING_EXPERT_QUANTILE`` [0.05] are "predicted
+ambiguous"; refinement offers them to the expert review queue (``refinement.services.routing_offer``, which
+reads :class:`~modelling.models.RoutingDecision` rows through the ORM: modelling never imports refinement).
+
+Quantile cut-offs are taken over the active model's predictions of every candidate answer on its question's
+current version (no ratings are used to set them). Decisions are logged (:class:`RoutingDecision`) only when they
+change a candidate's fields, so the log reads "who got more or fewer raters and why".
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+#: Reasons a decision can give (stored in ``RoutingDecision.reason``).
+OBSERVED_DISAGREEMENT = "observed_disagreement"
+OBSERVED_AGREEMENT = "observed_agreement"
+PREDICTED_DISAGREEMENT = "predicted_disagreement"
+CONFIDENT_AGREEING = "confident_agreeing"
+CONFIDENT_MODEL_AGREES = "confident_model_agrees"
+CONFIDENT_DISAGREEING = "confident_disagreeing"
+DEFAULT = "default"
+ROUTING_OFF = "routing_off"
+
+
+@dataclass(frozen=True)
+class RoutingRules:
+    """Thresholds of the policy; :meth:`from_settings` reads the ``ROUTING_*`` settings (module docstring).
+
+    Quantiles are shares in (0, 1); targets are numbers of ratings (>= 1); priorities are integers (higher is
+    offered first); variances are on the 1–5 scale for observed scores.
+    """
+
+    high_quantile: float = 0.2
+    high_target: int = 5
+    high_priority: int = 10
+    confident_quantile: float = 0.3
+    confident_mu_margin: float = 0.125
+    confident_target: int = 2
+    agree_tolerance: int = 0
+    model_vote: bool = False
+    observed_min_ratings: int = 3
+    observed_disagreement_variance: float = 1.0
+    expert_quantile: float = 0.05
+
+    @classmethod
+    def from_settings(cls) -> RoutingRules:
+        return cls(
+            high_quantile=settings.ROUTING_HIGH_QUANTILE,
+            high_target=settings.ROUTING_HIGH_TARGET,
+            high_priority=settings.ROUTING_HIGH_PRIORITY,
+            confident_quantile=settings.ROUTING_CONFIDENT_QUANTILE,
+            confident_mu_margin=settings.ROUTING_CONFIDENT_MU_MARGIN,
+            confident_target=settings.ROUTING_CONFIDENT_TARGET,
+            agree_tolerance=settings.ROUTING_AGREE_TOLERANCE,
+            model_vote=settings.ROUTING_MODEL_VOTE,
+            observed_min_ratings=settings.ROUTING_OBSERVED_MIN_RATINGS,
+            observed_disagreement_variance=settings.ROUTING_OBSERVED_DISAGREEMENT_VARIANCE,
+            expert_quantile=settings.ROUTING_EXPERT_QUANTILE,
+        )
+
+
+@dataclass(frozen=True)
+class RoutingThresholds:
+    """Cut-offs of predicted σ² (normalised scale, 0–0.25) from the quantiles of one model's predictions.
+
+    Attributes:
+        high_variance: σ² at or above it is "predicted disagreement" (top ``high_quantile``).
+        low_variance: σ² at or below it may be "confident" (bottom ``confident_quantile``).
+        expert_variance: σ² at or above it is "predicted ambiguous" (top ``expert_quantile``).
+    """
+
+    high_variance: float
+    low_variance: float
+    expert_variance: float
+
+    @classmethod
+    def from_variances(cls, variances: Sequence[float], rules: RoutingRules) -> RoutingThresholds:
+        """Quantile cut-offs of ``variances`` (any length >= 1). Raises ValueError when empty."""
+        v = np.asarray(variances, dtype=np.float64)
+        if v.size == 0:
+            raise ValueError("routing thresholds need at least one prediction")
+        return cls(
+            high_variance=float(np.quantile(v, 1.0 - rules.high_quantile)),
+            low_variance=float(np.quantile(v, rules.confident_quantile)),
+            expert_variance=float(np.quantile(v, 1.0 - rules.expert_quantile)),
+        )
+
+
+@dataclass(frozen=True)
+class RoutingChoice:
+    """What the policy decides for one candidate answer.
+
+    Attributes:
+        target_ratings: ratings wanted, or None for the default (candidate → benchmark → settings k).
+        priority: queue priority (0 = default; higher is offered to annotators first).
+        reason: one of the module's reason constants.
+        detail: a human-readable sentence with the numbers behind the reason.
+        expert: True when the candidate is predicted ambiguous (offered to expert review).
+    """
+
+    target_ratings: int | None
+    priority: int
+    reason: str
+    detail: str
+    expert: bool = False
+
+
+def model_rating(mu: float) -> int:
+    """The model's rating on the 1–5 scale: round(1 + 4μ), halves rounded up (μ in [0, 1])."""
+    return int(math.floor(1.0 + 4.0 * min(1.0, max(0.0, mu)) + 0.5))
+
+
+def _sample_variance(scores: Sequence[int]) -> float:
+    n = len(scores)
+    mean = sum(scores) / n
+    return sum((s - mean) ** 2 for s in scores) / (n - 1)
+
+
+def routing_decide(
+    *, mu: float, variance: float, scores: Sequence[int], thresholds: RoutingThresholds, rules: RoutingRules
+) -> RoutingChoice:
+    """Apply the routing policy (module docstring) to one candidate answer; pure (no database).
+
+    Args:
+        mu: predicted μ in [0, 1]; variance: predicted σ² (normalised scale).
+        scores: the candidate's valid scores 1–5 in arrival order (null scores excluded).
+        thresholds: the quantile cut-offs of the same model's predictions.
+        rules: the policy's settings.
+
+    Returns:
+        :class:`RoutingChoice`.
+    """
+    n = len(scores)
+    expert = variance >= thresholds.expert_variance
+    if n >= rules.observed_min_ratings:
+        observed = _sample_variance(scores)
+        if observed >= rules.observed_disagreement_variance:
+            return RoutingChoice(
+                rules.high_target, rules.high_priority, OBSERVED_DISAGREEMENT,
+                f"{n} ratings {list(scores)} disagree (variance {observed:.2f} ≥ "
+                f"{rules.observed_disagreement_variance:g}); overrides the prediction σ²={variance:.4f}",
+                expert,
+            )
+        return RoutingChoice(
+            None, 0, OBSERVED_AGREEMENT,
+            f"{n} ratings {list(scores)} agree (variance {observed:.2f} < {rules.observed_disagreement_variance:g}); "
+            f"overrides the prediction σ²={variance:.4f}",
+            expert,
+        )
+    if variance >= thresholds.high_variance:
+        return RoutingChoice(
+            rules.high_target, rules.high_priority, PREDICTED_DISAGREEMENT,
+            f"predicted σ²={variance:.4f} in the top {rules.high_quantile:.0%} (≥ {thresholds.high_variance:.4f})",
+            expert,
+        )
+    extreme = mu <= rules.confident_mu_margin or mu >= 1.0 - rules.confident_mu_margin
+    if variance <= thresholds.low_variance and extreme:
+        confident = (f"confident: σ²={variance:.4f} ≤ {thresholds.low_variance:.4f} (bottom "
+                     f"{rules.confident_quantile:.0%}) and μ={mu:.3f} within {rules.confident_mu_margin:g} of 0/1")
+        if n >= 2:
+            if abs(scores[0] - scores[1]) <= rules.agree_tolerance:
+                return RoutingChoice(rules.confident_target, 0, CONFIDENT_AGREEING,
+                                     f"{confident}; the first two ratings {list(scores[:2])} agree", expert)
+            return RoutingChoice(None, 0, CONFIDENT_DISAGREEING,
+                                 f"{confident}; but the first two ratings {list(scores[:2])} disagree", expert)
+        if n == 1 and rules.model_vote and scores[0] == model_rating(mu):
+            return RoutingChoice(1, 0, CONFIDENT_MODEL_AGREES,
+                                 f"{confident}; the first rating {scores[0]} equals the model's rating", expert)
+    return RoutingChoice(None, 0, DEFAULT, f"no rule applies (μ={mu:.3f}, σ²={variance:.4f}, {n} ratings)", expert)
+
+
+def routing_replay(
+    *, mu: float, variance: float, arrivals: Sequence[int], thresholds: RoutingThresholds, rules: RoutingRules,
+    default_target: int,
+) -> list[int]:
+    """The ratings a routed candidate answer collects when ``arrivals`` (its scores, in arrival order) come one by
+    one: after each arrival the target is re-decided; rating stops when the target is reached or the arrivals
+    run out. Returns the prefix of ``arrivals`` that was used (used by ``bench/routing.py``).
+    """
+    used: list[int] = []
+    while len(used) < len(arrivals):
+        choice = routing_decide(mu=mu, variance=variance, scores=used, thresholds=thresholds, rules=rules)
+        target = choice.target_ratings if choice.target_ratings is not None else default_target
+        if len(used) >= target:
+            break
+        used.append(arrivals[len(used)])
+    return used
+
+
+# --- the platform: evaluating the policy over the store -----------------------------------------------------------
+
+
+@dataclass
+class RoutingEvaluation:
+    """What one evaluation did.
+
+    Attributes:
+        evaluated: candidate answers with a prediction that the policy looked at.
+        changed: candidates whose target_ratings/priority changed (one ``RoutingDecision`` each).
+        by_reason: changed candidates per reason.
+        thresholds: the quantile cut-offs used (None when there was nothing to evaluate).
+    """
+
+    evaluated: int = 0
+    changed: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+    thresholds: RoutingThresholds | None = None
+
+
+def routing_policy_load():
+    """The routing policy row (created switched off on first use)."""
+    from modelling.models import RoutingPolicy
+
+    policy, _ = RoutingPolicy.objects.get_or_create(pk=1)
+    return policy
+
+
+def _current_predictions(model_version) -> dict[int, tuple[float, float]]:
+    """{candidate id: (μ, σ²)} of ``model_version`` for candidate answers on their question's current version."""
+    from modelling.models import Prediction
+
+    rows = Prediction.objects.filter(
+        model_version=model_version,
+        candidate__question_version=F("candidate__question_version__question__current_version"),
+    ).values_list("candidate_id", "mu", "variance")
+    return {cid: (mu, var) for cid, mu, var in rows.iterator(chunk_size=5000)}
+
+
+def _scores_in_arrival_order(candidate_ids: Sequence[int]) -> dict[int, list[int]]:
+    from annotation.models import Rating
+
+    scores: dict[int, list[int]] = defaultdict(list)
+    for start in range(0, len(candidate_ids), 5000):
+        rows = (
+            Rating.objects.filter(candidate_id__in=candidate_ids[start:start + 5000], is_valid=True,
+                                  score__isnull=False)
+            .order_by("created_at", "id")
+            .values_list("candidate_id", "score")
+        )
+        for cid, score in rows:
+            scores[cid].append(score)
+    return scores
+
+
+def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: RoutingRules | None = None,
+                     ) -> RoutingEvaluation:
+    """Apply the policy to candidate answers with a prediction of the active model and write what changed.
+
+    Args:
+        candidate_ids: the candidates to re-decide (None: every current candidate the active model scored).
+            Quantile cut-offs are always taken over all the active model's current predictions.
+        rules: thresholds (default: the ``ROUTING_*`` settings).
+
+    Changed candidates get their fields written through
+    ``annotation.services.routing_fields.candidate_routing_set`` and one ``RoutingDecision`` each, in one
+    transaction. Does nothing (empty result) when routing is off or no model is active. Idempotent.
+    """
+    from annotation.models import CandidateAnswer
+    from annotation.services.routing_fields import candidate_routing_set
+    from modelling.models import RoutingDecision
+    from modelling.selectors import model_version_active
+
+    rules = rules or RoutingRules.from_settings()
+    result = RoutingEvaluation()
+    policy = routing_policy_load()
+    active = model_version_active()
+    if not policy.enabled or active is None:
+        return result
+    predictions = _current_predictions(active)
+    if not predictions:
+        return result
+    thresholds = RoutingThresholds.from_variances([v for _, v in predictions.values()], rules)
+    result.thresholds = thresholds
+    ids = sorted(predictions if candidate_ids is None else set(candidate_ids) & predictions.keys())
+    with transaction.atomic():
+        current = {
+            c.pk: c for c in CandidateAnswer.objects.select_for_update().filter(pk__in=ids)
+            .only("pk", "target_ratings", "priority")
+        }
+        scores = _scores_in_arrival_order(ids)
+        groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
+        log = []
+        for cid in ids:
+            candidate = current.get(cid)
+            if candidate is None:
+                continue
+            mu, variance = predictions[cid]
+            seen = scores.get(cid, [])
+            choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds, rules=rules)
+            result.evaluated += 1
+            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority):
+                continue
+            groups[(choice.target_ratings, choice.priority)].append(cid)
+            log.append(RoutingDecision(
+                candidate_id=cid, model_version=active, reason=choice.reason, detail=choice.detail,
+                old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
+                old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
+                n_ratings=len(seen), expert=choice.expert,
+            ))
+            result.by_reason[choice.reason] = result.by_reason.get(choice.reason, 0) + 1
+        for (target, priority), group in groups.items():
+            candidate_routing_set(candidate_ids=group, target_ratings=target, priority=priority)
+        RoutingDecision.objects.bulk_create(log, batch_size=1000)
+        result.changed = len(log)
+        _mark_expert(active=active, predictions=predictions, thresholds=thresholds, ids=ids)
+    return result
+
+
+def _mark_expert(*, active, predictions, thresholds: RoutingThresholds, ids: Sequence[int]) -> None:
+    """Log predicted-ambiguous candidates whose latest decision does not say so yet (reason kept, fields as they
+    are), so refinement can read ``expert=True`` from the latest rows."""
+    from annotation.models import CandidateAnswer
+    from modelling.models import RoutingDecision
+
+    ambiguous = [cid for cid in ids if predictions[cid][1] >= thresholds.expert_variance]
+    if not ambiguous:
+        return
+    flagged = set(
+        RoutingDecision.objects.filter(candidate_id__in=ambiguous, expert=True, model_version=active)
+        .values_list("candidate_id", flat=True)
+    )
+    rows = []
+    for c in CandidateAnswer.objects.filter(pk__in=[cid for cid in ambiguous if cid not in flagged]):
+        mu, variance = predictions[c.pk]
+        rows.append(RoutingDecision(
+            candidate=c, model_version=active, reason=RoutingDecision.Reason.PREDICTED_DISAGREEMENT,
+            detail=f"predicted ambiguous: σ²={variance:.4f} ≥ {thresholds.expert_variance:.4f} (expert quantile); "
+                   "offered to expert review",
+            old_target_ratings=c.target_ratings, target_ratings=c.target_ratings, old_priority=c.priority,
+            priority=c.priority, mu=mu, variance=variance, expert=True,
+        ))
+    RoutingDecision.objects.bulk_create(rows, batch_size=1000)
+
+
+def routing_policy_set(*, enabled: bool, user=None) -> RoutingEvaluation:
+    """Switch routing on (then evaluate every scored candidate) or off (then restore the default target and
+    priority of every candidate routing changed, logging ``routing_off`` decisions). Returns what was changed."""
+    from annotation.models import CandidateAnswer
+    from annotation.services.routing_fields import candidate_routing_set
+    from modelling.models import RoutingDecision, RoutingPolicy
+
+    with transaction.atomic():
+        policy = RoutingPolicy.objects.select_for_update().filter(pk=routing_policy_load().pk).get()
+        policy.enabled = enabled
+        policy.updated_by = user
+        policy.save(update_fields=["enabled", "updated_by", "updated_at"])
+        if enabled:
+            return routing_refresh(force=True) or RoutingEvaluation()
+        routed = set(RoutingDecision.objects.values_list("candidate_id", flat=True))
+        changed = list(
+            CandidateAnswer.objects.filter(pk__in=routed).exclude(target_ratings__isnull=True, priority=0)
+            .only("pk", "target_ratings", "priority")
+        )
+        candidate_routing_set(candidate_ids=[c.pk for c in changed], target_ratings=None, priority=0)
+        RoutingDecision.objects.bulk_create([
+            RoutingDecision(
+                candidate_id=c.pk, reason=RoutingDecision.Reason.ROUTING_OFF, detail="routing switched off",
+                old_target_ratings=c.target_ratings, target_ratings=None, old_priority=c.priority, priority=0,
+            )
+            for c in changed
+        ], batch_size=1000)
+        policy.model_version = None
+        policy.n_predictions = 0
+        policy.save(update_fields=["model_version", "n_predictions"])
+        return RoutingEvaluation(changed=len(changed), by_reason={ROUTING_OFF: len(changed)} if changed else {})
+
+
+def routing_refresh(*, force: bool = False) -> RoutingEvaluation | None:
+    """Re-evaluate what needs it (the beat task and ``routing_policy_set`` call this).
+
+    * A new active model version, or new predictions of it (new candidate answers scored), or ``force``:
+      every scored candidate — but only once the active model has scored every current candidate answer
+      (activation scores in a batch job; thresholds over half the predictions would be wrong).
+    * Otherwise: the candidates with ratings newer than the policy's watermark (new ratings, observed
+      disagreement).
+
+    Returns None when routing is off, no model is active, or its scoring is still pending.
+    """
+    from annotation.models import Rating
+    from modelling.models import Prediction, RoutingPolicy
+    from modelling.selectors import model_version_active
+    from modelling.services.predictions import predictions_pending_for_active
+
+    policy = routing_policy_load()
+    active = model_version_active()
+    if not policy.enabled or active is None or predictions_pending_for_active() is not None:
+        return None
+    watermark = Rating.objects.aggregate(m=Max("id"))["m"] or 0
+    n_predictions = Prediction.objects.filter(model_version=active).count()
+    full = force or policy.model_version_id != active.pk or policy.n_predictions != n_predictions
+    if full:
+        result = routing_evaluate()
+    else:
+        new = set(Rating.objects.filter(id__gt=policy.rating_watermark).values_list("candidate_id", flat=True))
+        result = routing_evaluate(candidate_ids=new) if new else RoutingEvaluation()
+    RoutingPolicy.objects.filter(pk=policy.pk).update(
+        model_version=active, n_predictions=n_predictions, rating_watermark=watermark, evaluated_at=timezone.now()
+    )
+    return result
+
+
+# --- reads for the admin page -------------------------------------------------------------------------------------
+
+
+def routing_decision_list(*, reason: str | None = None):
+    """Routing decisions, newest first, with candidate, question, LALM and model version loaded; optionally of one
+    reason."""
+    from modelling.models import RoutingDecision
+
+    qs = RoutingDecision.objects.select_related(
+        "candidate__lalm", "candidate__question_version__question__benchmark", "model_version"
+    ).order_by("-id")
+    return qs.filter(reason=reason) if reason else qs
+
+
+def routing_summary() -> dict[str, int]:
+    """Current candidate answers by routing state: ``more`` (target above its benchmark/settings default),
+    ``fewer`` (below), ``priority`` (priority > 0) and ``expert`` (latest decision offers them to expert review)."""
+    from annotation.models import CandidateAnswer
+    from modelling.models import RoutingDecision
+
+    current = CandidateAnswer.objects.filter(question_version=F("question_version__question__current_version"))
+    default_k = Coalesce(F("question_version__question__benchmark__target_ratings"),
+                         Value(settings.ANNOTATION_TARGET_RATINGS))
+    routed = current.filter(target_ratings__isnull=False).annotate(k=default_k)
+    latest = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
+    return {
+        "more": routed.filter(target_ratings__gt=F("k")).count(),
+        "fewer": routed.filter(target_ratings__lt=F("k")).count(),
+        "priority": current.filter(priority__gt=0).count(),
+        "expert": current.annotate(expert=Subquery(latest)).filter(expert=True).count(),
+    }
