@@ -144,6 +144,11 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
             (lalm, f"the question is {question.get_status_display().lower()}")
             for lalm in LALM.objects.filter(is_active=True).order_by("name")
         ]
+    elif REENTRY_FIELDS & {c.field for c in changes} and question.audio_id is None:
+        # An LALM answers from the audio (Stage 1b): without a clip there is nothing to ask it.
+        unavailable = [
+            (lalm, "the question has no audio clip") for lalm in LALM.objects.filter(is_active=True).order_by("name")
+        ]
     elif REENTRY_FIELDS & {c.field for c in changes}:
         for lalm in LALM.objects.filter(is_active=True).order_by("name"):
             availability = answer_availability(lalm=lalm)

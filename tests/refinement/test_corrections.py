@@ -9,6 +9,7 @@ from refinement.services.flags import flags_refresh_for_questions
 from refinement.services.queues import ClaimedByAnotherExpert, item_dismiss, item_open, question_claim
 from tests.factories import (
     AnnotatorFactory,
+    AudioClipFactory,
     CandidateAnswerFactory,
     LALMFactory,
     QuestionFactory,
@@ -110,6 +111,8 @@ def test_rationale_change_copies_candidates_for_re_rating(rated_question, expert
 
 def test_question_change_starts_stage_1b_for_every_available_lalm(rated_question, expert, settings):
     settings.GEMINI_API_KEY = "test-key"
+    rated_question.audio = AudioClipFactory()
+    rated_question.save(update_fields=["audio"])
     generator = LALMFactory(name="gemini-lalm", provider=LALM.Provider.GEMINI)
     result = correction_save(
         question=rated_question, base_version=rated_question.current_version,
@@ -121,6 +124,18 @@ def test_question_change_starts_stage_1b_for_every_available_lalm(rated_question
     assert job.status == Job.Status.QUEUED
     assert list(job.items.values_list("question_id", flat=True)) == [rated_question.pk]
     assert result.copied_candidates == []  # answers to the old question are not worth rating
+
+
+def test_a_question_without_audio_cannot_go_back_to_stage_1b_and_keeps_its_answers(rated_question, expert, settings):
+    settings.GEMINI_API_KEY = "test-key"
+    LALMFactory(name="gemini-lalm", provider=LALM.Provider.GEMINI)
+    plan = correction_plan(
+        question=rated_question, base_version=rated_question.current_version,
+        texts={"reference_answer": "Two dogs barking"},
+    )
+    assert plan.regenerate_lalms == []
+    assert {reason for _, reason in plan.unavailable_lalms} == {"the question has no audio clip"}
+    assert len(plan.copy_candidates) == 2
 
 
 def test_plan_shows_the_effects_without_writing(rated_question):
