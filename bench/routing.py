@@ -137,7 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         for m, v, r in zip(mu, var, full)
     ]
     from modelling.orca import spearman
+    from modelling.services.routing import routing_decide
 
+    reasons: dict[str, list[int]] = {}
+    for m, v, u, r in zip(mu, var, routed, full):
+        reason = routing_decide(mu=m, variance=v, scores=u, thresholds=thresholds, rules=rules).reason
+        entry = reasons.setdefault(reason, [0, 0, 0])
+        entry[0] += 1
+        entry[1] += len(u)
+        entry[2] += min(K_FIXED, len(r))
+    log("routed items by final reason: [items, ratings routed, ratings fixed]", reasons=reasons)
     log("model on replay", rho_mu_to_full_mean=round(spearman(mu, [float(np.mean(r)) for r in full]), 4))
     res_fixed, res_routed = policy_metrics(fixed, full), policy_metrics(routed, full)
     saving = 1.0 - res_routed["ratings_used"] / res_fixed["ratings_used"]

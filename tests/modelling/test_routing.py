@@ -21,7 +21,7 @@ from modelling.services.routing import (
 )
 from refinement.models import CorrectionItem, Queue
 from refinement.services.routing_offer import routing_expert_offers_refresh
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory, QuestionFactory, RatingFactory, UserFactory
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, RatingFactory, UserFactory
 
 RULES = RoutingRules()
 THRESHOLDS = RoutingThresholds(high_variance=0.08, low_variance=0.02, expert_variance=0.1)
