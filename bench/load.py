@@ -11,8 +11,10 @@ Afterwards it checks from the database: every submit the server acknowledged (HT
 no candidate has more valid ratings than its target (``over_target``) and ``valid_rating_count`` matches the rows
 (``count_mismatch``). Prints one JSON object:
 
-    {"rps": 38.1, "p50_ms": 9.8, "p95_ms": 31.0, "p99_ms": 60.2, "errors": 0, "lost_ratings": 0,
-     "duplicate_ratings": 0, "over_target": 0, ...}
+    {"rps": ..., "p50_ms": ..., "p95_ms": ..., "p99_ms": ..., "errors": 0, "lost_ratings": 0,
+     "duplicate_ratings": 0, "over_target": 0, "count_mismatch": 0, "ratings_accepted": ..., ...}
+
+Annotator accounts use a fast password hasher, and log in before the clock starts (logins are not measured).
 
 Latency is per HTTP request (next item and submit), measured by the client. Run:
 ``python bench/load.py [--annotators 50] [--seconds 60] [--pause 1.0] [--web-workers 4]``; PostgreSQL from
