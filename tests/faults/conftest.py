@@ -173,12 +173,18 @@ def start_worker(*, env: dict, log: Path, queues: str = "default", beat: bool = 
     ]
     if beat:
         command += ["-B", "--schedule", str(log.parent / "celerybeat-schedule")]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    # Its own process group, so stop() also ends the beat child process that -B forks.
+    return subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGKILL)
+    """SIGKILL the process and every process of its group (a worker's beat child, gunicorn's workers)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     process.wait(timeout=15)
 
 
@@ -190,7 +196,9 @@ def gunicorn(*, env: dict, log: Path):
         sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
         "--workers", "1", "--threads", "4", "--timeout", "60",
     ]
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         import requests
