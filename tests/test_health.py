@@ -25,7 +25,8 @@ def test_readyz_is_ok_when_database_and_broker_answer(client):
 @pytest.mark.django_db
 def test_readyz_is_503_naming_the_broker_when_it_is_unreachable(client, monkeypatch):
     # Port 1 on loopback refuses connections: a broker that is down.
-    monkeypatch.setattr(celery_app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    for key in ("broker_url", "broker_write_url"):  # Celery copies CELERY_BROKER_URL into both
+        monkeypatch.setattr(celery_app.conf, key, "redis://127.0.0.1:1/0")
     response = client.get("/readyz")
     assert response.status_code == 503
     body = response.json()

@@ -86,11 +86,15 @@ def candidate_counts_refresh(*, candidates) -> int:
     """Recompute ``valid_rating_count`` for ``candidates`` (a queryset) from the ratings; returns rows updated."""
     updated = 0
     with transaction.atomic():
-        rows = candidates.select_for_update().annotate(
-            n_valid=Count("ratings", filter=Q(ratings__is_valid=True))
+        # Lock first (PostgreSQL refuses FOR UPDATE with GROUP BY), then count from the ratings.
+        stored = dict(candidates.select_for_update().values_list("pk", "valid_rating_count"))
+        counts = dict(
+            CandidateAnswer.objects.filter(pk__in=list(stored))
+            .annotate(n_valid=Count("ratings", filter=Q(ratings__is_valid=True)))
+            .values_list("pk", "n_valid")
         )
-        for candidate in rows:
-            if candidate.valid_rating_count != candidate.n_valid:
-                CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=candidate.n_valid)
+        for pk, n_valid in counts.items():
+            if stored[pk] != n_valid:
+                CandidateAnswer.objects.filter(pk=pk).update(valid_rating_count=n_valid)
                 updated += 1
     return updated
