@@ -7,6 +7,8 @@ import os
 
 import pytest
 import schemathesis
+from django.core import signals
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 
@@ -14,6 +16,17 @@ from config.wsgi import application
 from tests.factories import RatingFactory, UserFactory
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    """schemathesis calls the WSGI app directly, whose request signals would close the test's (atomic) connection
+    on PostgreSQL; Django's own test client disconnects them the same way."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
