@@ -109,7 +109,7 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:training_run_activate", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:training_run_cancel", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:items", "GET"): row(STAFF),
-    ("modelling:item", "GET"): row(STAFF, "candidate_pk"),
+    ("modelling:item", "GET"): row(STAFF, "question_pk"),
     # Routing by predicted disagreement and ORCA as a rater: experts read; only admins switch routing.
     ("modelling:routing", "GET"): row(STAFF),
     ("modelling:routing_switch", "POST"): row(ADMIN),
