@@ -5,7 +5,6 @@ import logging
 import pytest
 from pythonjsonlogger.json import JsonFormatter
 
-from config.celery import app as celery_app
 from config.observability import ContextFilter, job_log_context, logging_config
 
 
@@ -25,8 +24,10 @@ def test_readyz_is_ok_when_database_and_broker_answer(client):
 @pytest.mark.django_db
 def test_readyz_is_503_naming_the_broker_when_it_is_unreachable(client, monkeypatch):
     # Port 1 on loopback refuses connections: a broker that is down.
-    for key in ("broker_url", "broker_write_url"):  # Celery copies CELERY_BROKER_URL into both
-        monkeypatch.setattr(celery_app.conf, key, "redis://127.0.0.1:1/0")
+    # Celery reads these environment variables before its settings; setting them (not the settings) leaves
+    # nothing behind for later tests once monkeypatch restores the environment.
+    for name in ("CELERY_BROKER_URL", "CELERY_BROKER_WRITE_URL"):
+        monkeypatch.setenv(name, "redis://127.0.0.1:1/0")
     response = client.get("/readyz")
     assert response.status_code == 503
     body = response.json()
