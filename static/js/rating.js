@@ -169,6 +169,11 @@
 
   function submitRating(form) {
     // requestSubmit fires the submit event, so htmx posts it (hx-sync drops a second press while one is in flight).
+    // htmx.process is idempotent: it makes sure a form swapped in a moment ago is wired before the key is handled,
+    // so a fast key press never falls back to a full-page POST.
+    if (window.htmx) {
+      window.htmx.process(form);
+    }
     if (form.requestSubmit) {
       form.requestSubmit();
     } else {
@@ -196,7 +201,11 @@
       return;
     }
     if (isTextField(target)) {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && form.contains(target)) {
+      var skipForm = target.form && target.form.closest("#skip-panel") ? target.form : null;
+      if (event.key === "Enter" && skipForm) {
+        event.preventDefault();
+        submitRating(skipForm);
+      } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && form.contains(target)) {
         event.preventDefault();
         submitRating(form);
       } else if (event.key === "Escape") {

@@ -93,9 +93,12 @@ def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page
     page.get_by_label("Username").fill("kim")
     page.get_by_label("Password").fill("pw")
     page.get_by_label("Password").press("Enter")
+    page.wait_for_url(f"{live_server.url}/")  # logged in before the next navigation
     page.goto(f"{live_server.url}/rate/next/")
     page.locator(".panel-candidate", has_text=candidates[0].text).wait_for()
     page.evaluate("window.__sameDocument = true")
+    navigations = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
 
     page.keyboard.press("?")
     assert page.locator("#keys-help").is_visible()
@@ -119,7 +122,8 @@ def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page
     page.keyboard.press("2")
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="All done. Thank you!").wait_for()
-    assert page.evaluate("window.__sameDocument") is True  # every step was an htmx swap
+    assert navigations == []  # every step was an htmx swap
+    assert page.evaluate("window.__sameDocument") is True
 
     ratings = {r.candidate_id: (r.score, r.codes) for r in Rating.objects.filter(annotator=annotator)}
     assert ratings == {candidates[0].pk: (4, "R"), candidates[1].pk: (None, "U"), candidates[3].pk: (2, "")}
