@@ -5,6 +5,7 @@ import struct
 import wave
 
 import pytest
+from playwright.sync_api import expect
 
 from annotation.models import Rating
 from tests.factories import AnnotatorFactory, AudioClipFactory, CandidateAnswerFactory, QuestionFactory
@@ -80,6 +81,12 @@ def test_an_annotator_rates_an_item_and_gets_the_next_without_a_reload(live_serv
     assert rating.audio_seconds_played == 0
 
 
+def _settled(page) -> None:
+    """Wait until htmx has finished swapping and settling (a person never types within those milliseconds)."""
+    # Locator waits, not wait_for_function: the page's CSP forbids the eval that polling a JS string needs.
+    page.locator(".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added").first.wait_for(state="detached")
+
+
 def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page, settings, tmp_path):
     """Log in, then only keys: 4 + r + Enter, then u (no score) + Enter, then s, a reason, Enter (skip), then
     2 + Enter; ? opens and closes the key list. Three ratings and one skip end up in the database."""
@@ -96,6 +103,7 @@ def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page
     page.wait_for_url(f"{live_server.url}/")  # logged in before the next navigation
     page.goto(f"{live_server.url}/rate/next/")
     page.locator(".panel-candidate", has_text=candidates[0].text).wait_for()
+    _settled(page)
     page.evaluate("window.__sameDocument = true")
     navigations = []
     page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
@@ -109,15 +117,19 @@ def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page
     page.keyboard.press("r")
     page.keyboard.press("Enter")
     page.locator(".panel-candidate", has_text=candidates[1].text).wait_for()
+    _settled(page)
 
     page.keyboard.press("u")
     page.keyboard.press("Enter")
     page.locator(".panel-candidate", has_text=candidates[2].text).wait_for()
+    _settled(page)
 
     page.keyboard.press("s")
+    expect(page.locator("input[name=reason]")).to_be_focused()
     page.keyboard.type("The audio does not play")
     page.keyboard.press("Enter")
     page.locator(".panel-candidate", has_text=candidates[3].text).wait_for()
+    _settled(page)
 
     page.keyboard.press("2")
     page.keyboard.press("Enter")
