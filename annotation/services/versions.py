@@ -3,7 +3,8 @@
 Used by Stage 1 jobs (transcript, rationale), imports and Stage 3 corrections (ORCA paper, section 3.3).
 """
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, F, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from annotation.models import CandidateAnswer, Question, QuestionVersion, Rating
 
@@ -84,17 +85,21 @@ def ratings_invalidate_for_version(*, version: QuestionVersion, reason: str) -> 
 
 def candidate_counts_refresh(*, candidates) -> int:
     """Recompute ``valid_rating_count`` for ``candidates`` (a queryset) from the ratings; returns rows updated."""
-    updated = 0
+    valid = (
+        Rating.objects.filter(candidate=OuterRef("pk"), is_valid=True)
+        .order_by()
+        .values("candidate")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    n_valid = Coalesce(Subquery(valid), 0)
     with transaction.atomic():
-        # Lock first (PostgreSQL refuses FOR UPDATE with GROUP BY), then count from the ratings.
-        stored = dict(candidates.select_for_update().values_list("pk", "valid_rating_count"))
-        counts = dict(
-            CandidateAnswer.objects.filter(pk__in=list(stored))
-            .annotate(n_valid=Count("ratings", filter=Q(ratings__is_valid=True)))
-            .values_list("pk", "n_valid")
+        # Lock first (PostgreSQL refuses FOR UPDATE with GROUP BY), then fix the stale counts in one UPDATE.
+        ids = list(candidates.select_for_update().values_list("pk", flat=True))
+        stale = (
+            CandidateAnswer.objects.filter(pk__in=ids)
+            .annotate(n_valid=n_valid)
+            .exclude(valid_rating_count=F("n_valid"))
+            .values_list("pk", flat=True)
         )
-        for pk, n_valid in counts.items():
-            if stored[pk] != n_valid:
-                CandidateAnswer.objects.filter(pk=pk).update(valid_rating_count=n_valid)
-                updated += 1
-    return updated
+        return CandidateAnswer.objects.filter(pk__in=list(stale)).update(valid_rating_count=n_valid)
