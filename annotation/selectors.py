@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, AudioClip, Benchmark, Rating
 from annotation.services.accounts import user_roles
-from annotation.services.assignment import candidates_open_for_annotator
+from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 
 #: Groups whose members may rate (staff may too).
 RATER_ROLES = frozenset({"annotator", "expert", "admin"})
@@ -37,19 +37,18 @@ def access_rating(*, user) -> None:
         raise PermissionDenied("Only annotators, experts and admins may rate.")
 
 
-def assignment_get_for_annotator(*, user, assignment_pk: int) -> Assignment:
-    """The user's own assignment ``assignment_pk`` with everything the rating page shows loaded.
+def assignment_get_for_annotator(*, user, assignment_pk: int, page: bool = True) -> Assignment:
+    """The user's own assignment ``assignment_pk``; with ``page`` (default) everything the rating page shows is
+    loaded too (``RATING_PAGE_RELATED``), else only the candidate answer.
 
     Raises:
         PermissionDenied: the user may not rate.
         Http404: no such assignment, or it belongs to someone else.
     """
     access_rating(user=user)
+    related = RATING_PAGE_RELATED if page else ("candidate",)
     try:
-        return Assignment.objects.select_related(
-            "candidate__question_version__question__benchmark",
-            "candidate__question_version__question__audio",
-        ).get(pk=assignment_pk, annotator=user)
+        return Assignment.objects.select_related(*related).get(pk=assignment_pk, annotator=user)
     except Assignment.DoesNotExist:
         raise Http404("No such assignment.") from None
 

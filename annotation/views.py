@@ -63,9 +63,11 @@ def _render_item(
     skip_form: SkipForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """Render the rating page for ``assignment`` (None: the "all done" message); htmx gets the partial only."""
-    if assignment is not None:
-        assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment.pk)
+    """Render the rating page for ``assignment`` (None: the "all done" message); htmx gets the partial only.
+
+    ``assignment`` must be the user's own, with ``RATING_PAGE_RELATED`` loaded (as the assignment service and
+    ``selectors.assignment_get_for_annotator`` return it).
+    """
     context = {
         "assignment": assignment,
         "candidate": assignment.candidate if assignment else None,
@@ -80,6 +82,12 @@ def _render_item(
     }
     template = NEXT_TEMPLATE + "#rating-form" if request.htmx else NEXT_TEMPLATE
     return render(request, template, context, status=status)
+
+
+def _render_again(request: HttpRequest, *, assignment: Assignment, benchmark, **forms) -> HttpResponse:
+    """Show ``assignment`` again (a form with errors), loading what the page shows first."""
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment.pk)
+    return _render_item(request, assignment=assignment, benchmark=benchmark, **forms)
 
 
 def _next_response(request: HttpRequest, *, benchmark) -> HttpResponse:
@@ -120,7 +128,7 @@ def next_item(request: HttpRequest) -> HttpResponse:
 def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Submit a rating for the annotator's assignment, then show the next item (or the form with its errors)."""
     benchmark = _benchmark_from(request)
-    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk)
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk, page=False)
     form = RatingForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
@@ -141,7 +149,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                 for field, field_errors in errors.items():
                     for message in field_errors:
                         form.add_error(field, message)
-                return _render_item(request, assignment=assignment, benchmark=benchmark, form=form)
+                return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
             # The item itself can no longer be rated (corrected, paused or full): say so and move on.
             for field_errors in errors.values():
                 for message in field_errors:
@@ -149,7 +157,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
             return _next_response(request, benchmark=benchmark)
         messages.success(request, "Rating saved.")
         return _next_response(request, benchmark=benchmark)
-    return _render_item(request, assignment=assignment, benchmark=benchmark, form=form)
+    return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
 
 
 @require_POST
@@ -157,7 +165,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
 def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Skip the annotator's assignment with a reason, then show the next item."""
     benchmark = _benchmark_from(request)
-    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk)
+    assignment = selectors.assignment_get_for_annotator(user=request.user, assignment_pk=assignment_pk, page=False)
     skip_form = SkipForm(request.POST)
     if skip_form.is_valid():
         try:
@@ -168,7 +176,7 @@ def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
         else:
             messages.info(request, "Item skipped.")
         return _next_response(request, benchmark=benchmark)
-    return _render_item(request, assignment=assignment, benchmark=benchmark, skip_form=skip_form)
+    return _render_again(request, assignment=assignment, benchmark=benchmark, skip_form=skip_form)
 
 
 @require_GET

@@ -17,18 +17,25 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
+from annotation.services import queue_sql
 from annotation.services.audit import audit_record
 
 #: Candidate ids read per page at one valid-rating count (in priority order; eligible ones are shuffled among
 #: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
 _PAGE = 32
 _PAGES = 4
+
+#: What the rating page shows of an assignment's candidate answer; loaded with the assignment in the same query.
+RATING_PAGE_RELATED = (
+    "candidate__question_version__question__benchmark",
+    "candidate__question_version__question__audio",
+)
 
 
 def target_ratings_expression() -> Coalesce:
@@ -54,75 +61,84 @@ def _slots_held_by_others(*, annotator, now: datetime) -> Coalesce:
     return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
 
 
+def _open_for_annotator_conditions(*, annotator, benchmark: Benchmark | None) -> Q:
+    """The per-row test of :func:`candidates_open_for_annotator` except the slot count, as one ``Q``.
+
+    Current version of an active question (of ``benchmark`` when given), neither rated nor skipped by ``annotator``.
+    """
+    own_rating = Rating.objects.filter(candidate=OuterRef("pk"), annotator=annotator)
+    own_skip = Assignment.objects.filter(
+        candidate=OuterRef("pk"), annotator=annotator, status=Assignment.Status.SKIPPED
+    )
+    conditions = Q(
+        question_version__question__current_version=F("question_version"),
+        question_version__question__status=Question.Status.ACTIVE,
+    ) & ~Exists(own_rating) & ~Exists(own_skip)
+    if benchmark is not None:
+        conditions &= Q(question_version__question__benchmark=benchmark)
+    return conditions
+
+
 def candidates_open_for_annotator(*, annotator, now: datetime, benchmark: Benchmark | None = None) -> QuerySet:
     """Candidate answers ``annotator`` may be given now, annotated with ``k`` and ``held`` (slots held by others).
 
     A candidate qualifies when its question version is the question's current one, the question is active, the
     annotator has neither rated nor skipped it, and ``valid_rating_count + held < k``. Unordered and unlocked.
     """
-    own_rating = Rating.objects.filter(candidate=OuterRef("pk"), annotator=annotator)
-    own_skip = Assignment.objects.filter(
-        candidate=OuterRef("pk"), annotator=annotator, status=Assignment.Status.SKIPPED
-    )
-    qs = CandidateAnswer.objects.filter(
-        question_version__question__current_version=F("question_version"),
-        question_version__question__status=Question.Status.ACTIVE,
-    )
-    if benchmark is not None:
-        qs = qs.filter(question_version__question__benchmark=benchmark)
     return (
-        qs.annotate(k=target_ratings_expression(), held=_slots_held_by_others(annotator=annotator, now=now))
+        CandidateAnswer.objects.annotate(
+            k=target_ratings_expression(), held=_slots_held_by_others(annotator=annotator, now=now)
+        )
+        .filter(_open_for_annotator_conditions(annotator=annotator, benchmark=benchmark))
         .filter(valid_rating_count__lt=F("k") - F("held"))
-        .exclude(Exists(own_rating))
-        .exclude(Exists(own_skip))
     )
 
 
 def _own_open_assignment(*, annotator, now: datetime, benchmark: Benchmark | None) -> Assignment | None:
-    """The annotator's oldest open, unexpired assignment that can still be rated; others are expired on the way."""
-    qs = (
-        Assignment.objects.filter(annotator=annotator, status=Assignment.Status.OPEN, expires_at__gt=now)
-        .select_related("candidate__question_version__question")
-        .order_by("created_at", "pk")
-    )
-    if benchmark is not None:
-        qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
-    for assignment in qs:
-        question = assignment.candidate.question_version.question
-        rateable = (
-            question.current_version_id == assignment.candidate.question_version_id
-            and question.status == Question.Status.ACTIVE
-            and not assignment.candidate.ratings.filter(annotator=annotator).exists()
-        )
-        if rateable:
-            return assignment
-        # The question was corrected or paused since the item was handed out: release the slot.
-        Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.OPEN).update(
+    """The annotator's oldest open, unexpired assignment that can still be rated, loaded for the rating page
+    (:data:`RATING_PAGE_RELATED`).
+
+    On the way, the annotator's open assignments that expired are marked expired (so the slot's unique
+    constraint lets the item be handed out again), and those that can no longer be rated (the question was
+    corrected or paused) are released.
+    """
+    rows = queue_sql.queue_own_open(annotator_id=annotator.pk, now=now,
+                                    benchmark_id=benchmark.pk if benchmark is not None else None)
+    release = [pk for pk, expired, in_scope, rateable in rows if expired or (in_scope and not rateable)]
+    if release:
+        Assignment.objects.filter(pk__in=release, status=Assignment.Status.OPEN).update(
             status=Assignment.Status.EXPIRED
         )
+    for pk, expired, in_scope, rateable in rows:
+        if not expired and in_scope and rateable:
+            return Assignment.objects.select_related(*RATING_PAGE_RELATED).get(pk=pk)
     return None
 
 
-def candidate_has_free_slot(*, candidate_pk: int, annotator, now: datetime) -> bool:
-    """True when ``annotator`` may take a slot on the candidate: ``valid + held by others < k``.
-
-    Precondition: the caller holds the candidate's row lock (``select_for_update``) in the current transaction,
-    so the counts read here cannot change before it commits.
+def insert_unless_raced(instance) -> bool:
+    """Insert the new model ``instance``; False when a unique constraint shows that a concurrent request inserted
+    the same row first. That race needs a database without row locks (SQLite), where the insert runs in a
+    savepoint so the transaction survives it; with row locks (PostgreSQL) the caller's lock already excludes it,
+    so the row is inserted directly and an ``IntegrityError`` propagates.
     """
-    row = (
-        CandidateAnswer.objects.filter(pk=candidate_pk)
-        .annotate(k=target_ratings_expression())
-        .values("valid_rating_count", "k")
-        .first()
-    )
-    if row is None:
+    if connection.features.has_select_for_update:
+        instance.save(force_insert=True)
+        return True
+    try:
+        with transaction.atomic():
+            instance.save(force_insert=True)
+    except IntegrityError:
         return False
-    held = (
-        Assignment.objects.filter(candidate_id=candidate_pk, status=Assignment.Status.OPEN, expires_at__gt=now)
-        .exclude(annotator=annotator)
-        .count()
-    )
-    return row["valid_rating_count"] < row["k"] and row["valid_rating_count"] + held < row["k"]
+    return True
+
+
+def slot_is_free(*, valid_rating_count: int, k: int, held: int) -> bool:
+    """True when one more annotator may take a slot: ``valid + held by others < k`` (all counts >= 0).
+
+    Exact only when the counts were read under the candidate's row lock (``select_for_update``) in the current
+    transaction, so they cannot change before it commits.
+    """
+    return valid_rating_count < k and valid_rating_count + held < k
 
 
 def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = None) -> Assignment | None:
@@ -132,6 +148,8 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
     2. Otherwise a new assignment on a candidate answer from :func:`candidates_open_for_annotator`, ordered
        closest to done first (most valid ratings), then highest ``priority``, then at random. It expires after
        ``settings.ANNOTATION_ASSIGNMENT_MINUTES`` minutes.
+
+    The assignment comes with what the rating page shows loaded (:data:`RATING_PAGE_RELATED`).
 
     Args:
         annotator: the user asking (access is checked by the caller, see ``annotation.selectors``).
@@ -145,12 +163,8 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
     now = timezone.now()
     with transaction.atomic():
         # Serialise concurrent requests of one annotator (double clicks, two tabs). No-op on SQLite.
+        # (SQLite runs one write transaction at a time: ``transaction_mode = IMMEDIATE``, config/settings/base.py.)
         get_user_model().objects.select_for_update().filter(pk=annotator.pk).values_list("pk").first()
-        # A write first: on SQLite this takes the write lock before anything is read.
-        Assignment.objects.filter(
-            annotator=annotator, status=Assignment.Status.OPEN, expires_at__lte=now
-        ).update(status=Assignment.Status.EXPIRED)
-
         existing = _own_open_assignment(annotator=annotator, now=now, benchmark=benchmark)
         if existing is not None:
             return existing
@@ -160,18 +174,13 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
 
 def _levels(*, benchmark: Benchmark | None) -> tuple[list[int], int]:
     """``(levels, k_shared)``: the valid-rating counts to visit, highest first, and the largest k a candidate
-    without its own ``target_ratings`` can have (the setting or a benchmark's k).
+    without its own ``target_ratings`` can have (the setting or a benchmark's k). One query.
 
     Counts at or above ``k_shared`` only matter for candidates whose own ``target_ratings`` is higher (routing);
     those are few and found through the partial index ``candidate_open_routed``.
     """
-    from django.db.models import Max
-
-    targets = Benchmark.objects.filter(target_ratings__isnull=False)
-    if benchmark is not None:
-        targets = targets.filter(pk=benchmark.pk)
-    k_shared = max([settings.ANNOTATION_TARGET_RATINGS, *targets.values_list("target_ratings", flat=True)])
-    k_routed = CandidateAnswer.objects.filter(target_ratings__isnull=False).aggregate(m=Max("target_ratings"))["m"]
+    benchmark_ks, k_routed = queue_sql.queue_levels(benchmark_id=benchmark.pk if benchmark is not None else None)
+    k_shared = max([settings.ANNOTATION_TARGET_RATINGS, *benchmark_ks])
     top = max(k_shared, k_routed or 0)
     return list(range(top - 1, -1, -1)), k_shared
 
@@ -180,31 +189,26 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
     """Pick, lock and assign a new candidate answer (see :func:`assignment_next_for_annotator`).
 
     Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads
-    pages of candidate ids in ``priority`` order straight from the index on ``(valid_rating_count, priority)`` — a
-    query without joins, so PostgreSQL never falls back to sorting every open candidate — and only then applies
-    the full eligibility test (:func:`candidates_open_for_annotator`) to that page by primary key. Eligible
-    candidates of equal priority are shuffled, then locked one at a time with ``SKIP LOCKED``; one locked by
-    another request, or filled meanwhile, is passed over. After ``_PAGES`` pages of a count without a taker it
-    moves on; if every count came up empty that way, one exhaustive query makes sure nothing was missed.
+    pages of candidates in ``priority`` order straight from the index on ``(valid_rating_count, priority)`` — so
+    PostgreSQL never sorts every open candidate — with the full eligibility test of
+    :func:`candidates_open_for_annotator` computed for that page only. Eligible candidates of equal priority are
+    shuffled, then locked one at a time with ``SKIP LOCKED``; one locked by another request, or filled meanwhile,
+    is passed over. After ``_PAGES`` pages of a count without a taker it moves on; if every count came up empty
+    that way, one exhaustive query makes sure nothing was missed.
     """
     levels, k_shared = _levels(benchmark=benchmark)
     tried: set[int] = set()
     capped = False
     for level in levels:
-        ids = CandidateAnswer.objects.filter(valid_rating_count=level)
-        if level >= k_shared:
-            ids = ids.filter(target_ratings__gt=level)
-        ids = ids.order_by("-priority").values_list("pk", flat=True)
         for page in range(_PAGES):
-            page_ids = list(ids[page * _PAGE:(page + 1) * _PAGE])
-            if not page_ids:
-                break
-            eligible = list(
-                candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
-                .filter(pk__in=[pk for pk in page_ids if pk not in tried])
-                .values_list("pk", "priority")
+            rows = queue_sql.queue_page(
+                level=level, routed_only=level >= k_shared, offset=page * _PAGE, limit=_PAGE,
+                annotator_id=annotator.pk, now=now, benchmark_id=benchmark.pk if benchmark is not None else None,
             )
-            assignment = _assignment_try(annotator=annotator, now=now, window=eligible, tried=tried)
+            if not rows:
+                break
+            window = [(pk, priority) for pk, priority, eligible in rows if eligible and pk not in tried]
+            assignment = _assignment_try(annotator=annotator, now=now, window=window, tried=tried)
             if assignment is not None:
                 return assignment
         else:
@@ -222,31 +226,32 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
 
 def _assignment_try(*, annotator, now: datetime, window: list[tuple[int, int]], tried: set[int]) -> Assignment | None:
     """Lock the first free candidate of ``window`` (``(pk, priority)`` rows; random order among equal priorities)
-    with ``SKIP LOCKED``, re-check its counts under the lock and assign it; None when every one was taken."""
+    with ``SKIP LOCKED``, re-check its counts under the lock and assign it; None when every one was taken.
+
+    The returned assignment comes with what the rating page shows loaded (:data:`RATING_PAGE_RELATED`).
+    """
     window = list(window)
     random.shuffle(window)
     window.sort(key=lambda row: -row[1])  # stable: random order among equal priorities
     for candidate_pk, _priority in window:
         tried.add(candidate_pk)
-        locked = (
-            CandidateAnswer.objects.filter(pk=candidate_pk)
-            .select_for_update(skip_locked=True)
-            .values_list("pk", flat=True)
-            .first()
+        if not queue_sql.queue_lock(candidate_id=candidate_pk, skip_locked=True):
+            continue  # another request holds it: pass it over
+        # A second statement, so its snapshot is taken after the lock: the counts are exact until we commit.
+        state = queue_sql.queue_slot_state(candidate_id=candidate_pk, annotator_id=annotator.pk, now=now)
+        if state is None or not slot_is_free(valid_rating_count=state["valid_rating_count"], k=state["k"],
+                                             held=state["held"]):
+            continue  # filled or removed since the page was read: pass it over
+        assignment = Assignment(
+            candidate_id=candidate_pk,
+            annotator=annotator,
+            expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
         )
-        # Locked by another request, or its counts changed since the page was read: pass it over.
-        if locked is None or not candidate_has_free_slot(candidate_pk=candidate_pk, annotator=annotator, now=now):
+        # On PostgreSQL the annotator's row lock serialises their requests; on SQLite another request of this
+        # annotator can win the race to the same candidate.
+        if not insert_unless_raced(assignment):
             continue
-        try:
-            with transaction.atomic():
-                return Assignment.objects.create(
-                    candidate_id=candidate_pk,
-                    annotator=annotator,
-                    expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
-                )
-        except IntegrityError:
-            # Another request of this annotator won the race (only possible without row locks).
-            continue
+        return Assignment.objects.select_related(*RATING_PAGE_RELATED).get(pk=assignment.pk)
     return None
 
 

@@ -7,13 +7,14 @@ allowed only with U or E (unable to judge).
 import math
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
-from annotation.services.assignment import candidate_has_free_slot, target_ratings_expression
+from annotation.services import queue_sql
+from annotation.services.assignment import insert_unless_raced, slot_is_free, target_ratings_expression
 from annotation.services.audit import audit_record
 
 
@@ -102,35 +103,30 @@ def rating_submit(
 
     now = timezone.now()
     with transaction.atomic():
-        locked = (
-            CandidateAnswer.objects.select_for_update(of=("self",))
-            .select_related("question_version__question")
-            .get(pk=candidate.pk)
-        )
-        existing = Rating.objects.filter(candidate=locked, annotator=annotator).first()
-        if existing is not None:
-            return existing
-
-        question = locked.question_version.question
-        if question.current_version_id != locked.question_version_id:
+        if not queue_sql.queue_lock(candidate_id=candidate.pk, skip_locked=False):
+            raise CandidateAnswer.DoesNotExist(f"Candidate answer {candidate.pk} does not exist.")
+        # A second statement, so its snapshot is taken after the lock: it sees whatever committed while we waited.
+        state = queue_sql.queue_slot_state(candidate_id=candidate.pk, annotator_id=annotator.pk, now=now)
+        if state["own_rating"] is not None:
+            return Rating.objects.get(pk=state["own_rating"])
+        if not state["current"]:
             raise _candidate_error(
                 "This question was corrected since the item was shown; the old version cannot be rated.",
                 code="stale_version",
             )
-        if question.status != Question.Status.ACTIVE:
+        if state["question_status"] != Question.Status.ACTIVE:
             raise _candidate_error(
-                f"This question is {question.get_status_display().lower()} and cannot be rated now.",
+                f"This question is {Question.Status(state['question_status']).label.lower()} and cannot be rated now.",
                 code="inactive_question",
             )
-        holds_slot = Assignment.objects.filter(
-            candidate=locked, annotator=annotator, status=Assignment.Status.OPEN, expires_at__gt=now
-        ).exists()
-        if not holds_slot and not candidate_has_free_slot(candidate_pk=locked.pk, annotator=annotator, now=now):
+        if not state["own_slot"] and not slot_is_free(
+            valid_rating_count=state["valid_rating_count"], k=state["k"], held=state["held"]
+        ):
             raise _candidate_error("Your time on this item ran out and it has all its ratings now.", code="full")
 
         rating = Rating(
-            candidate=locked,
-            question_version=locked.question_version,
+            candidate=candidate,
+            question_version_id=state["question_version_id"],
             annotator=annotator,
             score=score,
             codes=code_string,
@@ -144,17 +140,12 @@ def rating_submit(
         # full_clean's foreign-key, unique and constraint queries saves ten round trips per submit.
         rating.full_clean(exclude=["candidate", "question_version", "annotator"], validate_unique=False,
                           validate_constraints=False)
-        try:
-            with transaction.atomic():
-                rating.save()
-        except IntegrityError:
-            # A concurrent submit of the same annotator committed first (only possible without row locks).
-            existing = Rating.objects.filter(candidate=locked, annotator=annotator).first()
-            if existing is None:
-                raise
-            return existing
-        CandidateAnswer.objects.filter(pk=locked.pk).update(valid_rating_count=F("valid_rating_count") + 1)
-        Assignment.objects.filter(candidate=locked, annotator=annotator, status=Assignment.Status.OPEN).update(
+        # Submits of the same pair wait on the candidate's row lock and then see this rating; without row locks
+        # (SQLite) a concurrent submit of the same annotator may commit first.
+        if not insert_unless_raced(rating):
+            return Rating.objects.get(candidate_id=candidate.pk, annotator=annotator)
+        CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=F("valid_rating_count") + 1)
+        Assignment.objects.filter(candidate_id=candidate.pk, annotator=annotator, status=Assignment.Status.OPEN).update(
             status=Assignment.Status.SUBMITTED
         )
         audit_record(actor=annotator, action="rating.submit", obj=rating, old=None,

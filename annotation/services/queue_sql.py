@@ -1,0 +1,188 @@
+"""The SQL of the work queue's hot path: "next item" and "submit" (ORCA paper, section 3.2; issue #4).
+
+Every annotator request runs these statements, so they are written once as plain SQL with parameters instead of
+being rebuilt by the ORM on every call: building the equivalent querysets (joins, ``Exists``, ``Coalesce``,
+subqueries) cost more CPU than PostgreSQL spent running them. The statements are portable between PostgreSQL and
+SQLite; only row locking differs (``FOR UPDATE SKIP LOCKED`` exists on PostgreSQL only, and SQLite serialises
+writers instead). Table and column names come from the models' ``_meta``, the rules from
+:mod:`annotation.services.assignment`, which is the only caller and documents the semantics:
+
+* ``k`` of a candidate answer = its ``target_ratings``, else its benchmark's ``target_ratings``, else
+  ``settings.ANNOTATION_TARGET_RATINGS``;
+* ``held`` = open, unexpired assignments on it of annotators other than the one asking;
+* a candidate is *eligible* for an annotator when its question version is current, the question is active (and
+  in the benchmark asked for), the annotator has neither rated nor skipped it, and ``valid + held < k``.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+
+from django.conf import settings
+from django.db import connection
+
+from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
+
+
+@cache
+def _tables() -> dict[str, str]:
+    """Quoted table names of the models the queue reads."""
+    q = connection.ops.quote_name
+    return {
+        "benchmark": q(Benchmark._meta.db_table),
+        "candidate": q(CandidateAnswer._meta.db_table),
+        "version": q(QuestionVersion._meta.db_table),
+        "question": q(Question._meta.db_table),
+        "assignment": q(Assignment._meta.db_table),
+        "rating": q(Rating._meta.db_table),
+    }
+
+
+def _when(now: datetime):
+    """``now`` as the database stores ``DateTimeField`` values (aware datetime on PostgreSQL, text on SQLite)."""
+    return connection.ops.adapt_datetimefield_value(now)
+
+
+def _held_sql() -> str:
+    """Scalar subquery: slots on candidate ``c`` held by others; parameters ``(now, annotator_id)``."""
+    return (
+        f"(SELECT COUNT(*) FROM {_tables()['assignment']} h WHERE h.candidate_id = c.id "
+        f"AND h.status = '{Assignment.Status.OPEN}' AND h.expires_at > %s AND h.annotator_id <> %s)"
+    )
+
+
+def _k_sql() -> str:
+    """``k`` of candidate ``c`` whose benchmark is joined as ``b``; parameter ``(settings default k,)``."""
+    return "COALESCE(c.target_ratings, b.target_ratings, %s)"
+
+
+def queue_levels(*, benchmark_id: int | None) -> tuple[list[int], int | None]:
+    """``(benchmark ks, routed k)``: the ``target_ratings`` set on benchmarks (only ``benchmark_id``'s when
+    given), and the largest ``target_ratings`` set on any candidate answer (None when none is). One statement."""
+    t = _tables()
+    only = " AND id = %s" if benchmark_id is not None else ""
+    sql = (
+        f"SELECT 0, target_ratings FROM {t['benchmark']} WHERE target_ratings IS NOT NULL{only} "
+        f"UNION ALL SELECT 1, MAX(target_ratings) FROM {t['candidate']} WHERE target_ratings IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [benchmark_id] if benchmark_id is not None else [])
+        rows = cursor.fetchall()
+    routed = [k for kind, k in rows if kind == 1 and k is not None]
+    return [k for kind, k in rows if kind == 0], (routed[0] if routed else None)
+
+
+def queue_page(
+    *, level: int, routed_only: bool, offset: int, limit: int, annotator_id: int, now: datetime,
+    benchmark_id: int | None,
+) -> list[tuple[int, int, bool]]:
+    """``(pk, priority, eligible)`` of candidates with ``level`` valid ratings, highest ``priority`` first,
+    rows ``offset`` to ``offset + limit``; ``routed_only`` keeps those whose own ``target_ratings`` > ``level``.
+
+    The page is read from the index on ``(valid_rating_count, priority)``; ``eligible`` (module docstring) is
+    computed for the page's rows only.
+    """
+    t = _tables()
+    benchmark_test = " AND q.benchmark_id = %s" if benchmark_id is not None else ""
+    routed_test = " AND c.target_ratings > %s" if routed_only else ""
+    sql = (
+        "SELECT c.id, c.priority, CASE WHEN "
+        f"q.current_version_id = c.question_version_id AND q.status = %s{benchmark_test} "
+        f"AND NOT EXISTS (SELECT 1 FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s) "
+        f"AND NOT EXISTS (SELECT 1 FROM {t['assignment']} s WHERE s.candidate_id = c.id AND s.annotator_id = %s "
+        f"AND s.status = '{Assignment.Status.SKIPPED}') "
+        f"AND c.valid_rating_count + {_held_sql()} < {_k_sql()} THEN 1 ELSE 0 END "
+        f"FROM {t['candidate']} c "
+        f"JOIN {t['version']} v ON v.id = c.question_version_id "
+        f"JOIN {t['question']} q ON q.id = v.question_id "
+        f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
+        f"WHERE c.valid_rating_count = %s{routed_test} "
+        "ORDER BY c.priority DESC LIMIT %s OFFSET %s"
+    )
+    params: list = [Question.Status.ACTIVE]
+    if benchmark_id is not None:
+        params.append(benchmark_id)
+    params += [annotator_id, annotator_id, _when(now), annotator_id, settings.ANNOTATION_TARGET_RATINGS, level]
+    if routed_only:
+        params.append(level)
+    params += [limit, offset]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(pk, priority, bool(eligible)) for pk, priority, eligible in cursor.fetchall()]
+
+
+def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None) -> list[tuple[int, bool, bool, bool]]:
+    """``(assignment pk, expired, in_scope, rateable)`` of the annotator's open assignments, oldest first.
+
+    ``expired``: ``expires_at`` is at or before ``now``; ``in_scope``: the question is in ``benchmark_id`` (always
+    True without one); ``rateable``: the question version is still current, the question active and the annotator
+    has not rated the candidate.
+    """
+    t = _tables()
+    scope = "q.benchmark_id = %s" if benchmark_id is not None else "1 = 1"
+    sql = (
+        "SELECT a.id, CASE WHEN a.expires_at <= %s THEN 1 ELSE 0 END, "
+        f"CASE WHEN {scope} THEN 1 ELSE 0 END, "
+        "CASE WHEN q.current_version_id = c.question_version_id AND q.status = %s "
+        f"AND NOT EXISTS (SELECT 1 FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s) "
+        "THEN 1 ELSE 0 END "
+        f"FROM {t['assignment']} a "
+        f"JOIN {t['candidate']} c ON c.id = a.candidate_id "
+        f"JOIN {t['version']} v ON v.id = c.question_version_id "
+        f"JOIN {t['question']} q ON q.id = v.question_id "
+        f"WHERE a.annotator_id = %s AND a.status = '{Assignment.Status.OPEN}' "
+        "ORDER BY a.created_at, a.id"
+    )
+    params: list = [_when(now)]
+    if benchmark_id is not None:
+        params.append(benchmark_id)
+    params += [Question.Status.ACTIVE, annotator_id, annotator_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(pk, bool(expired), bool(in_scope), bool(rateable))
+                for pk, expired, in_scope, rateable in cursor.fetchall()]
+
+
+def queue_lock(*, candidate_id: int, skip_locked: bool) -> bool:
+    """Lock candidate ``candidate_id``'s row until the transaction ends; False when it does not exist, or (with
+    ``skip_locked``) another transaction holds the lock. Without row locks (SQLite) it only checks existence."""
+    suffix = ""
+    if connection.features.has_select_for_update:
+        suffix = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {_tables()['candidate']} WHERE id = %s{suffix}", [candidate_id])
+        return cursor.fetchone() is not None
+
+
+def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> dict | None:
+    """What decides whether ``annotator_id`` may take or use a slot on a candidate answer, or None when it does not
+    exist: ``valid_rating_count``, ``k``, ``held`` (by others), ``own_slot`` (the annotator holds an open,
+    unexpired assignment on it), ``own_rating`` (pk of the annotator's rating of it, or None),
+    ``question_version_id``, ``current`` (that version is the question's current one) and ``question_status``.
+
+    Call it after :func:`queue_lock` in a separate statement, so its snapshot includes whatever committed while
+    the lock was awaited.
+    """
+    t = _tables()
+    when = _when(now)
+    sql = (
+        f"SELECT c.valid_rating_count, {_k_sql()}, {_held_sql()}, "
+        f"CASE WHEN EXISTS (SELECT 1 FROM {t['assignment']} o WHERE o.candidate_id = c.id AND o.annotator_id = %s "
+        f"AND o.status = '{Assignment.Status.OPEN}' AND o.expires_at > %s) THEN 1 ELSE 0 END, "
+        f"(SELECT r.id FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s), "
+        "c.question_version_id, CASE WHEN q.current_version_id = c.question_version_id THEN 1 ELSE 0 END, q.status "
+        f"FROM {t['candidate']} c "
+        f"JOIN {t['version']} v ON v.id = c.question_version_id "
+        f"JOIN {t['question']} q ON q.id = v.question_id "
+        f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
+        "WHERE c.id = %s"
+    )
+    params = [settings.ANNOTATION_TARGET_RATINGS, when, annotator_id, annotator_id, when, annotator_id, candidate_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    valid, k, held, own_slot, own_rating, version_id, current, status = row
+    return {"valid_rating_count": valid, "k": k, "held": held, "own_slot": bool(own_slot), "own_rating": own_rating,
+            "question_version_id": version_id, "current": bool(current), "question_status": status}
