@@ -165,6 +165,8 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
         # Serialise concurrent requests of one annotator (double clicks, two tabs). No-op on SQLite.
         # (SQLite runs one write transaction at a time: ``transaction_mode = IMMEDIATE``, config/settings/base.py.)
         get_user_model().objects.select_for_update().filter(pk=annotator.pk).values_list("pk").first()
+        # Only leases are written here: the commit need not wait for the disk (ratings always do).
+        queue_sql.queue_lease_durability_relaxed()
         existing = _own_open_assignment(annotator=annotator, now=now, benchmark=benchmark)
         if existing is not None:
             return existing

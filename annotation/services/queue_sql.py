@@ -56,6 +56,20 @@ def _k_sql() -> str:
     return "COALESCE(c.target_ratings, b.target_ratings, %s)"
 
 
+def queue_lease_durability_relaxed() -> None:
+    """Let the current transaction commit without waiting for its WAL flush (PostgreSQL
+    ``SET LOCAL synchronous_commit TO OFF``; nothing on other databases).
+
+    For the transactions that only hand out or release assignments: an assignment is a lease of at most
+    ``ANNOTATION_ASSIGNMENT_MINUTES`` minutes, so if the server crashes within the flush delay (at most three times
+    ``wal_writer_delay``, 0.6 s by default) the worst case is that the item is handed out again. The data stays
+    consistent (PostgreSQL never applies part of a transaction). Ratings are never written this way.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
 def queue_levels(*, benchmark_id: int | None) -> tuple[list[int], int | None]:
     """``(benchmark ks, routed k)``: the ``target_ratings`` set on benchmarks (only ``benchmark_id``'s when
     given), and the largest ``target_ratings`` set on any candidate answer (None when none is). One statement."""

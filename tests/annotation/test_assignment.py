@@ -318,3 +318,23 @@ def test_sixteen_annotators_for_a_few_seconds_never_exceed_k_never_rate_twice_an
     # The queue really was worked under contention (96–206 ratings in 8 s on 2 cores shared with other jobs).
     assert len(saved) >= 30
     assert dict(CandidateAnswer.objects.values_list("pk", "valid_rating_count")) == per_candidate
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="synchronous_commit is a PostgreSQL setting")
+@pytest.mark.django_db(transaction=True)
+def test_lease_transactions_commit_without_waiting_for_the_disk_and_only_they_do():
+    from django.db import transaction
+
+    from annotation.services.queue_sql import queue_lease_durability_relaxed
+
+    def synchronous_commit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    before = synchronous_commit()
+    with transaction.atomic():
+        queue_lease_durability_relaxed()
+        assert synchronous_commit() == "off"
+    # SET LOCAL ends with the transaction: ratings written next are flushed before their commit returns.
+    assert synchronous_commit() == before == "on"
