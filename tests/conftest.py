@@ -1,7 +1,15 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the hypothesis profile of CI."""
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# CI (``.ci/run`` sets ORCA_CI=1) replays the same fuzz examples every run, so a red build always reproduces;
+# local runs draw new examples each time and keep exploring.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("ORCA_CI"):
+    hypothesis_settings.load_profile("ci")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
