@@ -278,9 +278,9 @@ class RoutingDecision(models.Model):
         OBSERVED_DISAGREEMENT = "observed_disagreement", "Observed disagreement (overrides the prediction)"
         OBSERVED_AGREEMENT = "observed_agreement", "Observed agreement (overrides the prediction)"
         PREDICTED_DISAGREEMENT = "predicted_disagreement", "Predicted disagreement (top σ² quantile)"
-        CONFIDENT_AGREEING = "confident_agreeing", "Confident prediction, first two ratings agree"
-        CONFIDENT_MODEL_AGREES = "confident_model_agrees", "Confident prediction, first rating equals the model's"
-        CONFIDENT_DISAGREEING = "confident_disagreeing", "Confident prediction, but the ratings disagree"
+        CONFIDENT_AGREEING = "confident_agreeing", "First two ratings agree (stops early)"
+        CONFIDENT_MODEL_AGREES = "confident_model_agrees", "Low predicted σ², first rating matches the model's 1 + 4μ"
+        CONFIDENT_DISAGREEING = "confident_disagreeing", "First two ratings disagree (default kept)"
         DEFAULT = "default", "No rule applies (default)"
         ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
 

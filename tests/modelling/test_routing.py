@@ -35,26 +35,34 @@ def test_top_quantile_of_predicted_variance_gets_five_ratings_and_priority():
     assert (choice.target_ratings, choice.priority, choice.reason) == (5, 10, routing.PREDICTED_DISAGREEMENT)
 
 
-def test_confident_prediction_stops_at_two_while_the_first_two_agree():
-    waiting = routing_decide(mu=0.95, variance=0.01, scores=[5], thresholds=THRESHOLDS, rules=RULES)
-    agreeing = routing_decide(mu=0.95, variance=0.01, scores=[5, 5], thresholds=THRESHOLDS, rules=RULES)
-    assert waiting.target_ratings is None and waiting.reason == routing.DEFAULT
-    assert (agreeing.target_ratings, agreeing.reason) == (2, routing.CONFIDENT_AGREEING)
+def test_any_candidate_outside_the_top_quantile_stops_at_two_ratings_within_one_point():
+    # σ² 0.05: neither top (≥ 0.08) nor low enough for the model's vote (≤ 0.02).
+    waiting = routing_decide(mu=0.5, variance=0.05, scores=[3], thresholds=THRESHOLDS, rules=RULES)
+    agreeing = routing_decide(mu=0.5, variance=0.05, scores=[3, 4], thresholds=THRESHOLDS, rules=RULES)
+    assert (waiting.target_ratings, waiting.reason) == (None, routing.DEFAULT)
+    assert (agreeing.target_ratings, agreeing.priority, agreeing.reason) == (2, 0, routing.CONFIDENT_AGREEING)
 
 
-def test_disagreeing_ratings_restore_the_default_for_a_confident_prediction():
+def test_two_ratings_more_than_the_tolerance_apart_keep_the_default():
     choice = routing_decide(mu=0.05, variance=0.01, scores=[1, 3], thresholds=THRESHOLDS, rules=RULES)
+    strict = routing_decide(mu=0.5, variance=0.05, scores=[3, 4], thresholds=THRESHOLDS,
+                            rules=RoutingRules(agree_tolerance=0))
     assert (choice.target_ratings, choice.priority, choice.reason) == (None, 0, routing.CONFIDENT_DISAGREEING)
+    assert (strict.target_ratings, strict.reason) == (None, routing.CONFIDENT_DISAGREEING)
 
 
-def test_confidence_needs_an_extreme_mu():
-    choice = routing_decide(mu=0.5, variance=0.01, scores=[3, 3], thresholds=THRESHOLDS, rules=RULES)
-    assert choice.target_ratings is None and choice.reason == routing.DEFAULT
+def test_a_predicted_disagreement_never_stops_early():
+    choice = routing_decide(mu=0.5, variance=0.09, scores=[4, 4], thresholds=THRESHOLDS, rules=RULES)
+    assert (choice.target_ratings, choice.priority, choice.reason) == (5, 10, routing.PREDICTED_DISAGREEMENT)
 
 
-def test_observed_disagreement_overrides_a_confident_prediction_once_there_are_enough_ratings():
+def test_observed_disagreement_overrides_the_prediction_once_there_are_enough_ratings():
+    # [5, 5, 1]: mean 11/3, sample variance (16/9 + 16/9 + 64/9) / 2 = 5.33 ≥ 1.0.
     choice = routing_decide(mu=0.95, variance=0.01, scores=[5, 5, 1], thresholds=THRESHOLDS, rules=RULES)
-    assert (choice.target_ratings, choice.priority, choice.reason) == (5, 10, routing.OBSERVED_DISAGREEMENT)
+    more = routing_decide(mu=0.95, variance=0.01, scores=[5, 5, 1], thresholds=THRESHOLDS,
+                          rules=RoutingRules(observed_disagreement_target=5))
+    assert (choice.target_ratings, choice.priority, choice.reason) == (None, 10, routing.OBSERVED_DISAGREEMENT)
+    assert (more.target_ratings, more.priority) == (5, 10)
 
 
 def test_observed_agreement_overrides_a_predicted_disagreement_once_there_are_enough_ratings():
@@ -64,13 +72,19 @@ def test_observed_agreement_overrides_a_predicted_disagreement_once_there_are_en
     assert (after.target_ratings, after.reason, after.expert) == (None, routing.OBSERVED_AGREEMENT, True)
 
 
-def test_model_vote_lets_one_rating_equal_to_the_models_stop_a_confident_item():
-    rules = RoutingRules(model_vote=True)
+def test_the_model_votes_only_with_a_low_sigma2_and_a_rating_within_a_quarter_point_of_its_own():
     assert model_rating(0.95) == 5 and model_rating(0.875) == 5 and model_rating(0.05) == 1
-    agree = routing_decide(mu=0.95, variance=0.01, scores=[5], thresholds=THRESHOLDS, rules=rules)
-    differ = routing_decide(mu=0.95, variance=0.01, scores=[4], thresholds=THRESHOLDS, rules=rules)
+
+    def target(mu, variance, score, rules=RULES):
+        return routing_decide(mu=mu, variance=variance, scores=[score], thresholds=THRESHOLDS, rules=rules)
+
+    agree = target(0.95, 0.01, 5)  # 1 + 4·0.95 = 4.8: |5 − 4.8| = 0.2 ≤ 0.25
     assert (agree.target_ratings, agree.reason) == (1, routing.CONFIDENT_MODEL_AGREES)
-    assert differ.target_ratings is None
+    assert target(0.95, 0.01, 4).target_ratings is None  # |4 − 4.8| = 0.8
+    assert target(0.9, 0.01, 5).target_ratings is None  # 1 + 4·0.9 = 4.6: |5 − 4.6| = 0.4 > 0.25
+    assert target(0.95, 0.03, 5).target_ratings is None  # σ² above the vote cut-off 0.02
+    assert target(0.95, 0.01, 5, RoutingRules(model_vote=False)).target_ratings is None
+    assert target(0.5, 0.01, 3).target_ratings == 1  # 1 + 4·0.5 = 3: the vote is not only for extreme μ
 
 
 def test_thresholds_are_quantiles_of_the_predicted_variances():
@@ -83,9 +97,16 @@ def test_thresholds_are_quantiles_of_the_predicted_variances():
 
 def test_replay_takes_ratings_until_the_target_and_re_decides_after_each():
     kw = {"thresholds": THRESHOLDS, "rules": RULES, "default_target": 3}
-    assert routing_replay(mu=0.95, variance=0.01, arrivals=[5, 5, 4, 5], **kw) == [5, 5]
-    assert routing_replay(mu=0.95, variance=0.01, arrivals=[5, 3, 5, 1, 2], **kw) == [5, 3, 5, 1, 2]
-    assert routing_replay(mu=0.5, variance=0.05, arrivals=[3, 3, 3, 3], **kw) == [3, 3, 3]
+    # The first 5 is within 0.25 of the model's 4.8 and σ² is low: the model's vote stops it at one rating.
+    assert routing_replay(mu=0.95, variance=0.01, arrivals=[5, 5, 4, 5], **kw) == [5]
+    # 4 is not (0.8 away); 4 and 5 agree within one point: two ratings.
+    assert routing_replay(mu=0.95, variance=0.01, arrivals=[4, 5, 1, 2, 5], **kw) == [4, 5]
+    # [1, 4] disagree → k = 3; [1, 4, 5] has sample variance 4.33 ≥ 1 → the default k (3) by default ...
+    assert routing_replay(mu=0.5, variance=0.05, arrivals=[1, 4, 5, 1, 2], **kw) == [1, 4, 5]
+    # ... or 5 ratings when the setting asks for more ([1, 4, 5, 1] has variance 4.25).
+    more = {**kw, "rules": RoutingRules(observed_disagreement_target=5)}
+    assert routing_replay(mu=0.5, variance=0.05, arrivals=[1, 4, 5, 1, 2, 3], **more) == [1, 4, 5, 1, 2]
+    # Predicted disagreement: no early stop at [3, 3]; three agreeing ratings then restore k = 3.
     assert routing_replay(mu=0.5, variance=0.09, arrivals=[3, 3, 3, 3], **kw) == [3, 3, 3]
     assert routing_replay(mu=0.5, variance=0.09, arrivals=[3], **kw) == [3]
 
@@ -143,22 +164,37 @@ def test_switching_routing_on_routes_the_top_quantile_and_logs_why(routed_store)
 
 
 @pytest.mark.django_db
-def test_new_agreeing_ratings_stop_a_confident_candidate_at_two_and_disagreement_restores(routed_store):
+def test_new_agreeing_ratings_stop_a_candidate_at_two_and_disagreement_restores(routed_store):
     _, cands = routed_store
     routing_policy_set(enabled=True)
-    confident = cands[0]
-    _rate(confident, 5, 5)
+    middle = cands[4]  # μ 0.5, σ² 0.05: neither top nor bottom quantile
+    _rate(middle, 4, 5)
     routing_refresh()
-    confident.refresh_from_db()
-    assert confident.target_ratings == 2
+    middle.refresh_from_db()
+    assert middle.target_ratings == 2
     # An edit makes them disagree: the default comes back.
-    confident.ratings.filter(score=5).order_by("id").last().delete()
-    _rate(confident, 2)
-    routing_evaluate(candidate_ids=[confident.pk])
-    confident.refresh_from_db()
-    assert confident.target_ratings is None
-    reasons = list(RoutingDecision.objects.filter(candidate=confident).order_by("id").values_list("reason", flat=True))
+    middle.ratings.filter(score=5).delete()
+    _rate(middle, 2)
+    routing_evaluate(candidate_ids=[middle.pk])
+    middle.refresh_from_db()
+    assert middle.target_ratings is None
+    reasons = list(RoutingDecision.objects.filter(candidate=middle).order_by("id").values_list("reason", flat=True))
     assert reasons == [routing.CONFIDENT_AGREEING, routing.CONFIDENT_DISAGREEING]
+
+
+@pytest.mark.django_db
+def test_one_rating_that_matches_a_confident_model_stops_the_candidate(routed_store):
+    _, cands = routed_store
+    routing_policy_set(enabled=True)
+    confident, unsure = cands[0], cands[3]  # σ² 0.01 (bottom 30 %: ≤ 0.037) and 0.04 (not)
+    _rate(confident, 5)  # |5 − (1 + 4·0.95)| = 0.2
+    _rate(unsure, 3)  # μ 0.5 → 3.0, but σ² too high for the vote
+    result = routing_refresh()
+    confident.refresh_from_db()
+    unsure.refresh_from_db()
+    assert (confident.target_ratings, unsure.target_ratings) == (1, None)
+    assert result.by_reason == {routing.CONFIDENT_MODEL_AGREES: 1}
+    assert "within 0.25 of the model's 1 + 4μ = 4.80" in RoutingDecision.objects.get(candidate=confident).detail
 
 
 @pytest.mark.django_db
@@ -169,9 +205,13 @@ def test_observed_disagreement_overrides_the_prediction_when_new_ratings_arrive(
     _rate(quiet, 1, 3, 5)
     result = routing_refresh()
     quiet.refresh_from_db()
-    assert (quiet.target_ratings, quiet.priority) == (5, 10)
+    assert (quiet.target_ratings, quiet.priority) == (None, 10)
     assert result.by_reason == {routing.OBSERVED_DISAGREEMENT: 1}
     assert routing_policy_load().rating_watermark > 0
+    with override_settings(ROUTING_OBSERVED_DISAGREEMENT_TARGET=5):
+        routing_evaluate(candidate_ids=[quiet.pk])
+    quiet.refresh_from_db()
+    assert (quiet.target_ratings, quiet.priority) == (5, 10)
 
 
 @pytest.mark.django_db
