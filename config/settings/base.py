@@ -294,22 +294,26 @@ ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
 
 # --- Routing by ORCA's predicted disagreement (modelling/services/routing.py; issue #9) --------------------------
 # The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.
-# Candidates whose predicted variance is in this top share get ROUTING_HIGH_TARGET ratings and ROUTING_HIGH_PRIORITY.
+# Defaults chosen on the fit half of bench/routing.py (see the module docstring of modelling/services/routing.py).
+# Candidates whose predicted variance is in this top share get ROUTING_HIGH_TARGET ratings and ROUTING_HIGH_PRIORITY
+# and never stop early.
 ROUTING_HIGH_QUANTILE = env.float("ROUTING_HIGH_QUANTILE", default=0.2)
 ROUTING_HIGH_TARGET = env.int("ROUTING_HIGH_TARGET", default=5)
 ROUTING_HIGH_PRIORITY = env.int("ROUTING_HIGH_PRIORITY", default=10)
-# Confident: variance in this bottom share and mu within ROUTING_CONFIDENT_MU_MARGIN of 0 or 1 (paper's clamp margin).
-ROUTING_CONFIDENT_QUANTILE = env.float("ROUTING_CONFIDENT_QUANTILE", default=0.3)
-ROUTING_CONFIDENT_MU_MARGIN = env.float("ROUTING_CONFIDENT_MU_MARGIN", default=0.125)
-# Confident candidates stop at this many ratings while the first two agree (|difference| <= ROUTING_AGREE_TOLERANCE).
-ROUTING_CONFIDENT_TARGET = env.int("ROUTING_CONFIDENT_TARGET", default=2)
-ROUTING_AGREE_TOLERANCE = env.int("ROUTING_AGREE_TOLERANCE", default=0)
-# Count the model as a rater: a confident candidate stops at 1 rating equal to round(1 + 4 mu).
-ROUTING_MODEL_VOTE = env.bool("ROUTING_MODEL_VOTE", default=False)
+# Any other candidate stops at ROUTING_AGREE_TARGET ratings while its first two agree (|difference| <= tolerance).
+ROUTING_AGREE_TARGET = env.int("ROUTING_AGREE_TARGET", default=2)
+ROUTING_AGREE_TOLERANCE = env.int("ROUTING_AGREE_TOLERANCE", default=1)
+# The model as a rater: a candidate whose variance is in the bottom ROUTING_MODEL_VOTE_QUANTILE stops at 1 rating
+# within ROUTING_MODEL_VOTE_TOLERANCE points of the model's 1 + 4 mu.
+ROUTING_MODEL_VOTE = env.bool("ROUTING_MODEL_VOTE", default=True)
+ROUTING_MODEL_VOTE_QUANTILE = env.float("ROUTING_MODEL_VOTE_QUANTILE", default=0.3)
+ROUTING_MODEL_VOTE_TOLERANCE = env.float("ROUTING_MODEL_VOTE_TOLERANCE", default=0.25)
 # From this many valid ratings the observation overrides the prediction: sample variance at or above
-# ROUTING_OBSERVED_DISAGREEMENT_VARIANCE (1-5 scale) gets ROUTING_HIGH_TARGET, below it the default.
+# ROUTING_OBSERVED_DISAGREEMENT_VARIANCE (1-5 scale) gets ROUTING_OBSERVED_DISAGREEMENT_TARGET ratings (unset: the
+# default k) and ROUTING_HIGH_PRIORITY, below it the default.
 ROUTING_OBSERVED_MIN_RATINGS = env.int("ROUTING_OBSERVED_MIN_RATINGS", default=3)
 ROUTING_OBSERVED_DISAGREEMENT_VARIANCE = env.float("ROUTING_OBSERVED_DISAGREEMENT_VARIANCE", default=1.0)
+ROUTING_OBSERVED_DISAGREEMENT_TARGET = env.int("ROUTING_OBSERVED_DISAGREEMENT_TARGET", default=None)
 # Questions with a candidate whose predicted variance is in this top share are offered to expert review (Stage 3).
 ROUTING_EXPERT_QUANTILE = env.float("ROUTING_EXPERT_QUANTILE", default=0.05)
 
