@@ -22,6 +22,19 @@ def job_item_task(self, job_item_pk: int) -> str:
     return job_item_process(item_pk=job_item_pk, task_id=self.request.id)
 
 
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1900)
+def job_items_task(self, job_item_pks: list[int]) -> dict[int, str]:
+    """Do a small batch of Stage 1 job items in one provider call (short clips packed into one Whisper input);
+    returns each item's outcome.
+
+    Re-runnable like ``job_item_task``: every item is claimed conditionally under this message's id and its result
+    written in its own transaction.
+    """
+    from annotation.services.jobs import job_items_process
+
+    return job_items_process(item_pks=job_item_pks, task_id=self.request.id)
+
+
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
 def export_job_task(job_pk: int) -> str:
     """Run one dataset or benchmark export job (``Job(kind="export")``); returns its final status.

@@ -2,7 +2,8 @@
 
 Providers (ORCA paper, section 3.1) sit behind three small interfaces:
 
-* ``Transcriber.transcribe(audio_path=...) -> Transcript`` (Stage 1a, Whisper),
+* ``Transcriber.transcribe(audio_path=...) -> Transcript`` (Stage 1a, Whisper), and ``transcribe_many`` for a
+  small batch of clips (one result or error per clip),
 * ``RationaleWriter.write_rationale(audio_path=..., question=..., reference_answer=...) -> Generation``
   (Stage 1a, Gemini; prompt of Appendix B.1),
 * ``AnswerGenerator.answer(audio_path=..., question=...) -> Generation`` (Stage 1b, an LALM).
@@ -110,6 +111,10 @@ class Transcriber(Protocol):
     name: str
 
     def transcribe(self, *, audio_path: str) -> Transcript: ...
+
+    def transcribe_many(
+        self, *, audio_paths: list[str], pack_s: float = 0.0, gap_s: float = 1.0
+    ) -> list[Transcript | ProviderError]: ...
 
 
 class RationaleWriter(Protocol):

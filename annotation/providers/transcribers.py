@@ -9,6 +9,9 @@ Two backends behind :class:`annotation.providers.base.Transcriber`:
 * ``openai-whisper``: the reference PyTorch implementation; ``WHISPER_MODEL`` is a name such as ``large-v3`` (the
   paper's model, downloaded into ``WHISPER_CACHE_DIR``) or the path of a ``.pt`` checkpoint.
 
+Both take one clip (``transcribe``) or several (``transcribe_many``); faster-whisper packs several short clips into
+one 30 s Whisper window (:mod:`.packing`, ``WHISPER_PACK_S``), which is what makes short clips cheap on a CPU.
+
 Heavy imports (``faster_whisper``, ``whisper``, ``torch``) happen inside the functions, so web processes stay
 light. Loaded models are cached per process.
 """
@@ -22,7 +25,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .base import Availability, PermanentProviderError, ProviderUnavailable, Segment, Transcript
+from .base import Availability, PermanentProviderError, ProviderError, ProviderUnavailable, Segment, Transcript
+from .packing import SAMPLE_RATE, PackedWord, clip_segments, pack_plan, pack_stream, words_split
 
 FASTER_WHISPER = "faster-whisper"
 OPENAI_WHISPER = "openai-whisper"
@@ -131,6 +135,14 @@ def load_audio_16k_mono(audio_path: str):
     return np.ascontiguousarray(mono, dtype=np.float32)
 
 
+def _transcribe_or_error(transcriber, audio_path: str) -> Transcript | ProviderError:
+    """``transcriber.transcribe`` of one clip, returning its provider error instead of raising it."""
+    try:
+        return transcriber.transcribe(audio_path=audio_path)
+    except ProviderError as error:
+        return error
+
+
 class FasterWhisperTranscriber:
     """Whisper through faster-whisper (CTranslate2). ``language`` '' means detect (English-only models: 'en').
 
@@ -183,6 +195,82 @@ class FasterWhisperTranscriber:
             usage={"audio_s": round(float(info.duration), 3), "model": self.model, "backend": self.name},
         )
 
+    def transcribe_many(
+        self, *, audio_paths: list[str], pack_s: float = 0.0, gap_s: float = 1.0
+    ) -> list[Transcript | ProviderError]:
+        """Transcribe several clips, packing short ones into one Whisper input (see :mod:`.packing`).
+
+        Clips are grouped by :func:`.packing.pack_plan` into streams of at most ``pack_s`` seconds with ``gap_s``
+        of silence between clips; each stream is transcribed once with word timestamps and its words are split
+        back to the clips, segments rebased to each clip's start. A pack of one clip, and every clip when
+        ``pack_s`` <= 0 or when a multilingual model has no fixed ``language`` (one detection per pack would
+        force one language on all its clips), is transcribed alone by :meth:`transcribe`. A clip of a pack that
+        gets no word (Whisper skipped it) is transcribed again alone.
+
+        Args:
+            audio_paths: audio files (any format faster-whisper decodes).
+            pack_s: longest packed stream in seconds (Whisper's window is 30 s; 0 = no packing).
+            gap_s: silence between packed clips in seconds.
+
+        Returns:
+            One entry per path, in order: its ``Transcript`` (``usage["pack_clips"]`` = clips in its pack), or the
+            ``ProviderError`` that clip raised (unreadable audio), so one bad clip fails alone.
+
+        Raises:
+            ProviderUnavailable: the model cannot be loaded.
+        """
+        model = self.load()
+        if pack_s <= 0 or len(audio_paths) < 2 or (model.model.is_multilingual and not self.language):
+            return [_transcribe_or_error(self, path) for path in audio_paths]
+        results: list[Transcript | ProviderError | None] = [None] * len(audio_paths)
+        samples: dict[int, object] = {}
+        for index, path in enumerate(audio_paths):
+            # soundfile, not faster-whisper's PyAV decoder: that one runs gc.collect() per file (~50 ms), and every
+            # stored clip was read by soundfile when it was imported.
+            try:
+                samples[index] = load_audio_16k_mono(str(path))
+            except ProviderError as error:
+                results[index] = error
+        readable = sorted(samples)
+        plan = pack_plan([len(samples[i]) / SAMPLE_RATE for i in readable], max_s=pack_s, gap_s=gap_s)
+        for pack in plan:
+            members = [readable[number] for number in pack]
+            if len(members) == 1:
+                results[members[0]] = _transcribe_or_error(self, audio_paths[members[0]])
+                continue
+            for index, transcript in zip(members, self._transcribe_pack([samples[i] for i in members], gap_s=gap_s)):
+                results[index] = transcript or _transcribe_or_error(self, audio_paths[index])
+        return results
+
+    def _transcribe_pack(self, clips: list, *, gap_s: float) -> list[Transcript | None]:
+        """Transcribe ``clips`` (16 kHz sample arrays) as one stream; None for a clip that got no word."""
+        stream, spans = pack_stream(clips, gap_s=gap_s)
+        try:
+            segments, info = self.load().transcribe(
+                stream, language=self.language or None, beam_size=self.beam_size, word_timestamps=True
+            )
+            words = [
+                PackedWord(start=float(w.start), end=float(w.end), text=w.word, segment=number)
+                for number, segment in enumerate(segments)
+                for w in segment.words or []
+            ]
+        except (OSError, ValueError) as error:
+            raise PermanentProviderError(f"cannot transcribe a pack of {len(clips)} clips: {error}") from error
+        transcripts: list[Transcript | None] = []
+        for (start, end), clip_words in zip(spans, words_split(words, spans)):
+            parts = clip_segments(clip_words, offset_s=start, duration_s=end - start)
+            if not parts:
+                transcripts.append(None)
+                continue
+            transcripts.append(Transcript(
+                text=" ".join(p.text for p in parts),
+                language=info.language or "",
+                segments=parts,
+                usage={"audio_s": round(end - start, 3), "model": self.model, "backend": self.name,
+                       "pack_clips": len(clips)},
+            ))
+        return transcripts
+
 
 class OpenAIWhisperTranscriber:
     """Whisper through the ``openai-whisper`` package (PyTorch).
@@ -214,6 +302,13 @@ class OpenAIWhisperTranscriber:
         if importlib.util.find_spec("whisper") is None:
             raise ProviderUnavailable("the openai-whisper backend needs the PyPI package openai-whisper")
         return _openai_whisper_model(self.model, self.device, self.download_root)
+
+    def transcribe_many(
+        self, *, audio_paths: list[str], pack_s: float = 0.0, gap_s: float = 1.0
+    ) -> list[Transcript | ProviderError]:
+        """Transcribe clips one by one (packing is implemented for faster-whisper only: ``pack_s``/``gap_s`` are
+        ignored). Returns one ``Transcript`` or ``ProviderError`` per path, in order."""
+        return [_transcribe_or_error(self, path) for path in audio_paths]
 
     def transcribe(self, *, audio_path: str) -> Transcript:
         """Transcribe one audio file; returns text, detected language and segments (seconds)."""

@@ -1,7 +1,9 @@
 """Stage 1 jobs: start, process items, retry failed items, cancel, progress (ARCHITECTURE.md, jobs).
 
 A job is a ``Job`` row (kind transcribe/rationale/candidates) with one ``JobItem`` per question and one Celery
-message per item (``annotation.tasks.job_item_task``). Guarantees:
+message per item (``annotation.tasks.job_item_task``), or, for a transcription job that packs short clips, one
+message per small batch of items whose clips fit one Whisper window (``annotation.tasks.job_items_task``; see
+``transcription_packs``). Guarantees, per item also inside a batch:
 
 * each item's result is written in the transaction that moves the item from ``running`` to ``done``, guarded by
   the claim token of the execution that holds it, so a duplicated or redelivered message never writes twice;
@@ -9,10 +11,12 @@ message per item (``annotation.tasks.job_item_task``). Guarantees:
   after the worker died — or running with a claim older than ``PREPARATION_ITEM_LEASE_S``);
 * items already done for the current question version are skipped (see ``preparation_is_done``);
 * transient provider errors are retried inside the item by the provider's retry policy; what still fails, and
-  every permanent error, marks the item failed with the message.
+  every permanent error, marks the item failed with the message; a batch that fails as a whole marks each of its
+  items failed with the message (each can be retried).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -33,8 +37,11 @@ from .preparation import (
     preparation_availability,
     preparation_is_done,
     preparation_run,
+    preparation_run_transcripts,
     preparation_store,
     questions_for_preparation,
+    transcription_pack_params,
+    transcription_packs,
 )
 
 logger = logging.getLogger(__name__)
@@ -93,6 +100,8 @@ def job_start(
     params.update({k: v for k, v in {"backend": backend, "model": model, "provider": provider}.items() if v})
     if external_ids:
         params["external_ids"] = list(external_ids)
+    if kind == Job.Kind.TRANSCRIBE:
+        params.update(transcription_pack_params(backend=backend))
     availability = preparation_availability(kind=kind, lalm=lalm, params=params)
     if not availability.ok:
         raise JobStartError(f"{availability.name} is unavailable: {availability.reason}")
@@ -119,22 +128,33 @@ def job_start(
 
 
 def _enqueue(*, job: Job, items) -> int:
-    """Give each item a fresh Celery task id and send its message once the transaction commits."""
-    from annotation.tasks import job_item_task
+    """Send ``items`` once the transaction commits: one message per item, or per small batch of a transcription job
+    that packs clips (:func:`transcription_packs` over the clips' durations). Every item of a message gets that
+    message's fresh Celery task id, so a redelivered message can reclaim its items. Returns the number of items."""
+    from annotation.tasks import job_item_task, job_items_task
 
-    pairs = []
-    for item_pk in items.values_list("pk", flat=True):
+    rows = list(items.order_by("pk").values_list("pk", "question__audio__duration_s"))
+    if job.kind == Job.Kind.TRANSCRIBE:
+        durations = [float("inf") if seconds is None else seconds for _, seconds in rows]
+        groups = [[rows[index][0] for index in pack] for pack in transcription_packs(durations=durations, params=job.params)]
+    else:
+        groups = [[item_pk] for item_pk, _ in rows]
+    messages = []
+    for group in groups:
         task_id = str(uuid.uuid4())
-        JobItem.objects.filter(pk=item_pk).update(task_id=task_id)
-        pairs.append((item_pk, task_id))
+        JobItem.objects.filter(pk__in=group).update(task_id=task_id)
+        messages.append((group, task_id))
     queue = job.params.get("queue") or settings.CELERY_TASK_DEFAULT_QUEUE
 
     def send():
-        for item_pk, task_id in pairs:
-            job_item_task.apply_async(args=[item_pk], task_id=task_id, queue=queue)
+        for group, task_id in messages:
+            if len(group) == 1:
+                job_item_task.apply_async(args=[group[0]], task_id=task_id, queue=queue)
+            else:
+                job_items_task.apply_async(args=[group], task_id=task_id, queue=queue)
 
     transaction.on_commit(send)
-    return len(pairs)
+    return len(rows)
 
 
 def _job_finish_if_complete(*, job_pk: int) -> None:
@@ -207,27 +227,97 @@ def job_item_process(*, item_pk: int, task_id: str) -> str:
     return outcome
 
 
+def job_items_process(*, item_pks: list[int], task_id: str) -> dict[int, str]:
+    """Do a small batch of items of one job sent as one message: claim each, skip those already done, transcribe
+    the rest in one provider call (short clips packed into one Whisper input) and store each item's result in its
+    own transaction.
+
+    Items of other kinds are done one by one as :func:`job_item_process` does. A batch whose provider call fails as
+    a whole marks each of its items failed with the message.
+
+    Returns:
+        ``{item pk: outcome}`` with the outcomes of :func:`job_item_process`.
+    """
+    outcomes: dict[int, str] = {}
+    claims: dict[int, str] = {}
+    for item_pk in item_pks:
+        token = job_item_claim(item_pk=item_pk, task_id=task_id)
+        if token is None:
+            outcomes[item_pk] = "not-claimed"
+        else:
+            claims[item_pk] = token
+    if not claims:
+        return outcomes
+    items = JobItem.objects.select_related("job__lalm", "question__current_version", "question__audio").in_bulk(list(claims))
+    job = items[next(iter(claims))].job
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING, started_at=now)
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=now)
+    todo = []
+    for item_pk, token in claims.items():
+        item = items[item_pk]
+        if job.kind != Job.Kind.TRANSCRIBE:
+            outcomes[item_pk] = _item_work(item=item, token=token, job=job, question=item.question)
+        elif preparation_is_done(kind=job.kind, question=item.question, lalm=None,
+                                 overwrite=(job.params or {}).get("overwrite", False)):
+            outcomes[item_pk] = _item_skip(item=item, token=token)
+        else:
+            todo.append((item, token))
+    if todo:
+        try:
+            results = preparation_run_transcripts(questions=[item.question for item, _ in todo], params=job.params or {})
+        except Exception as error:  # noqa: BLE001 - the whole batch failed: each item fails with the message
+            results = [error] * len(todo)
+        for (item, token), result in zip(todo, results):
+            outcomes[item.pk] = _item_guarded(
+                item=item, token=token, job=job,
+                work=functools.partial(_item_store_result, item=item, token=token, job=job, result=result),
+            )
+    _job_finish_if_complete(job_pk=job.pk)
+    return outcomes
+
+
 def _item_work(*, item: JobItem, token: str, job: Job, question) -> str:
-    params = job.params or {}
-    try:
+    def work() -> str:
         if job.kind == Job.Kind.JUDGE:
             # Judge runs reuse this machinery; their per-question work lives in annotation.services.judging.
             from .judging import judge_item_work
 
             return judge_item_work(item=item, token=token, job=job, question=question)
+        params = job.params or {}
         if preparation_is_done(kind=job.kind, question=question, lalm=job.lalm, overwrite=params.get("overwrite", False)):
-            return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+            return _item_skip(item=item, token=token)
         result = preparation_run(kind=job.kind, question=question, lalm=job.lalm, params=params)
-        with transaction.atomic():
-            if not _item_close(item=item, token=token, status=JobItem.Status.DONE, usage=result.usage):
-                return "lost-claim"
-            stored = preparation_store(kind=job.kind, question=question, lalm=job.lalm, job=job, result=result)
-            field = "result_candidate" if job.kind == Job.Kind.CANDIDATES else "result_version"
-            JobItem.objects.filter(pk=item.pk).update(**{field: stored})
-        return "done"
+        return _item_store_result(item=item, token=token, job=job, result=result)
+
+    return _item_guarded(item=item, token=token, job=job, work=work)
+
+
+def _item_skip(*, item: JobItem, token: str) -> str:
+    return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+
+
+def _item_store_result(*, item: JobItem, token: str, job: Job, result) -> str:
+    """Store a provider's result (or raise the error it is) in the transaction that marks the item done."""
+    if isinstance(result, Exception):
+        raise result
+    with transaction.atomic():
+        if not _item_close(item=item, token=token, status=JobItem.Status.DONE, usage=result.usage):
+            return "lost-claim"
+        stored = preparation_store(kind=job.kind, question=item.question, lalm=job.lalm, job=job, result=result)
+        field = "result_candidate" if job.kind == Job.Kind.CANDIDATES else "result_version"
+        JobItem.objects.filter(pk=item.pk).update(**{field: stored})
+    return "done"
+
+
+def _item_guarded(*, item: JobItem, token: str, job: Job, work) -> str:
+    """Run ``work()`` (returns the outcome) for a claimed item; an error it raises decides the outcome instead:
+    skipped on an ``IntegrityError``, failed with the message on a provider or unexpected error."""
+    try:
+        return work()
     except IntegrityError:
         # The LALM's answer for this version appeared meanwhile (an import or another job): nothing left to do.
-        return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+        return _item_skip(item=item, token=token)
     except ProviderError as error:
         message = str(error)
     except Exception as error:  # noqa: BLE001 - an unexpected error must not leave the item running forever

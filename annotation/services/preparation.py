@@ -5,6 +5,8 @@ answer (Appendix B.1); Stage 1b asks an LALM the question with the audio. Each s
 provider call runs outside any transaction:
 
 * :func:`preparation_run` calls the provider and returns a :class:`PreparationResult` (no database writes);
+  :func:`preparation_run_transcripts` does so for a small batch of transcripts at once (short clips packed into
+  one Whisper input, see :func:`transcription_packs`);
 * :func:`preparation_store` writes it: a new current ``QuestionVersion`` (transcript, rationale) or a
   ``CandidateAnswer``; the caller wraps it in the transaction that marks the job item done.
 
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from annotation.models import LALM, Benchmark, CandidateAnswer, Job, Modality, Question, QuestionVersion
 from annotation.providers.answers import answer_availability, answer_generator_for
-from annotation.providers.base import Availability, PermanentProviderError
+from annotation.providers.base import Availability, PermanentProviderError, ProviderError, Transcript
+from annotation.providers.packing import pack_plan
 from annotation.providers.rationale import rationale_availability, rationale_writer_from_settings
-from annotation.providers.transcribers import transcriber_availability, transcriber_from_settings
+from annotation.providers.transcribers import FASTER_WHISPER, transcriber_availability, transcriber_from_settings
 from annotation.services.versions import question_version_create
 
 PREPARATION_KINDS = (Job.Kind.TRANSCRIBE, Job.Kind.RATIONALE, Job.Kind.CANDIDATES)
@@ -138,17 +142,8 @@ def preparation_run(*, kind: str, question: Question, lalm: LALM | None, params:
     audio_path = _audio_path(question)
     if kind == Job.Kind.TRANSCRIBE:
         transcriber = transcriber_from_settings(backend=params.get("backend", ""), model=params.get("model", ""))
-        transcript = transcriber.transcribe(audio_path=audio_path)
-        return PreparationResult(
-            based_on_version_id=version.pk,
-            changes={
-                "transcript": transcript.text,
-                "transcript_language": transcript.language[:16],
-                "transcript_segments": [s.as_dict() for s in transcript.segments],
-            },
-            usage=transcript.usage,
-            producer=f"{transcriber.name} {transcriber.model}",
-        )
+        return _transcript_result(version=version, transcript=transcriber.transcribe(audio_path=audio_path),
+                                  transcriber=transcriber)
     if kind == Job.Kind.RATIONALE:
         writer = rationale_writer_from_settings(provider=params.get("provider", ""))
         generation = writer.write_rationale(
@@ -170,6 +165,75 @@ def preparation_run(*, kind: str, question: Question, lalm: LALM | None, params:
             producer=generator.name,
         )
     raise PermanentProviderError(f"{kind!r} is not a Stage 1 preparation kind")
+
+
+def _transcript_result(*, version: QuestionVersion, transcript: Transcript, transcriber) -> PreparationResult:
+    return PreparationResult(
+        based_on_version_id=version.pk,
+        changes={
+            "transcript": transcript.text,
+            "transcript_language": transcript.language[:16],
+            "transcript_segments": [s.as_dict() for s in transcript.segments],
+        },
+        usage=transcript.usage,
+        producer=f"{transcriber.name} {transcriber.model}",
+    )
+
+
+def transcription_pack_params(*, backend: str = "") -> dict:
+    """How a transcription job packs short clips, recorded in its params when it starts.
+
+    ``{"pack_s": WHISPER_PACK_S, "pack_gap_s": WHISPER_PACK_GAP_S}`` for faster-whisper (``pack_s`` 0 = off),
+    ``{"pack_s": 0.0}`` for openai-whisper, which transcribes clip by clip.
+    """
+    backend = backend or settings.WHISPER_BACKEND
+    if backend != FASTER_WHISPER or settings.WHISPER_PACK_S <= 0:
+        return {"pack_s": 0.0}
+    return {"pack_s": float(settings.WHISPER_PACK_S), "pack_gap_s": float(settings.WHISPER_PACK_GAP_S)}
+
+
+def transcription_packs(*, durations: list[float], params: dict) -> list[list[int]]:
+    """Group a transcription job's items into small batches by their clips' ``durations`` (seconds), as the job's
+    ``params`` say (see :func:`transcription_pack_params`; no ``pack_s``: one item per batch)."""
+    return pack_plan(durations, max_s=float(params.get("pack_s") or 0.0), gap_s=float(params.get("pack_gap_s", 1.0)))
+
+
+def preparation_run_transcripts(*, questions: list[Question], params: dict) -> list[PreparationResult | ProviderError]:
+    """Transcribe a small batch of questions in one provider call; no database writes.
+
+    faster-whisper packs the short clips into one Whisper input (``params["pack_s"]``, ``params["pack_gap_s"]``;
+    see :meth:`annotation.providers.transcribers.FasterWhisperTranscriber.transcribe_many`); each question's result
+    has the shape :func:`preparation_run` gives for one.
+
+    Returns:
+        One entry per question, in order: its result, or the ``ProviderError`` of that question alone (no audio,
+        unreadable audio).
+
+    Raises:
+        ProviderUnavailable: the transcriber is not configured.
+        PermanentProviderError: the batch's transcription failed as a whole.
+    """
+    transcriber = transcriber_from_settings(backend=params.get("backend", ""), model=params.get("model", ""))
+    results: list[PreparationResult | ProviderError | None] = [None] * len(questions)
+    paths: dict[int, str] = {}
+    for index, question in enumerate(questions):
+        try:
+            paths[index] = _audio_path(question)
+        except ProviderError as error:
+            results[index] = error
+    transcripts = transcriber.transcribe_many(
+        audio_paths=list(paths.values()),
+        pack_s=float(params.get("pack_s") or 0.0),
+        gap_s=float(params.get("pack_gap_s", 1.0)),
+    )
+    for index, transcript in zip(paths, transcripts):
+        if isinstance(transcript, ProviderError):
+            results[index] = transcript
+        else:
+            results[index] = _transcript_result(
+                version=questions[index].current_version, transcript=transcript, transcriber=transcriber
+            )
+    return results
 
 
 def preparation_store(

@@ -245,6 +245,11 @@ WHISPER_COMPUTE_TYPE = env("WHISPER_COMPUTE_TYPE", default="int8")  # faster-whi
 WHISPER_LANGUAGE = env("WHISPER_LANGUAGE", default="")  # ISO code, or empty to detect
 WHISPER_CPU_THREADS = env.int("WHISPER_CPU_THREADS", default=2)
 WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=5)
+# faster-whisper: a transcription job packs short clips into one stream of at most WHISPER_PACK_S seconds (Whisper's
+# window is 30 s), WHISPER_PACK_GAP_S of silence between clips, and splits the words back by time; 0 = each clip
+# alone. A clip longer than that is transcribed alone. Ignored by openai-whisper.
+WHISPER_PACK_S = env.float("WHISPER_PACK_S", default=28.0)
+WHISPER_PACK_GAP_S = env.float("WHISPER_PACK_GAP_S", default=1.0)
 # Where joined/downloaded Whisper weights are kept.
 WHISPER_CACHE_DIR = Path(env("WHISPER_CACHE_DIR", default=str(VAR_DIR / "models" / "whisper")))
 # Rationale writer (Stage 1a, ORCA Appendix B.1): "gemini" or "openai" (an OpenAI-compatible server).

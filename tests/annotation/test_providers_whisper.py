@@ -1,5 +1,6 @@
-"""Whisper transcribers on real audio: faster-whisper with the packaged tiny.en/base weights, and the
-openai-whisper code path with a tiny randomly initialised checkpoint written here (plumbing, not accuracy)."""
+"""Whisper transcribers on real audio: faster-whisper with the packaged tiny.en/base weights (clip by clip and
+packed), and the openai-whisper code path with a tiny randomly initialised checkpoint written here (plumbing, not
+accuracy)."""
 import shutil
 import subprocess
 from dataclasses import asdict
@@ -7,6 +8,9 @@ from dataclasses import asdict
 import pytest
 import soundfile
 
+from annotation.demo.synth import SPEECH_DIR
+from annotation.providers.base import PermanentProviderError
+from annotation.providers.packing import normalised_words, word_errors
 from annotation.providers.transcribers import (
     FasterWhisperTranscriber,
     OpenAIWhisperTranscriber,
@@ -59,6 +63,43 @@ def test_faster_whisper_tiny_en_transcribes_the_real_speech_clips(tiny_en, share
         assert len(transcript.text.split()) >= 3, clip.name
         assert transcript.language == "en"
         assert transcript.segments[-1].end <= transcript.usage["audio_s"] + 1.0
+
+
+def test_packing_the_demo_speech_clips_keeps_each_clips_words_in_that_clip(tiny_en):
+    """The three espeak-ng demo clips (3.3 s, 6.9 s, 7.2 s) fit one pack. Each clip's packed transcript holds the
+    words of its own sentence and none of its neighbours'. tiny.en decodes a few words differently with other
+    speech around (measured: "house line a lot" alone vs "house like the lock" packed; "heavy rain" vs "every
+    rain"), so the words are compared with a word error rate, not for identity."""
+    paths = [str(p) for p in sorted(SPEECH_DIR.glob("*.flac"))]
+    alone = [tiny_en.transcribe(audio_path=p) for p in paths]
+
+    packed = tiny_en.transcribe_many(audio_paths=paths, pack_s=28.0, gap_s=1.0)
+
+    own_words = {"demo-accent": {"great", "day", "walk", "house"}, "demo-count-speakers": {"museum", "friday", "work"},
+                 "demo-weather": {"weather", "tomorrow", "afternoon"}}
+    edits = total = 0
+    for path, single, transcript in zip(paths, alone, packed):
+        name = path.rsplit("/", 1)[-1].removesuffix(".flac")
+        words = normalised_words(transcript.text)
+        assert own_words[name] <= set(words), (name, transcript.text)
+        others = set().union(*(v for k, v in own_words.items() if k != name))
+        assert not others & set(words), (name, transcript.text)
+        assert transcript.usage["pack_clips"] == 3 and transcript.language == "en"
+        duration = soundfile.info(path).duration
+        assert transcript.segments and all(0.0 <= s.start <= s.end <= duration + 0.01 for s in transcript.segments)
+        assert transcript.text == " ".join(s.text for s in transcript.segments)
+        clip_edits, clip_words = word_errors(single.text, transcript.text)
+        edits, total = edits + clip_edits, total + clip_words
+    assert edits / total <= 0.15, [t.text for t in packed]
+
+
+def test_a_clip_that_cannot_be_read_fails_alone_and_a_single_clip_is_transcribed_as_before(tiny_en, synthesized_clip, tmp_path):
+    results = tiny_en.transcribe_many(
+        audio_paths=[str(synthesized_clip), str(tmp_path / "missing.wav")], pack_s=28.0, gap_s=1.0
+    )
+
+    assert isinstance(results[1], PermanentProviderError) and "missing.wav" in str(results[1])
+    assert results[0] == tiny_en.transcribe(audio_path=str(synthesized_clip))  # a pack of one: the per-clip path
 
 
 def test_whisper_base_parts_are_joined_once_into_the_cache_and_transcribe(tmp_path, synthesized_clip, settings):
