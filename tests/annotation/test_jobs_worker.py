@@ -67,6 +67,26 @@ def redis_broker(monkeypatch):
     app.conf.broker_url, app.conf.task_always_eager, app.conf.broker_transport_options = saved
 
 
+def worker_env(*, tmp_path: Path, **extra: str) -> dict:
+    """Environment of a worker on this test's PostgreSQL database and Redis db 7, with ``extra`` variables."""
+    db = connection.settings_dict
+    # Sweep for a dead worker's unacknowledged message every second (kombu's default is ~100 s).
+    (tmp_path / "worker_settings.py").write_text(
+        "from config.settings.test import *  # noqa\n"
+        "CELERY_BROKER_TRANSPORT_OPTIONS = {'visibility_timeout': 5, 'unacked_restore_interval': 1,"
+        " 'unacked_restore_throttle': 1}\n"
+    )
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "worker_settings",
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": BROKER_URL,
+        "CELERY_VISIBILITY_TIMEOUT_S": "5",
+        "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}",
+        **extra,
+    }
+
+
 def start_worker(*, env: dict, log: Path) -> subprocess.Popen:
     command = [
         sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "default", "--pool", "solo",
@@ -95,26 +115,11 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
 
     with FakeOpenAICompat(reply=lambda request: "Grounded rationale.") as server:
         server.delay_s = 0.6
-        db = connection.settings_dict
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.test",
-            "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "CELERY_BROKER_URL": BROKER_URL,
-            "CELERY_VISIBILITY_TIMEOUT_S": "5",
-            "RATIONALE_PROVIDER": "openai",
-            "OPENAI_COMPAT_BASE_URL": f"{server.url}/v1",
-            "OPENAI_COMPAT_MODEL": "fake-audio-model",
-            "PYTHONPATH": str(REPO),
-        }
-        log = tmp_path / "worker.log"
-        # Sweep for a dead worker's unacknowledged message every second (kombu's default is ~100 s).
-        (tmp_path / "worker_settings.py").write_text(
-            "from config.settings.test import *  # noqa\n"
-            "CELERY_BROKER_TRANSPORT_OPTIONS = {'visibility_timeout': 5, 'unacked_restore_interval': 1,"
-            " 'unacked_restore_throttle': 1}\n"
+        env = worker_env(
+            tmp_path=tmp_path, RATIONALE_PROVIDER="openai", OPENAI_COMPAT_BASE_URL=f"{server.url}/v1",
+            OPENAI_COMPAT_MODEL="fake-audio-model",
         )
-        env.update(DJANGO_SETTINGS_MODULE="worker_settings", PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}")
+        log = tmp_path / "worker.log"
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("django.conf.settings.RATIONALE_PROVIDER", "openai")
             mp.setattr("django.conf.settings.OPENAI_COMPAT_BASE_URL", env["OPENAI_COMPAT_BASE_URL"])
@@ -152,3 +157,52 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
     assert killed_while, "the worker was killed between items, not mid-item"
     retried = JobItem.objects.get(pk=killed_while[0])
     assert retried.attempts == 2  # the redelivered message took the dead worker's item over
+
+
+def test_a_worker_killed_mid_pack_is_restarted_and_every_packed_clip_is_transcribed_exactly_once(redis_broker, tmp_path):
+    """Six speech questions (the demo's espeak-ng clips, 3.3–7.2 s) make two packs, i.e. two messages; the worker
+    is killed while it transcribes the first; the redelivered message reclaims that pack's items."""
+    from django.test import override_settings
+
+    from annotation.demo.synth import SPEECH_DIR
+
+    bench = BenchmarkFactory(name="packed-worker-bench")
+    clips = sorted(SPEECH_DIR.glob("*.flac"))
+    for index in range(6):
+        question = QuestionFactory(benchmark=bench, external_id=f"p{index}", modality=Modality.SPEECH)
+        question.audio = audio_clip_from_path(path=clips[index % len(clips)])
+        question.save(update_fields=["audio"])
+    with override_settings(WHISPER_BACKEND="faster-whisper", WHISPER_MODEL="tiny.en", WHISPER_PACK_S=28.0,
+                           WHISPER_PACK_GAP_S=1.0):
+        job = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=bench)
+    assert len(set(job.items.values_list("task_id", flat=True))) == 2
+
+    env = worker_env(tmp_path=tmp_path, WHISPER_BACKEND="faster-whisper", WHISPER_MODEL="tiny.en", WHISPER_CPU_THREADS="1")
+    log = tmp_path / "worker.log"
+    worker = start_worker(env=env, log=log)
+    try:
+        wait_for(
+            lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
+            timeout_s=60, what="a pack in flight", log=log,
+        )
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        killed_while = list(JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).values_list("pk", flat=True))
+        assert killed_while and Job.objects.get(pk=job.pk).done < 6
+
+        worker = start_worker(env=env, log=log)
+        wait_for(
+            lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
+            timeout_s=180, what="the job to finish after the restart", log=log,
+        )
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == (Job.Status.DONE, 6, 0)
+    for question in bench.questions.all():
+        assert question.versions.filter(source=QuestionVersion.Source.TRANSCRIPTION).count() == 1
+        assert question.current_version.transcript
+    assert {item.attempts for item in JobItem.objects.filter(pk__in=killed_while)} == {2}
+    assert all(item.usage["pack_clips"] > 1 for item in JobItem.objects.filter(job=job))
