@@ -95,6 +95,27 @@ def start_worker(*, env: dict, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
+def kill_and_restart_worker(*, env: dict, log: Path, job: Job, kill_when, what: str, timeout_s: float):
+    """Start a worker, SIGKILL it once ``kill_when()`` holds (``what``, within ``timeout_s``), start another and wait
+    for ``job`` to end. Returns the pks of the items running at the kill and the job's done count then."""
+    worker = start_worker(env=env, log=log)
+    try:
+        wait_for(kill_when, timeout_s=timeout_s, what=what, log=log)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        killed_while = list(JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).values_list("pk", flat=True))
+        done_at_kill = Job.objects.get(pk=job.pk).done
+        worker = start_worker(env=env, log=log)
+        wait_for(
+            lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
+            timeout_s=180, what="the job to finish after the restart", log=log,
+        )
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+    return killed_while, done_at_kill
+
+
 def wait_for(condition, *, timeout_s: float, what: str, log: Path):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -126,27 +147,12 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
             mp.setattr("django.conf.settings.OPENAI_COMPAT_MODEL", "fake-audio-model")
             job = job_start(kind=Job.Kind.RATIONALE, benchmark=bench)
 
-        worker = start_worker(env=env, log=log)
-        try:
-            wait_for(lambda: Job.objects.get(pk=job.pk).done >= 3, timeout_s=90, what="3 items done", log=log)
-            wait_for(
-                lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
-                timeout_s=10, what="an item in flight", log=log,
-            )
-            worker.send_signal(signal.SIGKILL)
-            worker.wait(timeout=10)
-            killed_while = list(JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).values_list("pk", flat=True))
-            done_at_kill = Job.objects.get(pk=job.pk).done
-            assert done_at_kill < N_ITEMS
-
-            worker = start_worker(env=env, log=log)
-            wait_for(
-                lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
-                timeout_s=120, what="the job to finish after the restart", log=log,
-            )
-        finally:
-            worker.kill()
-            worker.wait(timeout=10)
+        killed_while, done_at_kill = kill_and_restart_worker(
+            env=env, log=log, job=job, timeout_s=100, what="3 items done and one in flight",
+            kill_when=lambda: Job.objects.get(pk=job.pk).done >= 3
+            and JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
+        )
+        assert done_at_kill < N_ITEMS
 
     job.refresh_from_db()
     assert (job.status, job.done, job.failed, job.total) == (Job.Status.DONE, N_ITEMS, 0, N_ITEMS)
@@ -178,26 +184,11 @@ def test_a_worker_killed_mid_pack_is_restarted_and_every_packed_clip_is_transcri
     assert len(set(job.items.values_list("task_id", flat=True))) == 2
 
     env = worker_env(tmp_path=tmp_path, WHISPER_BACKEND="faster-whisper", WHISPER_MODEL="tiny.en", WHISPER_CPU_THREADS="1")
-    log = tmp_path / "worker.log"
-    worker = start_worker(env=env, log=log)
-    try:
-        wait_for(
-            lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
-            timeout_s=60, what="a pack in flight", log=log,
-        )
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=10)
-        killed_while = list(JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).values_list("pk", flat=True))
-        assert killed_while and Job.objects.get(pk=job.pk).done < 6
-
-        worker = start_worker(env=env, log=log)
-        wait_for(
-            lambda: Job.objects.get(pk=job.pk).status in (Job.Status.DONE, Job.Status.FAILED),
-            timeout_s=180, what="the job to finish after the restart", log=log,
-        )
-    finally:
-        worker.kill()
-        worker.wait(timeout=10)
+    killed_while, done_at_kill = kill_and_restart_worker(
+        env=env, log=tmp_path / "worker.log", job=job, timeout_s=60, what="a pack in flight",
+        kill_when=lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),
+    )
+    assert killed_while and done_at_kill < 6
 
     job.refresh_from_db()
     assert (job.status, job.done, job.failed) == (Job.Status.DONE, 6, 0)
