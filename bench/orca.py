@@ -3,16 +3,27 @@
 Usage (from the repository root)::
 
     .venv/bin/python bench/orca.py [--data-dir ../shared/data/orca_seed108] [--out DIR] [--threads 2]
+    .venv/bin/python bench/orca.py --model DIR      # no training: evaluate and time a saved model
 
 Prints ONE JSON object on stdout::
 
     {"model", "device", "train_wall_s", "items_per_s", "dev": {rho, tau, mae_mu, mae_var},
      "dev_clamped": {...}, ...extra keys: config, best_epoch, clamp_threshold, n_dev, ...}
 
-``train_wall_s`` (``train_cpu_s``: process CPU time, all threads) is the whole ``train()`` call (loading the base model, tokenising, caching the frozen
-layers, all epochs with their dev evaluations, clamp tuning and saving). ``items_per_s`` is scoring speed
-of the reloaded artefact on the dev items (tokenisation included), best of 3 passes. Progress events go
-to stderr as JSON lines. The defaults are the CPU recipe found in bench/orca_experiments.md.
+``train_wall_s`` (``train_cpu_s``: process CPU time, all threads) is the whole ``train()`` call (loading the
+base model, tokenising, caching the frozen layers, all epochs with their dev evaluations, clamp tuning and
+saving); with ``--model`` they are the values saved in that model's config.json (``trained_here`` false).
+
+Scoring uses the code path of ``python -m modelling.orca score`` (``score_setup`` + ``predict``): the saved
+folder is reloaded on ``--threads`` threads, float32 unless ``--int8``. ``items_per_s`` is the best of 3
+passes over the dev items (tokenisation included, ``--score-batch-size`` items per forward pass); ``dev`` /
+``dev_clamped`` are the metrics of those predictions (clamped: ORCA's μ clamp with the saved dev threshold,
+and σ² = 0 for clamped items, our extension). On CPU, ``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with
+``--int8``) time and evaluate the other precision in the same run (passes interleaved), so the speed-up and
+the metric change of int8 quantisation are measured side by side.
+``items_per_cpu_s`` divides by process CPU seconds (all threads) instead of wall seconds: steadier on a
+shared machine. ``load_avg`` is the 1-minute load average before and after timing. Progress events go to stderr as JSON
+lines. The defaults are the CPU recipe found in bench/orca_experiments.md.
 """
 
 from __future__ import annotations
@@ -33,20 +44,38 @@ import torch  # noqa: E402
 from modelling.orca import (  # noqa: E402
     OrcaConfig,
     TrainConfig,
-    clamp_mu,
+    clamp_predictions,
     evaluate_predictions,
     item_targets,
     load_items,
-    load_orca,
     predict,
     train,
 )
+from modelling.orca.cli import score_setup  # noqa: E402
+
+
+def _time_scoring(models: dict, items, device: str, batch_size: int, passes: int = 3) -> tuple[dict, dict, dict]:
+    """Best wall seconds and best process CPU seconds (all threads) of ``passes`` scoring passes per model
+    (interleaved), and each model's predictions."""
+    best = {k: float("inf") for k in models}
+    best_cpu = dict(best)
+    preds = {}
+    for _ in range(passes):
+        for k, (model, tok) in models.items():
+            t1, c1 = time.perf_counter(), time.process_time()
+            preds[k] = predict(model, tok, items, batch_size=batch_size, device=device)
+            best[k] = min(best[k], time.perf_counter() - t1)
+            best_cpu[k] = min(best_cpu[k], time.process_time() - c1)
+    return best, best_cpu, preds
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=str(REPO / ".." / "shared" / "data" / "orca_seed108"))
     p.add_argument("--out", default=None, help="model folder (default: a temporary folder, removed)")
+    p.add_argument("--model", default=None, help="evaluate and time this saved model folder; no training")
+    p.add_argument("--int8", action="store_true", help="score with int8 quantisation (as `score --int8`)")
+    p.add_argument("--score-batch-size", type=int, default=64, help="items per forward pass when scoring")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--base-model", default="minilm")
@@ -71,46 +100,65 @@ def main() -> int:
         return 2
     torch.set_num_threads(a.threads)
     tmp = None
-    if a.out is None:
+    if a.model is not None:
+        out = Path(a.model)
+    elif a.out is None:
         tmp = tempfile.TemporaryDirectory(prefix="orca_bench_")
         out = Path(tmp.name) / "model"
     else:
         out = Path(a.out)
 
-    mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling="auto", max_length=a.max_length,
-                    rating_eps=a.rating_eps, rationale=a.with_rationale)
-    tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, freeze_layers=a.freeze_layers,
-                     batch_size=a.batch_size, var_weight=a.var_weight, seed=a.seed, device=a.device,
-                     threads=a.threads, time_budget_s=a.time_budget)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = train(tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True))
-    train_wall, train_cpu = time.perf_counter() - t0, time.process_time() - c0
+    if a.model is None:
+        mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling="auto", max_length=a.max_length,
+                        rating_eps=a.rating_eps, rationale=a.with_rationale)
+        tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, freeze_layers=a.freeze_layers,
+                         batch_size=a.batch_size, var_weight=a.var_weight, seed=a.seed, device=a.device,
+                         threads=a.threads, time_budget_s=a.time_budget)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = train(tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True))
+        train_wall, train_cpu = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
+        epochs_run = len(res["history"])
 
-    model, tok = load_orca(out, a.device)
+    models = {"scored": score_setup(out, a.device, a.threads, a.int8)}
+    other = "fp32" if a.int8 else "int8"
+    if a.device == "cpu":
+        models[other] = score_setup(out, a.device, a.threads, int8=not a.int8)
+    model = models["scored"][0]
+    settings = model.config.train_settings
+    if a.model is not None:
+        train_wall, train_cpu = settings.get("train_wall_s"), settings.get("train_cpu_s")
+        epochs_run = None
     items = load_items(dv)
-    best = float("inf")
-    for _ in range(3):
-        t1 = time.perf_counter()
-        pred = predict(model, tok, items, batch_size=64, device=a.device)
-        best = min(best, time.perf_counter() - t1)
+    load_before = os.getloadavg()[0]
+    best, best_cpu, preds = _time_scoring(models, items, a.device, a.score_batch_size)
+    load_after = os.getloadavg()[0]
+    pred = preds["scored"]
     hm, hv = item_targets(items)
     thr = model.config.clamp_threshold
     result = {
-        "model": f"{a.base_model} ({model.config.head} head, {model.config.pooling} pooling)",
-        "device": f"{a.device}, {torch.get_num_threads()} threads",
-        "train_wall_s": round(train_wall, 1),
-        "train_cpu_s": round(train_cpu, 1),
-        "items_per_s": round(len(items) / best, 1),
+        "model": f"{model.config.base_model} ({model.config.head} head, {model.config.pooling} pooling)",
+        "device": f"{a.device}, {torch.get_num_threads()} threads, {'int8' if a.int8 else 'fp32'}",
+        "train_wall_s": train_wall,
+        "train_cpu_s": train_cpu,
+        "trained_here": a.model is None,
+        "items_per_s": round(len(items) / best["scored"], 1),
+        "items_per_cpu_s": round(len(items) / best_cpu["scored"], 1),
         "dev": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
-        "dev_clamped": evaluate_predictions(clamp_mu(pred["mu"], pred["var"], thr), pred["var"], hm, hv),
+        "dev_clamped": evaluate_predictions(*clamp_predictions(pred["mu"], pred["var"], thr), hm, hv),
         "clamp_threshold": thr,
         "best_epoch": model.config.dev_metrics.get("best_epoch"),
         "n_dev": len(items),
         "always_zero_var_baseline": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
-        "config": {"train": {k: v for k, v in vars(a).items() if k not in ("data_dir", "out")},
-                   "epochs_run": len(res["history"])},
+        "load_avg": [load_before, load_after],
+        "config": {"train": ({k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "model")}
+                             if a.model is None else settings),
+                   "epochs_run": epochs_run, "model_dir": str(out) if tmp is None else None},
         "cpu_count": os.cpu_count(),
     }
+    if other in models:
+        result[f"items_per_s_{other}"] = round(len(items) / best[other], 1)
+        result[f"items_per_cpu_s_{other}"] = round(len(items) / best_cpu[other], 1)
+        result[f"dev_{other}"] = evaluate_predictions(preds[other]["mu"], preds[other]["var"], hm, hv)
     print(json.dumps(result))
     if tmp is not None:
         tmp.cleanup()

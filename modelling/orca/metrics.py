@@ -8,6 +8,8 @@ All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
   **sample** variance (ddof = 1) of the item's normalised ratings. Items with a single rating have no
   sample variance and are left out. This convention reproduces MODELLING-NOTES' always-zero baseline
   (0.031 on seed-108 dev; population variance would give 0.020).
+* Clamped metrics use :func:`clamp_predictions`: the paper's clamp of μ, and σ² = 0 for the clamped items
+  (our extension, not the paper's).
 """
 
 from __future__ import annotations
@@ -124,6 +126,25 @@ def clamp_mu(mu: Sequence[float], var: Sequence[float], threshold: float | None,
     return mu
 
 
+def clamp_predictions(
+    mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN
+) -> tuple[np.ndarray, np.ndarray]:
+    """The variance-gated clamp of μ (:func:`clamp_mu`, ORCA paper Section 5.5) plus **our extension**: σ² is
+    set to 0 wherever μ was clamped.
+
+    A clamped μ of exactly 0 or 1 says that every annotator gives the extreme rating, i.e. the ratings do
+    not vary; keeping the model's (small but positive) σ² would contradict it. The paper clamps μ only; it
+    says nothing about σ². ``threshold=None`` changes nothing.
+
+    Returns:
+        (mu, var) float arrays, same length as the inputs.
+    """
+    mu_c = clamp_mu(mu, var, threshold, margin)
+    var_c = np.asarray(var, float).copy()
+    var_c[mu_c != np.asarray(mu, float)] = 0.0
+    return mu_c, var_c
+
+
 def clamp_objective(metrics: dict[str, float]) -> float:
     """ρ + τ − MAE_μ, the quantity the clamp threshold maximises on dev (ORCA paper, Section 5.5)."""
     return metrics["rho"] + metrics["tau"] - metrics["mae_mu"]
@@ -144,7 +165,8 @@ def tune_clamp_threshold(
 
     Returns:
         (threshold, metrics): threshold in variance units (None = clamping does not help) and the dev
-        metrics after clamping with it (same keys as :func:`evaluate_predictions`).
+        metrics after clamping with it (:func:`clamp_predictions`: σ² of clamped items is 0; same keys as
+        :func:`evaluate_predictions`). The choice of threshold does not depend on σ² of clamped items.
     """
     mu_a, var_a = np.asarray(mu, float), np.asarray(var, float)
     best_t: float | None = None
@@ -155,7 +177,7 @@ def tune_clamp_threshold(
     if len(cands) > max_candidates:
         cands = np.unique(np.quantile(cands, np.linspace(0, 1, max_candidates)))
     for t in cands:
-        m = evaluate_predictions(clamp_mu(mu_a, var_a, float(t)), var_a, human_mean, human_var)
+        m = evaluate_predictions(*clamp_predictions(mu_a, var_a, float(t)), human_mean, human_var)
         obj = clamp_objective(m)
         if obj > best_obj + 1e-12:
             best_t, best_m, best_obj = float(t), m, obj

@@ -29,7 +29,7 @@ from .model import (
     build_orca,
     collate,
     collate_hidden,
-    encode_item,
+    encode_items,
     lower_hidden,
     predict,
     save_orca,
@@ -208,8 +208,8 @@ def train(
     model.to(tc.device).train()
 
     t0, c0 = time.perf_counter(), time.process_time()
-    train_ids = [encode_item(tok, it, mc) for it in train_items]
-    dev_ids = [encode_item(tok, it, mc) for it in dev_items]
+    train_ids = encode_items(tok, train_items, mc)
+    dev_ids = encode_items(tok, dev_items, mc)
     ratings = _ratings_tensor(train_items)
     use_cache = tc.cache_frozen and tc.freeze_layers > 0 and tc.lora_rank == 0 and supports_layer_cache(model.backbone)
     k = tc.freeze_layers

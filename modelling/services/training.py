@@ -222,7 +222,7 @@ def _scored_items(path: Path):
 
 def _evaluate(model, tokenizer, items, *, threshold, device: str) -> dict | None:
     """Unclamped and clamped metrics of a trained model on labelled items, or None for fewer than 2 items."""
-    from modelling.orca import clamp_mu, evaluate_predictions, item_targets, predict
+    from modelling.orca import clamp_predictions, evaluate_predictions, item_targets, predict
 
     if len(items) < 2:
         return None
@@ -230,7 +230,8 @@ def _evaluate(model, tokenizer, items, *, threshold, device: str) -> dict | None
     human_mean, human_var = item_targets(items)
     return {
         "unclamped": evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var),
-        "clamped": evaluate_predictions(clamp_mu(pred["mu"], pred["var"], threshold), pred["var"], human_mean, human_var),
+        # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items (our extension; modelling.orca.metrics)
+        "clamped": evaluate_predictions(*clamp_predictions(pred["mu"], pred["var"], threshold), human_mean, human_var),
     }
 
 

@@ -87,7 +87,19 @@ def test_cli_evaluate_and_score(trained, capsys):
     assert main(["score", "--model", str(tmp / "model"), "--data", str(data), "--out", str(preds)]) == 0
     rows = [json.loads(line) for line in preds.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(8)]
-    assert all(set(r) == {"id", "mu", "var", "alpha", "beta"} for r in rows)
+    assert all(set(r) == {"id", "mu", "var", "alpha", "beta", "mu_clamped", "var_clamped"} for r in rows)
+    thr = json.loads((tmp / "model" / "config.json").read_text())["clamp_threshold"]
+    for r in rows:
+        clamped = thr is not None and r["var"] <= thr and (r["mu"] < 0.125 or r["mu"] > 0.875)
+        assert r["mu_clamped"] == (round(r["mu"]) if clamped else r["mu"])
+        assert r["var_clamped"] == (0.0 if clamped else r["var"])
+    # --int8 scores the same items with a quantised backbone (float32 is the default)
+    q = tmp / "preds8.jsonl"
+    assert main(["score", "--model", str(tmp / "model"), "--data", str(data), "--out", str(q), "--int8"]) == 0
+    rows8 = [json.loads(line) for line in q.read_text().splitlines()]
+    assert [r["id"] for r in rows8] == [r["id"] for r in rows] and rows8 != rows
+    assert main(["score", "--model", str(tmp / "model"), "--data", str(data), "--out", str(q), "--int8",
+                 "--device", "cuda"]) == 2
 
 
 def test_cli_bad_input_exits_2_with_message(tmp_path, capsys):

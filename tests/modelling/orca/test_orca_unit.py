@@ -25,6 +25,7 @@ from modelling.orca.losses import (
 )
 from modelling.orca.metrics import (
     clamp_mu,
+    clamp_predictions,
     evaluate_predictions,
     kendall_tau_b,
     rankdata,
@@ -128,6 +129,16 @@ def test_clamp_mu_hand_cases():
     np.testing.assert_array_equal(clamp_mu(mu, var, None), mu)
 
 
+def test_clamped_items_get_zero_variance_and_others_keep_theirs():
+    mu = [0.05, 0.05, 0.95, 0.95, 0.5]
+    var = [0.001, 0.1, 0.002, 0.1, 0.0005]
+    mu_c, var_c = clamp_predictions(mu, var, 0.01)
+    np.testing.assert_array_equal(mu_c, [0.0, 0.05, 1.0, 0.95, 0.5])
+    np.testing.assert_array_equal(var_c, [0.0, 0.1, 0.0, 0.1, 0.0005])  # only the two clamped items change
+    mu_n, var_n = clamp_predictions(mu, var, None)
+    np.testing.assert_array_equal(mu_n, mu) and np.testing.assert_array_equal(var_n, var)
+
+
 def test_tune_clamp_threshold_finds_helpful_threshold():
     # humans: two unanimous zeros, two unanimous ones, a middle item; predictions near the ends with low var
     hm = [0.0, 0.0, 1.0, 1.0, 0.5, 0.25]
@@ -137,6 +148,8 @@ def test_tune_clamp_threshold_finds_helpful_threshold():
     thr, m = tune_clamp_threshold(mu, var, hm, hv)
     assert thr == pytest.approx(0.004)  # clamps all four extremes; the smallest such threshold
     assert m["mae_mu"] == pytest.approx(abs(0.3 - 0.25) / 6)
+    # the clamped four predict σ² = 0 (their humans agree), so only the two unclamped items err in σ²
+    assert m["mae_var"] == pytest.approx((abs(0.05 - 0.1) + abs(0.03 - 0.05)) / 6)
     # clamping that cannot help (nothing is extreme) gives None
     thr, _ = tune_clamp_threshold([0.4, 0.5, 0.6], [0.01] * 3, [0.4, 0.5, 0.6], [0.0] * 3)
     assert thr is None

@@ -16,6 +16,7 @@ from modelling.orca.model import (
     collate,
     collate_hidden,
     encode_item,
+    encode_items,
     is_encoder,
     lower_hidden,
 )
@@ -109,3 +110,40 @@ def test_truncation_keeps_candidate(tiny_dirs):
     ids = encode_item(tok, it, model.config)
     text = tok.decode(ids)
     assert len(ids) <= 40 and "zebra" in text and "candidate answer" in text
+
+
+def test_batched_encoding_matches_one_item_at_a_time(tiny_dirs):
+    enc, _, _ = tiny_dirs
+    from modelling.orca.data import OrcaItem
+
+    _, tok = build_orca(OrcaConfig(base_model=str(enc), pooling="mean"))
+    items = [
+        OrcaItem("a", "q?", "ref", "the candidate answer zebra", rationale="long " * 500),
+        OrcaItem("b", "q?", "ref", "ref", rationale=""),  # a text shared with another field and item
+        OrcaItem("c", "Which bird sings?", "A robin", "a blackbird", rationale="Birdsong at dawn.", transcription="tweet"),
+        OrcaItem("d", "q?", "ref", "the candidate answer zebra", rationale="short"),
+    ]
+    for cfg in (OrcaConfig(max_length=40, transcript=True), OrcaConfig(max_length=24, rationale=False),
+                OrcaConfig(max_length=30, append_eos=True)):
+        batched = encode_items(tok, items, cfg)
+        alone = [encode_items(tok, [it], cfg)[0] for it in items]
+        assert batched == alone
+        assert all(len(ids) <= cfg.max_length for ids in batched)
+    assert encode_items(tok, [], OrcaConfig()) == []
+
+
+def test_int8_scoring_is_close_to_float32_and_cpu_only(tiny_dirs, tmp_path):
+    enc, _, data = tiny_dirs
+    train(data, data, tmp_path / "m", OrcaConfig(base_model=str(enc), max_length=48), TrainConfig(epochs=1, batch_size=3))
+    items = load_items(data)
+    fp32 = predict(*load_orca(tmp_path / "m"), items)
+    model, tok = load_orca(tmp_path / "m", int8=True)
+    kept = {n for n, m in model.backbone.named_modules() if type(m) is torch.nn.Linear}
+    # float32 stays where activation outliers are (FFN output projections) and in the head
+    assert kept == {f"encoder.layer.{i}.output.dense" for i in range(3)}
+    assert type(model.head[-1]) is torch.nn.Linear
+    int8 = predict(model, tok, items)
+    assert int8["mu"] != fp32["mu"]  # quantisation did change the arithmetic
+    assert torch.allclose(torch.tensor(int8["mu"]), torch.tensor(fp32["mu"]), atol=0.02)
+    with pytest.raises(ValueError, match="CPU only"):
+        load_orca(tmp_path / "m", "cuda", int8=True)
