@@ -75,7 +75,7 @@ def main() -> int:
     p.add_argument("--out", default=None, help="model folder (default: a temporary folder, removed)")
     p.add_argument("--model", default=None, help="evaluate and time this saved model folder; no training")
     p.add_argument("--int8", action="store_true", help="score with int8 quantisation (as `score --int8`)")
-    p.add_argument("--score-batch-size", type=int, default=64, help="items per forward pass when scoring")
+    p.add_argument("--score-batch-size", type=int, default=32, help="items per forward pass when scoring")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--base-model", default="minilm")

@@ -481,7 +481,7 @@ def predict(
     model: OrcaModel,
     tokenizer,
     items: Sequence[OrcaItem],
-    batch_size: int = 64,
+    batch_size: int = 32,
     device: str | torch.device = "cpu",
     encoded: Sequence[list[int]] | None = None,
 ) -> dict[str, "list[float]"]:
