@@ -8,9 +8,9 @@
   μ and σ²: :func:`~modelling.orca.metrics.clamp_predictions`).
 
 ``evaluate`` and ``score`` run the same scoring path (:func:`score_setup`, then
-:func:`~modelling.orca.model.predict`). ``--int8`` (CPU) quantises most Linear layers: ~1.6× faster, but μ
-moves by 0.013 for the median item and dev ρ drops by ~0.006 (bench/orca_experiments.md), so float32 is the
-default.
+:func:`~modelling.orca.model.predict`). ``--int8`` (CPU) quantises most Linear layers: 1.2–1.6× faster, but μ
+moves by ~0.01 for the median item and by > 0.4 for 1 % of items (bench/orca_experiments.md), so float32 is
+the default.
 
 Exit status 2 with a one-line message on stderr for bad input files or unloadable models.
 """
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--batch-size", type=int, default=32, help="items per forward pass (32 was fastest on 2 CPU cores)")
         s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
         s.add_argument("--int8", action="store_true",
-                       help="CPU only: int8 dynamic quantisation (~1.6x faster, slightly less accurate)")
+                       help="CPU only: int8 dynamic quantisation (1.2-1.6x faster, slightly less accurate)")
         if name == "evaluate":
             s.add_argument("--json", action="store_true", help="print one JSON object")
         else:

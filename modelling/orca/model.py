@@ -456,9 +456,9 @@ def quantize_int8(model: OrcaModel) -> OrcaModel:
     output projections (BERT ``layer.N.output.dense``, Llama-style ``down_proj``), whose inputs carry the
     largest activation outliers, and the head, which maps straight to log α, log β. Inference only.
 
-    Not lossless: on seed-108 dev with a fine-tuned MiniLM-L6 (bench/orca_experiments.md) it scores ~1.6×
-    more items per CPU second, but moves μ by 0.013 for the median item and by up to 0.78 for the worst,
-    and dev ρ drops by ~0.006 (quantising every Linear per tensor dropped ρ by 0.12). Hence opt-in.
+    Not lossless: on seed-108 dev with a fine-tuned MiniLM-L6 (bench/orca_experiments.md) it scores 1.2–1.6×
+    more items per CPU second, but moves μ by ~0.01 for the median item and by > 0.4 for 1 % of items
+    (dev ρ −0.003 to −0.006; quantising every Linear per tensor dropped ρ by 0.09–0.12). Hence opt-in.
 
     Returns:
         the same model object, quantised.
