@@ -15,7 +15,6 @@ import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
@@ -162,11 +161,9 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
     """
     now = timezone.now()
     with transaction.atomic():
-        # Serialise concurrent requests of one annotator (double clicks, two tabs). No-op on SQLite.
-        # (SQLite runs one write transaction at a time: ``transaction_mode = IMMEDIATE``, config/settings/base.py.)
-        get_user_model().objects.select_for_update().filter(pk=annotator.pk).values_list("pk").first()
-        # Only leases are written here: the commit need not wait for the disk (ratings always do).
-        queue_sql.queue_lease_durability_relaxed()
+        # One request of this annotator at a time; only leases are written, so the commit need not wait for the
+        # disk (ratings always do).
+        queue_sql.queue_lease_transaction_begin(annotator_id=annotator.pk)
         existing = _own_open_assignment(annotator=annotator, now=now, benchmark=benchmark)
         if existing is not None:
             return existing

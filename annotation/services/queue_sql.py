@@ -4,8 +4,9 @@ Every annotator request runs these statements, so they are written once as plain
 being rebuilt by the ORM on every call: building the equivalent querysets (joins, ``Exists``, ``Coalesce``,
 subqueries) cost more CPU than PostgreSQL spent running them. The statements are portable between PostgreSQL and
 SQLite; only row locking differs (``FOR UPDATE SKIP LOCKED`` exists on PostgreSQL only, and SQLite serialises
-writers instead). Table and column names come from the models' ``_meta``, the rules from
-:mod:`annotation.services.assignment`, which is the only caller and documents the semantics:
+writers instead). On PostgreSQL they are prepared once per connection (:func:`_fetch`). Table and column names come
+from the models' ``_meta``; the callers, :mod:`annotation.services.assignment` and
+:mod:`annotation.services.rating`, document the semantics:
 
 * ``k`` of a candidate answer = its ``target_ratings``, else its benchmark's ``target_ratings``, else
   ``settings.ANNOTATION_TARGET_RATINGS``;
@@ -19,6 +20,7 @@ from datetime import datetime
 from functools import cache
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
@@ -36,6 +38,33 @@ def _tables() -> dict[str, str]:
         "assignment": q(Assignment._meta.db_table),
         "rating": q(Rating._meta.db_table),
     }
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    """Run one statement of the queue and return its rows.
+
+    On PostgreSQL the statement is prepared once per connection and reused (``settings.QUEUE_PREPARED_STATEMENTS``,
+    on unless ``DATABASE_PGBOUNCER``): a psycopg cursor with server-side parameters, on Django's connection and in
+    its current transaction. Planning the queue's joins cost PostgreSQL more CPU than running them. These
+    statements then bypass Django's query log (``connection.queries``). Elsewhere, and with the setting off, it
+    is Django's cursor.
+    """
+    if connection.vendor == "postgresql" and settings.QUEUE_PREPARED_STATEMENTS:
+        import psycopg
+
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            # Django turns psycopg's statement preparation off for every connection (for poolers). Its own cursors
+            # bind parameters on the client and never prepare, so turning it back on affects only this cursor.
+            raw.prepare_threshold = 5
+        # Errors surface as django.db exceptions, as from Django's own cursor.
+        with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            cursor.execute(sql, params, prepare=True)
+            return cursor.fetchall() if cursor.description is not None else []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else []
 
 
 def _when(now: datetime):
@@ -56,18 +85,25 @@ def _k_sql() -> str:
     return "COALESCE(c.target_ratings, b.target_ratings, %s)"
 
 
-def queue_lease_durability_relaxed() -> None:
-    """Let the current transaction commit without waiting for its WAL flush (PostgreSQL
-    ``SET LOCAL synchronous_commit TO OFF``; nothing on other databases).
+def queue_lease_transaction_begin(*, annotator_id: int) -> None:
+    """Start the transaction that hands out or releases ``annotator_id``'s assignments. One statement that:
 
-    For the transactions that only hand out or release assignments: an assignment is a lease of at most
-    ``ANNOTATION_ASSIGNMENT_MINUTES`` minutes, so if the server crashes within the flush delay (at most three times
-    ``wal_writer_delay``, 0.6 s by default) the worst case is that the item is handed out again. The data stays
-    consistent (PostgreSQL never applies part of a transaction). Ratings are never written this way.
+    * locks the annotator's user row until the transaction ends, so one annotator's requests (double clicks, two
+      tabs) run one after the other;
+    * lets the transaction commit without waiting for its WAL flush (``set_config('synchronous_commit', 'off',
+      true)``, i.e. ``SET LOCAL``). Only leases are written in it: an assignment holds a slot for at most
+      ``ANNOTATION_ASSIGNMENT_MINUTES`` minutes, so if the server crashes within the flush delay (at most three
+      times ``wal_writer_delay``, 0.6 s by default) the worst case is that the item is handed out again; the data
+      stays consistent (PostgreSQL never applies part of a transaction). Ratings are never written this way.
+
+    PostgreSQL only; on SQLite it does nothing (``transaction_mode = IMMEDIATE`` already runs one write
+    transaction at a time, config/settings/base.py). Call it first inside ``transaction.atomic()``.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    if connection.vendor != "postgresql":
+        return
+    user_table = connection.ops.quote_name(get_user_model()._meta.db_table)
+    _fetch(f"SELECT set_config('synchronous_commit', 'off', true) FROM {user_table} WHERE id = %s FOR UPDATE",
+           [annotator_id])
 
 
 def queue_levels(*, benchmark_id: int | None) -> tuple[list[int], int | None]:
@@ -79,9 +115,7 @@ def queue_levels(*, benchmark_id: int | None) -> tuple[list[int], int | None]:
         f"SELECT 0, target_ratings FROM {t['benchmark']} WHERE target_ratings IS NOT NULL{only} "
         f"UNION ALL SELECT 1, MAX(target_ratings) FROM {t['candidate']} WHERE target_ratings IS NOT NULL"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [benchmark_id] if benchmark_id is not None else [])
-        rows = cursor.fetchall()
+    rows = _fetch(sql, [benchmark_id] if benchmark_id is not None else [])
     routed = [k for kind, k in rows if kind == 1 and k is not None]
     return [k for kind, k in rows if kind == 0], (routed[0] if routed else None)
 
@@ -120,9 +154,7 @@ def queue_page(
     if routed_only:
         params.append(level)
     params += [limit, offset]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(pk, priority, bool(eligible)) for pk, priority, eligible in cursor.fetchall()]
+    return [(pk, priority, bool(eligible)) for pk, priority, eligible in _fetch(sql, params)]
 
 
 def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None) -> list[tuple[int, bool, bool, bool]]:
@@ -151,10 +183,8 @@ def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None
     if benchmark_id is not None:
         params.append(benchmark_id)
     params += [Question.Status.ACTIVE, annotator_id, annotator_id]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(pk, bool(expired), bool(in_scope), bool(rateable))
-                for pk, expired, in_scope, rateable in cursor.fetchall()]
+    return [(pk, bool(expired), bool(in_scope), bool(rateable))
+            for pk, expired, in_scope, rateable in _fetch(sql, params)]
 
 
 def queue_lock(*, candidate_id: int, skip_locked: bool) -> bool:
@@ -163,9 +193,7 @@ def queue_lock(*, candidate_id: int, skip_locked: bool) -> bool:
     suffix = ""
     if connection.features.has_select_for_update:
         suffix = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM {_tables()['candidate']} WHERE id = %s{suffix}", [candidate_id])
-        return cursor.fetchone() is not None
+    return bool(_fetch(f"SELECT id FROM {_tables()['candidate']} WHERE id = %s{suffix}", [candidate_id]))
 
 
 def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> dict | None:
@@ -192,11 +220,9 @@ def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> 
         "WHERE c.id = %s"
     )
     params = [settings.ANNOTATION_TARGET_RATINGS, when, annotator_id, annotator_id, when, annotator_id, candidate_id]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
+    rows = _fetch(sql, params)
+    if not rows:
         return None
-    valid, k, held, own_slot, own_rating, version_id, current, status = row
+    valid, k, held, own_slot, own_rating, version_id, current, status = rows[0]
     return {"valid_rating_count": valid, "k": k, "held": held, "own_slot": bool(own_slot), "own_rating": own_rating,
             "question_version_id": version_id, "current": bool(current), "question_status": status}

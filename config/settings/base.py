@@ -233,6 +233,9 @@ EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2
 ANNOTATION_TARGET_RATINGS = env.int("ANNOTATION_TARGET_RATINGS", default=3)
 # Minutes an annotator holds an item before it is released to others.
 ANNOTATION_ASSIGNMENT_MINUTES = env.int("ANNOTATION_ASSIGNMENT_MINUTES", default=15)
+# PostgreSQL: prepare the work queue's statements once per connection (annotation/services/queue_sql.py). Turn it
+# off behind a pooler that cannot keep prepared statements (production sets it off with DATABASE_PGBOUNCER).
+QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=True)
 
 # --- Stage 1 preparation: providers and jobs (annotation/providers, annotation/services/jobs.py) -------------
 # Transcriber (Stage 1a): "faster-whisper" (embedded default) or "openai-whisper".

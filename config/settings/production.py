@@ -27,6 +27,8 @@ else:
 # Behind pgbouncer in transaction mode, server-side cursors and prepared statements must be off.
 if env.bool("DATABASE_PGBOUNCER", default=False):
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    # Transaction pooling hands each transaction any server connection: no prepared statements.
+    QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=False)
 
 # --- Media: a local/shared folder (MEDIA_ROOT, default) or an S3-compatible bucket via django-storages ---------
 MEDIA_STORAGE = env("MEDIA_STORAGE", default="filesystem")  # "filesystem" or "s3"

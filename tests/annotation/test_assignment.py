@@ -325,16 +325,42 @@ def test_sixteen_annotators_for_a_few_seconds_never_exceed_k_never_rate_twice_an
 def test_lease_transactions_commit_without_waiting_for_the_disk_and_only_they_do():
     from django.db import transaction
 
-    from annotation.services.queue_sql import queue_lease_durability_relaxed
+    from annotation.services.queue_sql import queue_lease_transaction_begin
 
     def synchronous_commit() -> str:
         with connection.cursor() as cursor:
             cursor.execute("SHOW synchronous_commit")
             return cursor.fetchone()[0]
 
+    from django.contrib.auth import get_user_model
+
+    annotator = get_user_model().objects.create(username="lease-test-annotator")
     before = synchronous_commit()
     with transaction.atomic():
-        queue_lease_durability_relaxed()
+        queue_lease_transaction_begin(annotator_id=annotator.pk)
         assert synchronous_commit() == "off"
     # SET LOCAL ends with the transaction: ratings written next are flushed before their commit returns.
     assert synchronous_commit() == before == "on"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are used on PostgreSQL only")
+@pytest.mark.parametrize("prepared", [True, False])
+def test_the_queue_statements_are_prepared_once_per_connection_unless_turned_off(settings, prepared):
+    settings.QUEUE_PREPARED_STATEMENTS = prepared
+    CandidateAnswerFactory.create_batch(2)
+    annotator = AnnotatorFactory()
+
+    def prepared_executions() -> int:
+        """Executions of this connection's prepared statements that read the queue's counts."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements "
+                           "WHERE statement LIKE '%%valid_rating_count%%'")
+            return cursor.fetchone()[0]
+
+    before = prepared_executions()
+    first = assignment_next_for_annotator(annotator=annotator)
+    _rate(first)
+    second = assignment_next_for_annotator(annotator=annotator)
+    assert second is not None and second.candidate_id != first.candidate_id
+    executed = prepared_executions() - before
+    assert executed > 0 if prepared else executed == 0
