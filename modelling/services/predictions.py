@@ -55,7 +55,7 @@ def _orca_item(candidate: CandidateAnswer):
 
 
 def predictions_score(
-    *, model_version: ModelVersion, candidates: Iterable[CandidateAnswer] | None = None, batch_size: int = 64
+    *, model_version: ModelVersion, candidates: Iterable[CandidateAnswer] | None = None, batch_size: int = 32
 ) -> int:
     """Score candidate answers with ``model_version`` and upsert one ``Prediction`` each; returns how many were written.
 
@@ -63,7 +63,7 @@ def predictions_score(
         model_version: the model (its ``artifact_path`` folder is loaded with ``modelling.orca.load_orca``).
         candidates: the candidate answers to (re)score; None scores every candidate answer on its question's current
             version that this model has not scored yet, so the call is re-runnable and picks up new candidates.
-        batch_size: items per forward pass.
+        batch_size: items per forward pass (32 was the fastest on a 2-core CPU, bench/orca_experiments.md).
 
     Runs on ``ORCA_DEVICE``. Existing predictions of the same model are overwritten. Raises
     ``modelling.orca.OrcaModelError`` when the model folder is missing or incomplete.
