@@ -12,7 +12,9 @@ others (``SKIP LOCKED``) instead of queueing behind them. SQLite has no row lock
 at a time, which serialises these functions just as well.
 """
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -29,6 +31,8 @@ from annotation.services.audit import audit_record
 #: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
 _PAGE = 32
 _PAGES = 4
+
+T = TypeVar("T")
 
 #: What the rating page shows of an assignment's candidate answer; loaded with the assignment in the same query.
 RATING_PAGE_RELATED = (
@@ -110,25 +114,25 @@ def _own_open_assignment(*, annotator, now: datetime, benchmark: Benchmark | Non
         )
     for pk, expired, in_scope, rateable in rows:
         if not expired and in_scope and rateable:
-            return Assignment.objects.select_related(*RATING_PAGE_RELATED).get(pk=pk)
+            return queue_sql.queue_assignment_for_page(assignment_id=pk)
     return None
 
 
-def insert_unless_raced(instance) -> bool:
-    """Insert the new model ``instance``; False when a unique constraint shows that a concurrent request inserted
-    the same row first. That race needs a database without row locks (SQLite), where the insert runs in a
-    savepoint so the transaction survives it; with row locks (PostgreSQL) the caller's lock already excludes it,
-    so the row is inserted directly and an ``IntegrityError`` propagates.
+def insert_unless_raced(insert: Callable[[], T]) -> T | None:
+    """Run ``insert()``, which writes one new row and returns what it made; None when a unique constraint shows
+    that a concurrent request inserted the same row first.
+
+    That race needs a database without row locks (SQLite), where the insert runs in a savepoint so the transaction
+    survives it; with row locks (PostgreSQL) the caller's lock already excludes it, so the insert runs directly and
+    an ``IntegrityError`` propagates.
     """
     if connection.features.has_select_for_update:
-        instance.save(force_insert=True)
-        return True
+        return insert()
     try:
         with transaction.atomic():
-            instance.save(force_insert=True)
+            return insert()
     except IntegrityError:
-        return False
-    return True
+        return None
 
 
 def slot_is_free(*, valid_rating_count: int, k: int, held: int) -> bool:
@@ -241,16 +245,14 @@ def _assignment_try(*, annotator, now: datetime, window: list[tuple[int, int]], 
         if state is None or not slot_is_free(valid_rating_count=state["valid_rating_count"], k=state["k"],
                                              held=state["held"]):
             continue  # filled or removed since the page was read: pass it over
-        assignment = Assignment(
-            candidate_id=candidate_pk,
-            annotator=annotator,
-            expires_at=now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES),
-        )
+        expires_at = now + timedelta(minutes=settings.ANNOTATION_ASSIGNMENT_MINUTES)
         # On PostgreSQL the annotator's row lock serialises their requests; on SQLite another request of this
         # annotator can win the race to the same candidate.
-        if not insert_unless_raced(assignment):
-            continue
-        return Assignment.objects.select_related(*RATING_PAGE_RELATED).get(pk=assignment.pk)
+        assignment = insert_unless_raced(lambda pk=candidate_pk, until=expires_at: queue_sql.queue_assignment_create(
+            candidate_id=pk, annotator_id=annotator.pk, now=now, expires_at=until
+        ))
+        if assignment is not None:
+            return assignment
     return None
 
 

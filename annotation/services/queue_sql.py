@@ -23,7 +23,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
+from annotation.models import Assignment, AudioClip, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
 
 
 @cache
@@ -226,3 +226,104 @@ def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> 
     valid, k, held, own_slot, own_rating, version_id, current, status = rows[0]
     return {"valid_rating_count": valid, "k": k, "held": held, "own_slot": bool(own_slot), "own_rating": own_rating,
             "question_version_id": version_id, "current": bool(current), "question_status": status}
+
+
+#: The rows the rating page shows with an assignment, in join order: (model, alias).
+_PAGE_MODELS = (
+    (Assignment, "a"), (CandidateAnswer, "c"), (QuestionVersion, "v"), (Question, "q"), (Benchmark, "b"),
+    (AudioClip, "clip"),
+)
+
+
+@cache
+def _page_sql() -> tuple[str, str]:
+    """``(columns, joins)`` of the rating page's rows of assignment ``a`` (see :data:`_PAGE_MODELS`)."""
+    t = _tables()
+    q = connection.ops.quote_name
+    columns = ", ".join(
+        f"{alias}.{q(field.column)}" for model, alias in _PAGE_MODELS for field in model._meta.concrete_fields
+    )
+    joins = (
+        f"JOIN {t['candidate']} c ON c.id = a.candidate_id "
+        f"JOIN {t['version']} v ON v.id = c.question_version_id "
+        f"JOIN {t['question']} q ON q.id = v.question_id "
+        f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
+        f"LEFT JOIN {q(AudioClip._meta.db_table)} clip ON clip.id = q.audio_id"
+    )
+    return columns, joins
+
+
+@cache
+def _page_converters() -> list[tuple[int, list, object]]:
+    """``(column index, converters, expression)`` for the columns of :func:`_page_sql` whose database values need
+    converting into Python ones (JSON, and aware datetimes on SQLite), as the ORM's compiler applies them."""
+    out, index = [], 0
+    for model, _alias in _PAGE_MODELS:
+        for field in model._meta.concrete_fields:
+            expression = field.get_col(model._meta.db_table)
+            converters = connection.ops.get_db_converters(expression) + expression.get_db_converters(connection)
+            if converters:
+                out.append((index, converters, expression))
+            index += 1
+    return out
+
+
+def _page_objects(row: tuple) -> Assignment:
+    """Build the assignment and its candidate answer, question version, question, benchmark and audio clip (or None)
+    from one row of :func:`_page_sql`'s columns, converted and linked as ``select_related`` would do."""
+    row = list(row)
+    for index, converters, expression in _page_converters():
+        for converter in converters:
+            row[index] = converter(row[index], expression, connection)
+    objects, start = [], 0
+    for model, _alias in _PAGE_MODELS:
+        fields = model._meta.concrete_fields
+        values = row[start:start + len(fields)]
+        start += len(fields)
+        if model is AudioClip and values[0] is None:
+            objects.append(None)
+            continue
+        objects.append(model.from_db(connection.alias, [f.attname for f in fields], values))
+    assignment, candidate, version, question, benchmark, clip = objects
+    question.benchmark = benchmark
+    question.audio = clip
+    version.question = question
+    candidate.question_version = version
+    assignment.candidate = candidate
+    return assignment
+
+
+def queue_assignment_for_page(*, assignment_id: int) -> Assignment:
+    """Assignment ``assignment_id`` with what the rating page shows loaded (as
+    ``select_related(*RATING_PAGE_RELATED)`` loads it), in one statement.
+
+    Raises:
+        Assignment.DoesNotExist: no such assignment.
+    """
+    columns, joins = _page_sql()
+    rows = _fetch(f"SELECT {columns} FROM {_tables()['assignment']} a {joins} WHERE a.id = %s", [assignment_id])
+    if not rows:
+        raise Assignment.DoesNotExist(f"Assignment {assignment_id} does not exist.")
+    return _page_objects(rows[0])
+
+
+def queue_assignment_create(*, candidate_id: int, annotator_id: int, now: datetime, expires_at: datetime) -> Assignment:
+    """Insert an open assignment of ``candidate_id`` to ``annotator_id`` and return it with what the rating page
+    shows loaded; one statement on PostgreSQL (an ``INSERT ... RETURNING`` joined to the page's rows), two
+    elsewhere.
+
+    Raises:
+        django.db.IntegrityError: the annotator already holds an open assignment on it (unique constraint).
+    """
+    t = _tables()
+    insert = (
+        f"INSERT INTO {t['assignment']} (candidate_id, annotator_id, status, skip_reason, created_at, expires_at) "
+        f"VALUES (%s, %s, '{Assignment.Status.OPEN}', '', %s, %s)"
+    )
+    params = [candidate_id, annotator_id, _when(now), _when(expires_at)]
+    if connection.vendor != "postgresql":
+        return queue_assignment_for_page(assignment_id=_fetch(f"{insert} RETURNING id", params)[0][0])
+    # The main query cannot see the row the WITH clause inserts in the table, so it reads it from RETURNING.
+    columns, joins = _page_sql()
+    rows = _fetch(f"WITH a AS ({insert} RETURNING *) SELECT {columns} FROM a {joins}", params)
+    return _page_objects(rows[0])

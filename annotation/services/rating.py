@@ -142,7 +142,11 @@ def rating_submit(
                           validate_constraints=False)
         # Submits of the same pair wait on the candidate's row lock and then see this rating; without row locks
         # (SQLite) a concurrent submit of the same annotator may commit first.
-        if not insert_unless_raced(rating):
+        def insert() -> Rating:
+            rating.save(force_insert=True)
+            return rating
+
+        if insert_unless_raced(insert) is None:
             return Rating.objects.get(candidate_id=candidate.pk, annotator=annotator)
         CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=F("valid_rating_count") + 1)
         Assignment.objects.filter(candidate_id=candidate.pk, annotator=annotator, status=Assignment.Status.OPEN).update(

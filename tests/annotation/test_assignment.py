@@ -364,3 +364,37 @@ def test_the_queue_statements_are_prepared_once_per_connection_unless_turned_off
     assert second is not None and second.candidate_id != first.candidate_id
     executed = prepared_executions() - before
     assert executed > 0 if prepared else executed == 0
+
+
+@pytest.mark.parametrize("with_audio", [True, False])
+def test_the_assignment_comes_loaded_for_the_page_exactly_as_the_orm_loads_it(with_audio):
+    from tests.factories import AudioClipFactory
+
+    from annotation.services.assignment import RATING_PAGE_RELATED
+
+    question = QuestionFactory(choices=["a dog", "a cat"], extra={"source": {"split": "test-mini"}},
+                               audio=AudioClipFactory() if with_audio else None)
+    QuestionVersion.objects.filter(pk=question.current_version_id).update(
+        transcript="Woof.", transcript_segments=[{"start": 0.0, "end": 0.5, "text": "Woof."}]
+    )
+    CandidateAnswerFactory(question_version=question.current_version)
+    annotator = AnnotatorFactory()
+    for shown in (assignment_next_for_annotator(annotator=annotator),  # created
+                  assignment_next_for_annotator(annotator=annotator)):  # the same one, shown again
+        loaded = Assignment.objects.select_related(*RATING_PAGE_RELATED).get(pk=shown.pk)
+        pairs = [(shown, loaded), (shown.candidate, loaded.candidate),
+                 (shown.candidate.question_version, loaded.candidate.question_version),
+                 (shown.candidate.question_version.question, loaded.candidate.question_version.question),
+                 (shown.candidate.question_version.question.benchmark,
+                  loaded.candidate.question_version.question.benchmark)]
+        if with_audio:
+            pairs.append((shown.candidate.question_version.question.audio,
+                          loaded.candidate.question_version.question.audio))
+        else:
+            assert shown.candidate.question_version.question.audio is None
+        for ours, orm in pairs:
+            for field in type(orm)._meta.concrete_fields:
+                assert getattr(ours, field.attname) == getattr(orm, field.attname), (type(orm).__name__, field.name)
+        assert shown.candidate.question_version.transcript_segments[0]["text"] == "Woof."
+        assert shown.candidate.question_version.question.extra == {"source": {"split": "test-mini"}}
+        assert shown.expires_at.tzinfo is not None
