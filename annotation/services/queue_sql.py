@@ -55,8 +55,9 @@ def _fetch(sql: str, params: list) -> list[tuple]:
         connection.ensure_connection()
         raw = connection.connection
         if raw.prepare_threshold is None:
-            # Django turns psycopg's statement preparation off for every connection (for poolers). Its own cursors
-            # bind parameters on the client and never prepare, so turning it back on affects only this cursor.
+            # Django turns psycopg's statement preparation off for every connection (for poolers). With its default
+            # client-side binding its own cursors never prepare, so turning it back on affects only these
+            # statements (with OPTIONS server_side_binding, Django's queries are then prepared after 5 runs too).
             raw.prepare_threshold = 5
         # Errors surface as django.db exceptions, as from Django's own cursor.
         with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
