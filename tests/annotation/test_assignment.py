@@ -28,6 +28,15 @@ def _rate(assignment: Assignment, score: int = 4) -> Rating:
     )
 
 
+def _run_each_in_a_thread(work, annotators, *, timeout: float) -> None:
+    """Run ``work(annotator)`` for every annotator at once, one thread each, and wait up to ``timeout`` s each."""
+    threads = [threading.Thread(target=work, args=(a,)) for a in annotators]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+
+
 def _expire(assignment: Assignment) -> None:
     Assignment.objects.filter(pk=assignment.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
@@ -246,11 +255,7 @@ def test_concurrent_annotators_never_exceed_k_nor_rate_twice(settings):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=work, args=(a,)) for a in annotators]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
+    _run_each_in_a_thread(work, annotators, timeout=120)
     assert not errors, errors
     per_candidate = {c.pk: 0 for c in candidates}
     pairs = list(Rating.objects.values_list("candidate_id", "annotator_id"))
@@ -302,11 +307,7 @@ def test_sixteen_annotators_for_a_few_seconds_never_exceed_k_never_rate_twice_an
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=work, args=(a,)) for a in annotators]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    _run_each_in_a_thread(work, annotators, timeout=60)
     assert not errors, errors
     pairs = list(Rating.objects.values_list("candidate_id", "annotator_id"))
     per_candidate = {c.pk: 0 for c in candidates}
@@ -398,3 +399,46 @@ def test_the_assignment_comes_loaded_for_the_page_exactly_as_the_orm_loads_it(wi
         assert shown.candidate.question_version.transcript_segments[0]["text"] == "Woof."
         assert shown.candidate.question_version.question.extra == {"source": {"split": "test-mini"}}
         assert shown.expires_at.tzinfo is not None
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_the_queue_sql_and_the_orm_agree_on_which_candidates_are_open(settings, scoped):
+    """The eligibility rule is written twice (plain SQL for the hot path, the ORM for progress counts and the
+    exhaustive fallback): on a mix of every case the two must pick the same candidates."""
+    from annotation.services.assignment import candidates_open_for_annotator
+    from annotation.services.queue_sql import queue_page
+
+    settings.ANNOTATION_TARGET_RATINGS = 2
+    annotator, other, third = AnnotatorFactory.create_batch(3)
+    benchmark = BenchmarkFactory(target_ratings=3)
+    plain = CandidateAnswerFactory.create_batch(3)
+    on_benchmark = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=benchmark).current_version)
+    routed = CandidateAnswerFactory(target_ratings=4)
+    rated, skipped, held_full, stale, paused = CandidateAnswerFactory.create_batch(5)
+    rating_submit(candidate=rated, annotator=annotator, score=3, codes="")
+    rating_submit(candidate=routed, annotator=other, score=3, codes="")
+    rating_submit(candidate=routed, annotator=third, score=4, codes="")
+    Assignment.objects.create(candidate=skipped, annotator=annotator, status=Assignment.Status.SKIPPED,
+                              expires_at=timezone.now())
+    rating_submit(candidate=held_full, annotator=other, score=3, codes="")
+    Assignment.objects.create(candidate=held_full, annotator=third, expires_at=timezone.now() + timedelta(hours=1))
+    question = stale.question_version.question
+    question.current_version = QuestionVersion.objects.create(
+        question=question, number=2, question_text="Fixed?", reference_answer="A cat", source="expert"
+    )
+    question.save(update_fields=["current_version"])
+    Question.objects.filter(pk=paused.question_version.question_id).update(status=Question.Status.UNDER_CORRECTION)
+
+    now = timezone.now()
+    scope = benchmark if scoped else None
+    orm = set(candidates_open_for_annotator(annotator=annotator, now=now, benchmark=scope).values_list("pk", flat=True))
+    sql = {
+        pk
+        for level in range(5)
+        for pk, _priority, eligible in queue_page(level=level, routed_only=False, offset=0, limit=100,
+                                                 annotator_id=annotator.pk, now=now,
+                                                 benchmark_id=scope.pk if scope else None)
+        if eligible
+    }
+    expected = {on_benchmark.pk} if scoped else {c.pk for c in plain} | {on_benchmark.pk, routed.pk}
+    assert orm == sql == expected
