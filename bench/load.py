@@ -24,6 +24,7 @@ Targets (issue #8): zero errors, zero lost or duplicate ratings, p95 <= 100 ms.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -67,6 +68,35 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def gunicorn_serving(*, env: dict, workers: int, log: Path):
+    """Run gunicorn (``workers`` processes × 2 threads) on a free port of 127.0.0.1 with ``env``; yield its base
+    URL once ``/readyz`` answers 200 (SystemExit with the log's tail if it never does); stop it on exit."""
+    import requests
+
+    port = free_port()
+    gunicorn = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", "2", "--timeout", "60"],
+        cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if requests.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        else:
+            raise SystemExit(f"gunicorn did not become ready; log:\n{log.read_text()[-3000:]}")
+        yield base
+    finally:
+        gunicorn.terminate()
+        gunicorn.wait(timeout=30)
 
 
 def prepare_database(*, server: str, name: str) -> str:
@@ -236,26 +266,7 @@ def main() -> None:
     django.setup()
     seed(annotators=args.annotators, candidates=args.candidates, target=args.target)
 
-    port = free_port()
-    log = folder / "gunicorn.log"
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(args.web_workers), "--threads", "2", "--timeout", "60"],
-        cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        import requests
-
-        for _ in range(300):
-            try:
-                if requests.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        else:
-            raise SystemExit(f"gunicorn did not become ready; log:\n{log.read_text()[-3000:]}")
+    with gunicorn_serving(env=env, workers=args.web_workers, log=folder / "gunicorn.log") as base:
         annotators = [
             Annotator(base=base, username=f"load-annotator-{i + 1}", pause=args.pause, seed=i)
             for i in range(args.annotators)
@@ -270,9 +281,6 @@ def main() -> None:
         for annotator in annotators:
             annotator.join(timeout=args.seconds + 120)
         wall = time.monotonic() - started
-    finally:
-        gunicorn.terminate()
-        gunicorn.wait(timeout=30)
 
     from django.db import connection
 

@@ -187,32 +187,10 @@ def main() -> None:
 
     connection.close()
 
-    port = load.free_port()
-    log = folder / "gunicorn.log"
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(args.web_workers), "--threads", "2", "--timeout", "60"],
-        cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
     runs = {}
-    try:
-        import requests
-
-        for _ in range(300):
-            try:
-                if requests.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        else:
-            raise SystemExit(f"gunicorn did not become ready; log:\n{log.read_text()[-3000:]}")
+    with load.gunicorn_serving(env=env, workers=args.web_workers, log=folder / "gunicorn.log") as base:
         runs["c1"] = drive(base=base, clients=1, seconds=args.seconds)
         runs["c16"] = drive(base=base, clients=N_CLIENTS, seconds=args.seconds)
-    finally:
-        gunicorn.terminate()
-        gunicorn.wait(timeout=30)
 
     accepted = runs["c1"].pop("accepted") + runs["c16"].pop("accepted")
     result = {
