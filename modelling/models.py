@@ -125,7 +125,8 @@ class TrainingRun(models.Model):
         default=dict,
         blank=True,
         help_text="{dev: {unclamped, clamped}, test: {unclamped, clamped}} each {rho, tau, mae_mu, mae_var} on the "
-        "normalised scale (null where undefined), plus best_epoch, clamp_threshold and train_wall_s.",
+        "normalised scale (null where undefined), plus best_epoch, clamp_threshold, concentration_scale and "
+        "train_wall_s.",
     )
     artifact_path = models.CharField(
         max_length=500, blank=True, help_text="Folder of the saved ORCA model (weights, head, config, tokenizer)."

@@ -9,19 +9,30 @@ Public API:
     quantize_int8                                 int8 CPU scoring (model.py)
     TrainConfig, train                            fine-tuning with progress callback (train.py)
     rating_nll, beta_moments, categorical_moments likelihoods and moments (losses.py)
-    evaluate_predictions, clamp_mu, clamp_predictions, tune_clamp_threshold   metrics and post-processing (metrics.py)
+    evaluate_predictions, clamp_mu, clamp_predictions, tune_clamp_threshold,
+    sharpen_variance, tune_concentration_scale    metrics and post-processing (metrics.py)
 """
 
 from .data import InputFields, OrcaDataError, OrcaItem, build_text, item_targets, load_items
 from .losses import beta_log_prob, beta_moments, categorical_moments, predict_moments, rating_nll, reduce_nll
-from .metrics import clamp_mu, clamp_predictions, evaluate_predictions, kendall_tau_b, spearman, tune_clamp_threshold
+from .metrics import (
+    clamp_mu,
+    clamp_predictions,
+    evaluate_predictions,
+    kendall_tau_b,
+    sharpen_variance,
+    spearman,
+    tune_clamp_threshold,
+    tune_concentration_scale,
+)
 from .model import OrcaConfig, OrcaModel, OrcaModelError, build_orca, load_orca, predict, quantize_int8, save_orca
 from .train import TrainConfig, train
 
 __all__ = [
     "InputFields", "OrcaDataError", "OrcaItem", "build_text", "item_targets", "load_items",
     "beta_log_prob", "beta_moments", "categorical_moments", "predict_moments", "rating_nll", "reduce_nll",
-    "clamp_mu", "clamp_predictions", "evaluate_predictions", "kendall_tau_b", "spearman", "tune_clamp_threshold",
+    "clamp_mu", "clamp_predictions", "evaluate_predictions", "kendall_tau_b", "sharpen_variance", "spearman",
+    "tune_clamp_threshold", "tune_concentration_scale",
     "OrcaConfig", "OrcaModel", "OrcaModelError", "build_orca", "load_orca", "predict", "quantize_int8", "save_orca",
     "TrainConfig", "train",
 ]

@@ -2,10 +2,11 @@
 
 * ``train --train T --dev D --out DIR [options]``: one JSON line per progress event on stdout
   (``start``, ``epoch`` with loss and dev metrics, ``done``).
-* ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (saved dev threshold).
+* ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (the post-processing with the saved
+  dev-tuned clamp threshold and concentration scale).
 * ``score --model DIR --data X --out preds.jsonl``: one line per item
-  ``{id, mu, var, alpha, beta, mu_clamped, var_clamped}`` (raw Beta moments and parameters, then the clamped
-  μ and σ²: :func:`~modelling.orca.metrics.clamp_predictions`).
+  ``{id, mu, var, alpha, beta, mu_clamped, var_clamped}`` (raw Beta moments and parameters, then the
+  post-processed μ and σ²: :func:`~modelling.orca.metrics.clamp_predictions`).
 
 ``evaluate`` and ``score`` run the same scoring path (:func:`score_setup`, then
 :func:`~modelling.orca.model.predict`). ``--int8`` (CPU) quantises most Linear layers: 1.2–1.6× faster, but μ
@@ -144,19 +145,22 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     model, tok = score_setup(a.model, a.device, a.threads, a.int8)
     pred = predict(model, tok, items, a.batch_size, a.device)
     hm, hv = item_targets(items)
-    thr = model.config.clamp_threshold
+    thr, kappa = model.config.clamp_threshold, model.config.concentration_scale
     res = {
         "unclamped": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
-        "clamped": evaluate_predictions(*clamp_predictions(pred["mu"], pred["var"], thr), hm, hv),
+        "clamped": evaluate_predictions(
+            *clamp_predictions(pred["mu"], pred["var"], thr, concentration_scale=kappa), hm, hv
+        ),
         "n_items": len(items),
         "n_items_var": sum(1 for v in hv if v == v),
         "clamp_threshold": thr,
+        "concentration_scale": kappa,
         "int8": a.int8,
     }
     if a.json:
         _print_json(res)
     else:
-        print(f"{len(items)} items, clamp threshold {thr}")
+        print(f"{len(items)} items, clamp threshold {thr}, concentration scale {kappa:.3g}")
         for k in ("unclamped", "clamped"):
             m = res[k]
             print(f"{k:10s} rho {m['rho']:.4f}  tau {m['tau']:.4f}  MAE_mu {m['mae_mu']:.4f}  MAE_var {m['mae_var']:.4f}")
@@ -169,7 +173,8 @@ def _cmd_score(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pred = predict(model, tok, items, a.batch_size, a.device)
     dt = time.perf_counter() - t0
-    mu_c, var_c = clamp_predictions(pred["mu"], pred["var"], model.config.clamp_threshold)
+    mu_c, var_c = clamp_predictions(pred["mu"], pred["var"], model.config.clamp_threshold,
+                                    concentration_scale=model.config.concentration_scale)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:

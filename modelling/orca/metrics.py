@@ -8,8 +8,9 @@ All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
   **sample** variance (ddof = 1) of the item's normalised ratings. Items with a single rating have no
   sample variance and are left out. This convention reproduces MODELLING-NOTES' always-zero baseline
   (0.031 on seed-108 dev; population variance would give 0.020).
-* Clamped metrics use :func:`clamp_predictions`: the paper's clamp of μ, and σ² = 0 for the clamped items
-  (our extension, not the paper's).
+* Clamped ("post-processed") metrics use :func:`clamp_predictions`: the paper's clamp of μ, σ² = 0 for the
+  clamped items, and σ² of the other items from the Beta with its concentration α + β scaled by a factor κ
+  tuned on dev (:func:`tune_concentration_scale`). The last two are our extensions, not the paper's.
 """
 
 from __future__ import annotations
@@ -126,21 +127,63 @@ def clamp_mu(mu: Sequence[float], var: Sequence[float], threshold: float | None,
     return mu
 
 
-def clamp_predictions(
-    mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN
-) -> tuple[np.ndarray, np.ndarray]:
-    """The variance-gated clamp of μ (:func:`clamp_mu`, ORCA paper Section 5.5) plus **our extension**: σ² is
-    set to 0 wherever μ was clamped.
+def sharpen_variance(mu: Sequence[float], var: Sequence[float], scale: float) -> np.ndarray:
+    """σ² of Beta(κα, κβ): the predicted Beta with its concentration α + β multiplied by ``scale`` = κ.
 
-    A clamped μ of exactly 0 or 1 says that every annotator gives the extreme rating, i.e. the ratings do
-    not vary; keeping the model's (small but positive) σ² would contradict it. The paper clamps μ only; it
-    says nothing about σ². ``threshold=None`` changes nothing.
+    μ = α/(α+β) is unchanged; with s = α + β = μ(1−μ)/σ² − 1 (ORCA paper, Eq. 2–3), the new variance is
+    μ(1−μ) / (κ·s + 1). κ > 1 sharpens the distribution (less predicted disagreement), κ < 1 widens it, κ = 1
+    returns ``var`` unchanged. Items with σ² ≤ 0 or μ(1−μ) ≤ σ² (degenerate Betas) keep their σ².
+
+    Args:
+        mu, var: predicted mean in [0, 1] and variance (normalised scale), one per item.
+        scale: κ > 0.
+
+    Returns:
+        float array of variances, same length as ``mu``, each in [0, μ(1−μ)).
+
+    Raises:
+        ValueError: ``scale`` is not a positive finite number, or the lengths differ.
+    """
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"concentration scale must be a positive number, got {scale!r}")
+    mu_a, var_a = np.asarray(mu, float), np.asarray(var, float)
+    if mu_a.shape != var_a.shape:
+        raise ValueError("mu and var must have the same length")
+    out = var_a.copy()
+    if scale == 1.0:
+        return out
+    spread = mu_a * (1.0 - mu_a)
+    ok = (var_a > 0) & (spread > var_a)
+    concentration = spread[ok] / var_a[ok] - 1.0
+    out[ok] = spread[ok] / (scale * concentration + 1.0)
+    return out
+
+
+def clamp_predictions(
+    mu: Sequence[float],
+    var: Sequence[float],
+    threshold: float | None,
+    margin: float = CLAMP_MARGIN,
+    concentration_scale: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The dev-tuned post-processing: the variance-gated clamp of μ (:func:`clamp_mu`, ORCA paper Section 5.5)
+    plus **two extensions of ours** for σ²:
+
+    * σ² = 0 wherever μ was clamped. A clamped μ of exactly 0 or 1 says that every annotator gives the extreme
+      rating, i.e. the ratings do not vary; keeping the model's (small but positive) σ² would contradict it.
+    * every other σ² is the variance of the Beta with its concentration scaled by ``concentration_scale``
+      (:func:`sharpen_variance`; κ tuned on dev by :func:`tune_concentration_scale`). The Beta NLL calibrates the
+      whole distribution of ratings; MAE_σ² is minimised by the *median* of an item's observed variance, which
+      is 0 for most items because about half are unanimous. κ > 1 moves σ² towards that median.
+
+    The clamp decision uses the raw σ² (``threshold`` is in raw σ² units). The paper clamps μ only; it says
+    nothing about σ². ``threshold=None`` and ``concentration_scale=1`` change nothing.
 
     Returns:
         (mu, var) float arrays, same length as the inputs.
     """
     mu_c = clamp_mu(mu, var, threshold, margin)
-    var_c = np.asarray(var, float).copy()
+    var_c = sharpen_variance(mu, var, concentration_scale)
     var_c[mu_c != np.asarray(mu, float)] = 0.0
     return mu_c, var_c
 
@@ -182,3 +225,47 @@ def tune_clamp_threshold(
         if obj > best_obj + 1e-12:
             best_t, best_m, best_obj = float(t), m, obj
     return best_t, best_m
+
+
+#: Candidate concentration scales κ: 2^(i/4) for i = −8 … 24, i.e. 0.25 … 64 (κ = 1 included).
+CONCENTRATION_SCALES = tuple(2.0 ** (i / 4) for i in range(-8, 25))
+
+
+def tune_concentration_scale(
+    mu: Sequence[float],
+    var: Sequence[float],
+    human_mean: Sequence[float],
+    human_var: Sequence[float],
+    threshold: float | None = None,
+    scales: Sequence[float] = CONCENTRATION_SCALES,
+) -> tuple[float, dict[str, float]]:
+    """Pick the concentration scale κ that minimises MAE_σ² on a dev split, after the clamp with ``threshold``.
+
+    A one-parameter calibration of σ² (our extension, in the spirit of the paper's dev-tuned clamp, Section 5.5):
+    μ, and so ρ, τ and MAE_μ, do not change. κ = 1 (no change) is tried first and wins ties; among equal MAE_σ²
+    the κ closest to 1 (in log scale) wins. Items with fewer than 2 ratings do not count (no sample variance).
+
+    Args:
+        mu, var: predicted mean and variance (normalised scale), one per item.
+        human_mean, human_var: per-item targets as for :func:`evaluate_predictions`.
+        threshold: the clamp threshold already tuned (:func:`tune_clamp_threshold`), None = no clamp.
+        scales: candidate κ values, each > 0.
+
+    Returns:
+        (κ, metrics): κ ≥ the smallest candidate, and the metrics of :func:`clamp_predictions` with it (same
+        keys as :func:`evaluate_predictions`). κ = 1.0 when no item has 2 ratings.
+
+    Raises:
+        ValueError: a candidate κ is not positive, or the lengths differ.
+    """
+    if any(not (math.isfinite(k) and k > 0) for k in scales):
+        raise ValueError(f"concentration scales must be positive numbers, got {list(scales)!r}")
+    best_k = 1.0
+    best_m = evaluate_predictions(*clamp_predictions(mu, var, threshold), human_mean, human_var)
+    if not math.isfinite(best_m["mae_var"]):
+        return best_k, best_m
+    for k in sorted(scales, key=lambda k: abs(math.log(k))):
+        m = evaluate_predictions(*clamp_predictions(mu, var, threshold, concentration_scale=k), human_mean, human_var)
+        if m["mae_var"] < best_m["mae_var"] - 1e-12:
+            best_k, best_m = float(k), m
+    return best_k, best_m

@@ -155,6 +155,8 @@ class OrcaConfig:
         rating_eps: Beta only; normalised ratings clamped to [eps, 1−eps] in the likelihood.
         append_eos: append the tokenizer's EOS token (decoders).
         clamp_threshold: σ² threshold of the post-processing clamp (None = off), tuned on dev.
+        concentration_scale: κ > 0 of the post-processing σ² calibration (α + β scaled by κ; 1 = off), tuned
+            on dev after the clamp (:func:`~modelling.orca.metrics.tune_concentration_scale`).
         lora_rank: rank of the LoRA adapters used in training (0 = full fine-tuning); merged on save.
     """
 
@@ -170,6 +172,7 @@ class OrcaConfig:
     rating_eps: float = 0.01
     append_eos: bool = False
     clamp_threshold: float | None = None
+    concentration_scale: float = 1.0
     lora_rank: int = 0
     dev_metrics: dict = field(default_factory=dict)
     train_settings: dict = field(default_factory=dict)

@@ -22,7 +22,7 @@ import torch
 
 from .data import OrcaItem, item_targets, load_items
 from .losses import predict_moments, rating_nll, reduce_nll
-from .metrics import evaluate_predictions, tune_clamp_threshold
+from .metrics import evaluate_predictions, tune_clamp_threshold, tune_concentration_scale
 from .model import (
     OrcaConfig,
     OrcaModel,
@@ -311,8 +311,9 @@ def train(
     if dev_items:
         pred, m = evaluate_items(model, tok, dev_items, tc.device, tc.eval_batch_size, dev_ids)
         hm, hv = item_targets(dev_items)
-        thr, mcl = tune_clamp_threshold(pred["mu"], pred["var"], hm, hv)
-        mc.clamp_threshold = thr
+        thr, _ = tune_clamp_threshold(pred["mu"], pred["var"], hm, hv)
+        kappa, mcl = tune_concentration_scale(pred["mu"], pred["var"], hm, hv, threshold=thr)
+        mc.clamp_threshold, mc.concentration_scale = thr, kappa
         mc.dev_metrics = {"unclamped": m, "clamped": mcl, "best_epoch": best_epoch, "n_items": len(dev_items)}
     mc.train_settings = asdict(tc) | {"train_wall_s": round(train_wall, 2), "train_cpu_s": round(train_cpu, 2),
                                       "stopped_by_time_budget": out_of_time}
@@ -320,7 +321,8 @@ def train(
     if out_dir is not None:
         save_orca(model, tok, out_dir)
     done = {"event": "done", "train_wall_s": round(train_wall, 2), "train_cpu_s": round(train_cpu, 2), "best_epoch": best_epoch,
-            "clamp_threshold": mc.clamp_threshold, "dev": mc.dev_metrics, "out_dir": str(out_dir) if out_dir else None}
+            "clamp_threshold": mc.clamp_threshold, "concentration_scale": mc.concentration_scale,
+            "dev": mc.dev_metrics, "out_dir": str(out_dir) if out_dir else None}
     emit(done)
     return {"model": model, "tokenizer": tok, "config": mc, "history": history, "train_wall_s": train_wall,
             "train_cpu_s": train_cpu, "out_dir": out_dir}

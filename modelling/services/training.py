@@ -220,7 +220,7 @@ def _scored_items(path: Path):
     return [item for item in load_items(path, require_ratings=False) if item.ratings]
 
 
-def _evaluate(model, tokenizer, items, *, threshold, device: str) -> dict | None:
+def _evaluate(model, tokenizer, items, *, threshold, concentration_scale: float, device: str) -> dict | None:
     """Unclamped and clamped metrics of a trained model on labelled items, or None for fewer than 2 items."""
     from modelling.orca import clamp_predictions, evaluate_predictions, item_targets, predict
 
@@ -230,8 +230,12 @@ def _evaluate(model, tokenizer, items, *, threshold, device: str) -> dict | None
     human_mean, human_var = item_targets(items)
     return {
         "unclamped": evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var),
-        # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items (our extension; modelling.orca.metrics)
-        "clamped": evaluate_predictions(*clamp_predictions(pred["mu"], pred["var"], threshold), human_mean, human_var),
+        # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items and the dev-tuned concentration scale
+        # (our extensions; modelling.orca.metrics.clamp_predictions)
+        "clamped": evaluate_predictions(
+            *clamp_predictions(pred["mu"], pred["var"], threshold, concentration_scale=concentration_scale),
+            human_mean, human_var,
+        ),
     }
 
 
@@ -336,9 +340,10 @@ def _train(run: TrainingRun) -> None:
     metrics = _finite({
         "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
         "test": _evaluate(result["model"], result["tokenizer"], items["test"], threshold=trained.clamp_threshold,
-                          device=cfg["device"]),
+                          concentration_scale=trained.concentration_scale, device=cfg["device"]),
         "best_epoch": dev_metrics.get("best_epoch"),
         "clamp_threshold": trained.clamp_threshold,
+        "concentration_scale": trained.concentration_scale,
         "train_wall_s": round(result["train_wall_s"], 2),
         "pooling": trained.pooling,
     })

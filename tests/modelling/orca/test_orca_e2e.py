@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from modelling.orca import OrcaConfig, TrainConfig, load_items, load_orca, predict, train
+from modelling.orca import OrcaConfig, TrainConfig, load_items, load_orca, predict, sharpen_variance, train
 from modelling.orca.cli import main
 from modelling.orca.model import encode_item
 
@@ -61,6 +61,7 @@ def test_saved_model_reloads_and_predicts_valid_distributions(trained):
     cfg = json.loads((model_dir / "config.json").read_text())
     assert cfg["head"] == "beta" and cfg["pooling"] == "mean" and cfg["max_length"] == 48
     assert "clamp_threshold" in cfg and "unclamped" in cfg["dev_metrics"]
+    assert cfg["concentration_scale"] > 0  # the σ² calibration tuned on dev is saved with the clamp
 
     model, tok = load_orca(model_dir)
     items = load_items(data)
@@ -88,11 +89,14 @@ def test_cli_evaluate_and_score(trained, capsys):
     rows = [json.loads(line) for line in preds.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(8)]
     assert all(set(r) == {"id", "mu", "var", "alpha", "beta", "mu_clamped", "var_clamped"} for r in rows)
-    thr = json.loads((tmp / "model" / "config.json").read_text())["clamp_threshold"]
+    saved = json.loads((tmp / "model" / "config.json").read_text())
+    thr, kappa = saved["clamp_threshold"], saved["concentration_scale"]
+    assert out["clamp_threshold"] == thr and out["concentration_scale"] == kappa
     for r in rows:
         clamped = thr is not None and r["var"] <= thr and (r["mu"] < 0.125 or r["mu"] > 0.875)
         assert r["mu_clamped"] == (round(r["mu"]) if clamped else r["mu"])
-        assert r["var_clamped"] == (0.0 if clamped else r["var"])
+        expected = 0.0 if clamped else float(sharpen_variance([r["mu"]], [r["var"]], kappa)[0])
+        assert r["var_clamped"] == pytest.approx(expected, rel=1e-6, abs=1e-12)
     # --int8 scores the same items with a quantised backbone (float32 is the default)
     q = tmp / "preds8.jsonl"
     assert main(["score", "--model", str(tmp / "model"), "--data", str(data), "--out", str(q), "--int8"]) == 0

@@ -29,8 +29,10 @@ from modelling.orca.metrics import (
     evaluate_predictions,
     kendall_tau_b,
     rankdata,
+    sharpen_variance,
     spearman,
     tune_clamp_threshold,
+    tune_concentration_scale,
 )
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
@@ -153,6 +155,51 @@ def test_tune_clamp_threshold_finds_helpful_threshold():
     # clamping that cannot help (nothing is extreme) gives None
     thr, _ = tune_clamp_threshold([0.4, 0.5, 0.6], [0.01] * 3, [0.4, 0.5, 0.6], [0.0] * 3)
     assert thr is None
+
+
+def test_sharpen_variance_is_the_variance_of_the_beta_with_scaled_concentration():
+    a, b = np.array([0.5, 2.0, 9.0, 1.0]), np.array([1.5, 3.0, 0.4, 1.0])
+    mu, var = a / (a + b), stats.beta.var(a, b)
+    for kappa in (0.25, 1.0, 3.0, 40.0):
+        np.testing.assert_allclose(sharpen_variance(mu, var, kappa), stats.beta.var(kappa * a, kappa * b), rtol=1e-9)
+    # μ = 0.5, σ² = 0.05: α + β = 0.25/0.05 − 1 = 4; κ = 2 gives 0.25 / (8 + 1)
+    assert sharpen_variance([0.5], [0.05], 2.0)[0] == pytest.approx(0.25 / 9)
+    # degenerate predictions keep their σ²: zero variance, and σ² ≥ μ(1−μ)
+    np.testing.assert_array_equal(sharpen_variance([0.3, 0.5], [0.0, 0.3], 4.0), [0.0, 0.3])
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="concentration scale"):
+            sharpen_variance([0.5], [0.05], bad)
+
+
+def test_clamp_predictions_sharpens_unclamped_variance_and_zeroes_clamped():
+    mu, var = [0.05, 0.5, 0.95], [0.001, 0.05, 0.2]
+    mu_c, var_c = clamp_predictions(mu, var, 0.01, concentration_scale=2.0)
+    np.testing.assert_array_equal(mu_c, [0.0, 0.5, 0.95])
+    # clamped: 0; μ 0.5: 0.25/9; μ 0.95 (σ² above the threshold, not clamped): α+β = 0.0475/0.2 − 1 < 0 is
+    # degenerate (σ² ≥ μ(1−μ)), so it keeps its σ²
+    np.testing.assert_allclose(var_c, [0.0, 0.25 / 9, 0.2])
+
+
+def test_tune_concentration_scale_lowers_mae_var_without_touching_mu():
+    # six items, four unanimous (s² = 0) and two with s² 0.03; the model spreads σ² 0.02–0.06 over all six
+    mu = np.array([0.2, 0.4, 0.5, 0.6, 0.7, 0.8])
+    var = np.array([0.03, 0.05, 0.06, 0.05, 0.04, 0.02])
+    hm = [0.25, 0.5, 0.5, 0.5, 0.75, 0.75]
+    hv = [0.0, 0.0, 0.03, 0.03, 0.0, 0.0]
+    kappa, m = tune_concentration_scale(mu, var, hm, hv)
+    raw = evaluate_predictions(mu, var, hm, hv)
+    assert kappa > 1.0  # the humans agree more than the Betas say: sharpen
+    assert m["mae_var"] < raw["mae_var"]
+    assert (m["rho"], m["tau"], m["mae_mu"]) == (raw["rho"], raw["tau"], raw["mae_mu"])
+    _, var_k = clamp_predictions(mu, var, None, concentration_scale=kappa)
+    assert m["mae_var"] == pytest.approx(float(np.abs(var_k - np.array(hv)).mean()))
+    # σ² already equal to the human variance: κ = 1 is kept (ties go to 1)
+    exact = np.array([0.03, 0.05, 0.06, 0.05, 0.04, 0.02])
+    assert tune_concentration_scale(mu, exact, hm, exact)[0] == 1.0
+    # no item with 2 ratings: nothing to tune
+    assert tune_concentration_scale(mu, var, hm, [math.nan] * 6)[0] == 1.0
+    with pytest.raises(ValueError, match="concentration scales"):
+        tune_concentration_scale(mu, var, hm, hv, scales=[0.0, 2.0])
 
 
 def test_rank_correlations_match_scipy_with_ties():
