@@ -19,65 +19,43 @@ import math
 from typing import Sequence
 
 import numpy as np
+from scipy import stats
 
 #: Distance from 0 / 1 within which a low-variance μ is clamped (ORCA paper, Section 5.5).
 CLAMP_MARGIN = 0.125
 
 
-def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of a 1-D array, ties getting their average rank (as scipy.stats.rankdata 'average')."""
-    x = np.asarray(x, dtype=float)
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    n = len(x)
-    ranks = np.empty(n, dtype=float)
-    # boundaries of tie groups
-    starts = np.r_[0, np.flatnonzero(xs[1:] != xs[:-1]) + 1]
-    ends = np.r_[starts[1:], n]
-    for s, e in zip(starts, ends):
-        ranks[order[s:e]] = (s + e + 1) / 2.0  # mean of ranks s+1..e
-    return ranks
+def _paired(name: str, x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"{name} needs two 1-D sequences of equal length ≥ 2")
+    return x, y
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman ρ: Pearson correlation of average ranks. Range [−1, 1]; nan if either input is constant.
+    """Spearman ρ (``scipy.stats.spearmanr``: Pearson correlation of average ranks). Range [−1, 1]; nan if either
+    input is constant.
 
     Raises:
         ValueError: lengths differ or fewer than 2 values.
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError("spearman needs two 1-D sequences of equal length ≥ 2")
-    rx, ry = rankdata(x) - (len(x) + 1) / 2, rankdata(y) - (len(y) + 1) / 2
-    den = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
-    return float((rx * ry).sum() / den) if den > 0 else math.nan
+    x, y = _paired("spearman", x, y)
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan
+    return float(stats.spearmanr(x, y).statistic)
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float], chunk: int = 2048) -> float:
-    """Kendall τ-b (tie-corrected), as scipy.stats.kendalltau's default. Range [−1, 1]; nan if constant.
-
-    O(n²) time in chunks of ``chunk`` rows (O(chunk · n) memory); fine up to tens of thousands of items.
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall τ-b, tie-corrected (``scipy.stats.kendalltau``'s default). Range [−1, 1]; nan if either input is
+    constant.
 
     Raises:
         ValueError: lengths differ or fewer than 2 values.
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError("kendall_tau_b needs two 1-D sequences of equal length ≥ 2")
-    n = len(x)
-    s = 0.0  # Σ_{i<j} sign(dx) sign(dy)
-    tx = ty = 0.0  # pairs tied in x / in y (i<j)
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        dx = np.sign(x[a:b, None] - x[None, :])
-        dy = np.sign(y[a:b, None] - y[None, :])
-        upper = np.arange(a, b)[:, None] < np.arange(n)[None, :]
-        s += float((dx * dy)[upper].sum())
-        tx += float(((dx == 0) & upper).sum())
-        ty += float(((dy == 0) & upper).sum())
-    n0 = n * (n - 1) / 2
-    den = math.sqrt((n0 - tx) * (n0 - ty))
-    return s / den if den > 0 else math.nan
+    x, y = _paired("kendall_tau_b", x, y)
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan
+    return float(stats.kendalltau(x, y).statistic)
 
 
 def evaluate_predictions(
