@@ -17,7 +17,8 @@ no candidate has more valid ratings than its target (``over_target``) and ``vali
 Annotator accounts use a fast password hasher, and log in before the clock starts (logins are not measured).
 
 Latency is per HTTP request (next item and submit), measured by the client. Run:
-``python bench/load.py [--annotators 50] [--seconds 60] [--pause 1.0] [--web-workers 4]``; PostgreSQL from
+``python bench/load.py [--annotators 50] [--seconds 60] [--pause 1.0] [--web-workers 4] [--web-threads 2]
+[--worker-class gthread|sync]``; PostgreSQL from
 ``--server`` (default ``postgres://postgres@127.0.0.1:5432``), Redis db 9 as the (unused) broker.
 Targets (issue #8): zero errors, zero lost or duplicate ratings, p95 <= 100 ms.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import random
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,15 +74,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def gunicorn_serving(*, env: dict, workers: int, log: Path):
-    """Run gunicorn (``workers`` processes × 2 threads) on a free port of 127.0.0.1 with ``env``; yield its base
-    URL once ``/readyz`` answers 200 (SystemExit with the log's tail if it never does); stop it on exit."""
+def gunicorn_serving(*, env: dict, workers: int, log: Path, threads: int = 2, worker_class: str = "gthread"):
+    """Run gunicorn (``workers`` processes × ``threads`` threads, ``worker_class`` ``gthread`` or ``sync``: one
+    request per process at a time, no keep-alive) on a free port of 127.0.0.1 with ``env``; yield its base URL once ``/readyz`` answers 200 (SystemExit with the log's tail if it never does); stop it on exit."""
     import requests
 
     port = free_port()
     gunicorn = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--threads", "2", "--timeout", "60"],
+         "--workers", str(workers), "--worker-class", worker_class,
+         "--threads", str(1 if worker_class == "sync" else threads), "--timeout", "60"],
         cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
@@ -136,6 +140,48 @@ def seed(*, annotators: int, candidates: int, target: int) -> None:
     CandidateAnswer.objects.bulk_create(rows)
 
 
+class HttpClient:
+    """A lean HTTP/1.1 client for the load generators: one connection (kept alive while the server allows it,
+    reopened when the server closes it), cookies, form posts, no redirects followed.
+
+    The simulated annotators share the machine's CPU with gunicorn and PostgreSQL, which real annotators' browsers
+    do not, so the generators keep their own CPU per request small (``http.client`` instead of ``requests``).
+    Requests raise ``OSError`` / ``http.client.HTTPException`` on failure; one reconnect is tried when a kept-alive
+    connection turns out to be closed before any byte of the response arrived.
+    """
+
+    def __init__(self, base: str, timeout: float = 30.0):
+        parts = urllib.parse.urlsplit(base)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, data: dict | None = None) -> tuple[int, str]:
+        """(status, body) of ``method path``; ``data`` is sent form-encoded (lists as repeated fields)."""
+        headers = {}
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        body = None
+        if data is not None:
+            body = urllib.parse.urlencode(data, doseq=True)
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        for attempt in (1, 2):
+            try:
+                self.connection.request(method, path, body=body, headers=headers)
+                response = self.connection.getresponse()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.connection.close()
+                if attempt == 2:
+                    raise
+        text = response.read().decode()
+        for header in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = header.partition("=")
+            self.cookies[name.strip()] = rest.split(";", 1)[0]
+        if response.will_close:
+            self.connection.close()
+        return response.status, text
+
+
 class Annotator(threading.Thread):
     """One simulated annotator: log in, then next item → pause → submit → pause until the deadline."""
 
@@ -149,10 +195,10 @@ class Annotator(threading.Thread):
         self.accepted: list[int] = []  # assignment pks whose submit the server acknowledged (302)
         self.empty = 0  # next-item pages without an item (queue empty for this annotator)
 
-    def _timed(self, kind: str, method, url: str, **kwargs):
+    def _timed(self, kind: str, method: str, path: str, data: dict | None = None) -> tuple[int, str] | None:
         started = time.perf_counter()
         try:
-            response = method(url, timeout=30, allow_redirects=False, **kwargs)
+            response = self.client.request(method, path, data)
         except Exception as error:  # noqa: BLE001 - every failure counts as an error
             self.errors.append(f"{kind}: {type(error).__name__}: {error}")
             return None
@@ -161,27 +207,24 @@ class Annotator(threading.Thread):
 
     def login(self) -> None:
         """Log in through the login form (not timed: password hashing is deliberately slow)."""
-        import requests
-
-        self.session = requests.Session()
-        page = self.session.get(f"{self.base}/accounts/login/", timeout=60)
-        login = self.session.post(
-            f"{self.base}/accounts/login/", timeout=60, allow_redirects=False,
-            data={"username": self.username, "password": PASSWORD, "csrfmiddlewaretoken": CSRF.search(page.text).group(1)},
-        )
-        if login.status_code != 302:
-            raise SystemExit(f"{self.username}: login failed with HTTP {login.status_code}")
+        self.client = HttpClient(self.base, timeout=60)
+        _, page = self.client.request("GET", "/accounts/login/")
+        status, _ = self.client.request("POST", "/accounts/login/", {
+            "username": self.username, "password": PASSWORD, "csrfmiddlewaretoken": CSRF.search(page).group(1),
+        })
+        if status != 302:
+            raise SystemExit(f"{self.username}: login failed with HTTP {status}")
 
     def run(self) -> None:
-        session = self.session
         while time.monotonic() < self.deadline:
-            response = self._timed("next", session.get, f"{self.base}/rate/next/")
-            if response is None or response.status_code != 200:
+            response = self._timed("next", "GET", "/rate/next/")
+            if response is None or response[0] != 200:
                 if response is not None:
-                    self.errors.append(f"next: HTTP {response.status_code}")
+                    self.errors.append(f"next: HTTP {response[0]}")
                 time.sleep(self.pause)
                 continue
-            action = ACTION.search(response.text)
+            page = response[1]
+            action = ACTION.search(page)
             time.sleep(self.pause)
             if action is None:
                 self.empty += 1
@@ -189,18 +232,18 @@ class Annotator(threading.Thread):
             if time.monotonic() >= self.deadline:
                 break
             form = {
-                "csrfmiddlewaretoken": CSRF.search(response.text).group(1),
+                "csrfmiddlewaretoken": CSRF.search(page).group(1),
                 "score": str(self.random.randint(1, 5)),
                 "codes": self.random.sample(["Q", "A", "R"], self.random.randint(0, 2)),
                 "comment": f"load test by {self.username}",
                 "seconds_on_task": str(self.pause),
             }
-            submitted = self._timed("submit", session.post, f"{self.base}/rate/{action.group(1)}/submit/", data=form)
+            submitted = self._timed("submit", "POST", f"/rate/{action.group(1)}/submit/", form)
             if submitted is not None:
-                if submitted.status_code == 302:
+                if submitted[0] == 302:
                     self.accepted.append(int(action.group(1)))
                 else:
-                    self.errors.append(f"submit: HTTP {submitted.status_code}")
+                    self.errors.append(f"submit: HTTP {submitted[0]}")
             time.sleep(self.pause)
 
 
@@ -239,7 +282,9 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between actions")
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--target", type=int, default=3, help="k: ratings per candidate answer")
-    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes (2 threads each)")
+    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--web-threads", type=int, default=2, help="threads per gunicorn worker (gthread)")
+    parser.add_argument("--worker-class", choices=["gthread", "sync"], default="gthread", help="gunicorn worker class")
     parser.add_argument("--server", default=os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432"))
     parser.add_argument("--database", default="orca_bench_load")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/9")
@@ -266,7 +311,8 @@ def main() -> None:
     django.setup()
     seed(annotators=args.annotators, candidates=args.candidates, target=args.target)
 
-    with gunicorn_serving(env=env, workers=args.web_workers, log=folder / "gunicorn.log") as base:
+    with gunicorn_serving(env=env, workers=args.web_workers, threads=args.web_threads,
+                          worker_class=args.worker_class, log=folder / "gunicorn.log") as base:
         annotators = [
             Annotator(base=base, username=f"load-annotator-{i + 1}", pause=args.pause, seed=i)
             for i in range(args.annotators)
@@ -308,6 +354,8 @@ def main() -> None:
         "seconds": round(wall, 1),
         "pause_s": args.pause,
         "web_workers": args.web_workers,
+        "web_threads": args.web_threads,
+        "worker_class": args.worker_class,
         "candidates": args.candidates,
         "target": args.target,
         "cpu_count": os.cpu_count(),
