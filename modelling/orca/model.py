@@ -108,6 +108,22 @@ def is_encoder(config: Any) -> bool:
                                      "xlm-roberta", "mpnet", "albert", "modernbert"}
 
 
+def _drop_gguf_quantizer(model: nn.Module) -> None:
+    """Forget the GGUF "quantizer" that transformers >= 5 attaches to a model loaded with ``gguf_file=``.
+
+    The tensors were dequantised to dense ``dtype`` weights on load, but the marker (``hf_quantizer``, and
+    ``quantization_config`` in the config) makes ``save_pretrained`` refuse the model ("quantized with gguf and
+    is not serializable") and would be written into the saved config. Without it the fine-tuned backbone saves and
+    reloads as an ordinary safetensors checkpoint.
+    """
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if "is_quantized" in vars(model):
+        model.is_quantized = False
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+
+
 def load_backbone(name_or_path: str, dtype: torch.dtype = torch.float32):
     """Load a pretrained LM (no LM head) and its tokenizer.
 
@@ -132,6 +148,8 @@ def load_backbone(name_or_path: str, dtype: torch.dtype = torch.float32):
         model = AutoModel.from_pretrained(folder, dtype=dtype, **kw)
     except (OSError, ValueError) as exc:
         raise OrcaModelError(f"cannot load base model {name_or_path!r} (resolved to {folder}, gguf={gguf}): {exc}") from exc
+    if gguf:
+        _drop_gguf_quantizer(model)
     if tok.pad_token_id is None:
         if tok.eos_token_id is None:
             raise OrcaModelError(f"tokenizer of {name_or_path!r} has neither pad nor eos token")
