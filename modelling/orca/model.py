@@ -249,14 +249,20 @@ class OrcaModel(nn.Module):
 
     def forward_from_hidden(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start_layer: int) -> torch.Tensor:
         """Like :meth:`forward`, but starting from cached (B, T, H) hidden states after layer
-        ``start_layer`` (BERT-family backbones only; see :func:`lower_hidden`)."""
-        with _LayerSlice(self.backbone, start_layer, None, skip_embeddings=True):
-            out = self.backbone(inputs_embeds=hidden, attention_mask=attention_mask).last_hidden_state
+        ``start_layer`` (BERT-family encoders and Llama-family decoders; see :func:`lower_hidden`)."""
+        with _LayerSlice(self.backbone, start_layer, None, skip_embeddings=True) as backbone:
+            out = backbone(inputs_embeds=hidden, attention_mask=attention_mask, **_no_kv_cache(backbone))
+        out = out.last_hidden_state
         return self._head_out(out, attention_mask)
 
     def _head_out(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         pooled = self.pool(hidden, attention_mask).float()
         return soft_limit(self.head(pooled), self.config.logit_limit)
+
+
+def _no_kv_cache(backbone: nn.Module) -> dict:
+    """``use_cache=False`` for decoders (no key/value cache is built for a sliced layer stack); nothing for BERT."""
+    return {"use_cache": False} if _layer_family(backbone) == "decoder" else {}
 
 
 class _PassThroughEmbeddings(nn.Module):
@@ -266,28 +272,55 @@ class _PassThroughEmbeddings(nn.Module):
         return inputs_embeds
 
 
+def _layer_family(backbone: nn.Module) -> str | None:
+    """``"bert"`` for BERT-family encoders (``.embeddings`` + ``.encoder.layer``), ``"decoder"`` for Llama-family
+    decoders (``.embed_tokens`` + ``.layers`` + a final ``.norm``, e.g. SmolLM2, Gemma, OLMo), else None."""
+    if hasattr(backbone, "embeddings") and hasattr(getattr(backbone, "encoder", None), "layer"):
+        return "bert"
+    if all(hasattr(backbone, a) for a in ("embed_tokens", "layers", "norm")):
+        return "decoder"
+    return None
+
+
 def supports_layer_cache(backbone: nn.Module) -> bool:
-    """True for BERT-family encoders (``.embeddings`` + ``.encoder.layer``), whose frozen lower layers
-    can be run once and cached (see :func:`lower_hidden`, :meth:`OrcaModel.forward_from_hidden`)."""
-    return hasattr(backbone, "embeddings") and hasattr(getattr(backbone, "encoder", None), "layer")
+    """True for BERT-family encoders and Llama-family decoders, whose frozen lower layers can be run once and
+    cached (see :func:`lower_hidden`, :meth:`OrcaModel.forward_from_hidden`)."""
+    return _layer_family(backbone) is not None
 
 
 class _LayerSlice:
     """Context manager: the backbone runs only layers[start:stop]; with ``skip_embeddings`` its input is
-    ``inputs_embeds`` = hidden states of layer ``start`` instead of token ids."""
+    ``inputs_embeds`` = hidden states of layer ``start`` instead of token ids.
+
+    Decoders apply a final norm after their last layer; for a lower slice (``stop`` set) it is switched off, so
+    the output is the raw hidden state after layer ``stop`` that the upper layers expect. Decoders skip their
+    token embedding by themselves when given ``inputs_embeds``.
+    """
 
     def __init__(self, backbone: nn.Module, start: int, stop: int | None, skip_embeddings: bool):
         self.b, self.start, self.stop, self.skip = backbone, start, stop, skip_embeddings
+        self.family = _layer_family(backbone)
+        if self.family is None:
+            raise OrcaModelError(f"{type(backbone).__name__}: layer caching needs a BERT-family or Llama-family model")
 
     def __enter__(self):
-        self.layers, self.emb = self.b.encoder.layer, self.b.embeddings
-        self.b.encoder.layer = nn.ModuleList(list(self.layers)[self.start : self.stop])
-        if self.skip:
-            self.b.embeddings = _PassThroughEmbeddings()
+        if self.family == "bert":
+            self.layers, self.emb = self.b.encoder.layer, self.b.embeddings
+            self.b.encoder.layer = nn.ModuleList(list(self.layers)[self.start : self.stop])
+            if self.skip:
+                self.b.embeddings = _PassThroughEmbeddings()
+        else:
+            self.layers, self.norm = self.b.layers, self.b.norm
+            self.b.layers = nn.ModuleList(list(self.layers)[self.start : self.stop])
+            if self.stop is not None:
+                self.b.norm = nn.Identity()
         return self.b
 
     def __exit__(self, *exc):
-        self.b.encoder.layer, self.b.embeddings = self.layers, self.emb
+        if self.family == "bert":
+            self.b.encoder.layer, self.b.embeddings = self.layers, self.emb
+        else:
+            self.b.layers, self.b.norm = self.layers, self.norm
         return False
 
 
@@ -305,7 +338,8 @@ def lower_hidden(backbone: nn.Module, ids: Sequence[list[int]], n_layers: int, p
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
             inp, mask = collate([ids[i] for i in idx], pad_id)
-            h = backbone(input_ids=inp.to(device), attention_mask=mask.to(device)).last_hidden_state
+            h = backbone(input_ids=inp.to(device), attention_mask=mask.to(device),
+                         **_no_kv_cache(backbone)).last_hidden_state
             for j, i in enumerate(idx):
                 res[i] = h[j, : len(ids[i])].to("cpu", dtype)
     backbone.train(was)

@@ -55,8 +55,8 @@ class TrainConfig:
         freeze_layers: freeze the embeddings and the lowest N transformer layers (full fine-tuning only).
         freeze_embeddings: freeze the token / position embeddings even when freeze_layers is 0 (saves the
             optimiser update of the large embedding matrix).
-        cache_frozen: with freeze_layers > 0 on a BERT-family encoder, run every item through the frozen
-            layers once and train from the cached hidden states (same result, far less compute).
+        cache_frozen: with freeze_layers > 0 on a BERT-family encoder or a Llama-family decoder, run every item
+            through the frozen layers once and train from the cached hidden states (same result, far less compute).
         lora_rank: LoRA rank (0 = full fine-tuning); lora_alpha = 2 × rank; dropout 0.05.
         var_weight: weight of an auxiliary |σ² − s²| term on items with ≥ 2 ratings (0 = paper loss only).
         bucket: length-bucketed shuffling (batches of similar length; fewer pad tokens).

