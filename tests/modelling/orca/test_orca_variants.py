@@ -84,16 +84,23 @@ def test_decoder_uses_last_token_with_eos(tiny_dirs, tmp_path):
     assert res["config"].clamp_threshold is None  # no dev data: nothing tuned
 
 
-def test_cached_lower_layers_match_full_forward(tiny_dirs):
-    enc, _, data = tiny_dirs
-    model, tok = build_orca(OrcaConfig(base_model=str(enc), pooling="mean", max_length=48))
+def _cached_and_full(base, pooling: str, k: int, data):
+    """The model, its inputs, the cache after ``k`` layers, and the head output computed both ways."""
+    model, tok = build_orca(OrcaConfig(base_model=str(base), pooling=pooling, max_length=48))
     model.eval()
     ids = [encode_item(tok, it, model.config) for it in load_items(data)]
-    h = lower_hidden(model.backbone, ids, 2, tok.pad_token_id)
+    h = lower_hidden(model.backbone, ids, k, tok.pad_token_id)
+    inp, mask = collate(ids, tok.pad_token_id)
     with torch.no_grad():
-        full = model(*collate(ids, tok.pad_token_id))
-        cached = model.forward_from_hidden(*collate_hidden(h), 2)
-        inp, mask = collate(ids, tok.pad_token_id)
+        full = model(inp, mask)
+        cached = model.forward_from_hidden(*collate_hidden(h), k)
+    return model, ids, h, inp, mask, full, cached
+
+
+def test_cached_lower_layers_match_full_forward(tiny_dirs):
+    enc, _, data = tiny_dirs
+    model, _, h, inp, mask, full, cached = _cached_and_full(enc, "mean", 2, data)
+    with torch.no_grad():
         a = model.backbone(input_ids=inp, attention_mask=mask).last_hidden_state
         with _LayerSlice(model.backbone, 2, None, skip_embeddings=True):
             b = model.backbone(inputs_embeds=collate_hidden(h)[0], attention_mask=mask).last_hidden_state
@@ -105,15 +112,9 @@ def test_cached_lower_layers_match_full_forward(tiny_dirs):
 def test_cached_lower_layers_match_full_forward_on_a_decoder(tiny_dirs):
     # Llama-family: the final norm is off for the lower slice and on for the upper one; last-token pooling
     _, dec, data = tiny_dirs
-    model, tok = build_orca(OrcaConfig(base_model=str(dec), pooling="auto", max_length=48))
-    model.eval()
+    model, ids, h, inp, mask, full, cached = _cached_and_full(dec, "auto", 1, data)
     assert model.config.pooling == "last" and supports_layer_cache(model.backbone)
-    ids = [encode_item(tok, it, model.config) for it in load_items(data)]
-    h = lower_hidden(model.backbone, ids, 1, tok.pad_token_id)
     with torch.no_grad():
-        full = model(*collate(ids, tok.pad_token_id))
-        cached = model.forward_from_hidden(*collate_hidden(h), 1)
-        inp, mask = collate(ids, tok.pad_token_id)
         states = model.backbone(input_ids=inp, attention_mask=mask, output_hidden_states=True).hidden_states
     assert torch.allclose(full, cached, atol=1e-5)
     # the cache holds the raw hidden state after layer 1 (the input of layer 2), not a normed one
