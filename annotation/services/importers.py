@@ -17,14 +17,13 @@ from pathlib import Path, PurePosixPath
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, Max, OuterRef, Subquery
-from django.db.models.functions import Coalesce
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import LALM, AudioClip, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from annotation.services.accounts import user_create_with_role
 from annotation.services.audio import AUDIO_EXTENSIONS, AudioReadError, audio_clip_from_path
 from annotation.services.audit import audit_record
-from annotation.services.versions import VERSIONED_FIELDS
+from annotation.services.versions import VERSIONED_FIELDS, candidate_counts_refresh
 
 #: Reason prefix of the versions the benchmark importer makes; re-imports compare against the latest of these,
 #: so a re-import of an unchanged file never undoes later versions (ORCA texts, Stage 1 jobs, expert corrections).
@@ -891,16 +890,7 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
 
 
 def _refresh_valid_rating_counts(candidate_ids: Iterable[int]) -> None:
-    """Set ``valid_rating_count`` of these candidate answers to their number of valid ratings."""
-    valid = (
-        Rating.objects.filter(candidate=OuterRef("pk"), is_valid=True)
-        .order_by()
-        .values("candidate")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    """Set ``valid_rating_count`` of these candidate answers to their number of valid ratings, in batches."""
     ids = sorted(candidate_ids)
     for start in range(0, len(ids), _BULK_BATCH):
-        CandidateAnswer.objects.filter(pk__in=ids[start : start + _BULK_BATCH]).update(
-            valid_rating_count=Coalesce(Subquery(valid), 0)
-        )
+        candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(pk__in=ids[start : start + _BULK_BATCH]))
