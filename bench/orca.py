@@ -22,8 +22,8 @@ passes over the dev items (tokenisation included, ``--score-batch-size`` items p
 and our σ² extensions: 0 for clamped items, the others from the Beta with its concentration scaled by the
 saved dev-tuned κ). Because κ is tuned on dev itself (as the paper tunes the clamp), ``mae_var_crossfit`` gives
 an out-of-sample estimate: dev is halved at random 50 times (seeded), κ is tuned on one half and MAE_σ² taken on
-the other, both ways; the mean and standard deviation over the 50 splits are reported. On CPU, ``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with
-``--int8``) time and evaluate the other precision in the same run (passes interleaved), so the speed-up and
+the other, both ways; the mean and standard deviation over the 50 splits are reported. On CPU,
+``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with ``--int8``) time and evaluate the other precision in the same run (passes interleaved), so the speed-up and
 the metric change of int8 quantisation are measured side by side.
 ``items_per_cpu_s`` divides by process CPU seconds (all threads) instead of wall seconds: steadier on a
 shared machine. ``load_avg`` is the 1-minute load average before and after timing. Progress events go to stderr as JSON
@@ -50,11 +50,11 @@ from modelling.orca import (  # noqa: E402
     TrainConfig,
     clamp_predictions,
     evaluate_predictions,
-    tune_concentration_scale,
     item_targets,
     load_items,
     predict,
     train,
+    tune_concentration_scale,
 )
 from modelling.orca.cli import score_setup  # noqa: E402
 
@@ -172,9 +172,7 @@ def main() -> int:
         "items_per_s": round(len(items) / best["scored"], 1),
         "items_per_cpu_s": round(len(items) / best_cpu["scored"], 1),
         "dev": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
-        "dev_clamped": evaluate_predictions(
-            *clamp_predictions(pred["mu"], pred["var"], thr, concentration_scale=kappa), hm, hv
-        ),
+        "dev_clamped": evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), hm, hv),
         "clamp_threshold": thr,
         "concentration_scale": kappa,
         "mae_var_crossfit": crossfit_mae_var(pred["mu"], pred["var"], hm, hv, thr),

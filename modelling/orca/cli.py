@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .data import OrcaDataError, item_targets, load_items
-from .metrics import clamp_predictions, evaluate_predictions
+from .metrics import evaluate_predictions
 from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, predict
 from .train import TrainConfig, train
 
@@ -148,9 +148,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     thr, kappa = model.config.clamp_threshold, model.config.concentration_scale
     res = {
         "unclamped": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
-        "clamped": evaluate_predictions(
-            *clamp_predictions(pred["mu"], pred["var"], thr, concentration_scale=kappa), hm, hv
-        ),
+        "clamped": evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), hm, hv),
         "n_items": len(items),
         "n_items_var": sum(1 for v in hv if v == v),
         "clamp_threshold": thr,
@@ -173,8 +171,7 @@ def _cmd_score(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pred = predict(model, tok, items, a.batch_size, a.device)
     dt = time.perf_counter() - t0
-    mu_c, var_c = clamp_predictions(pred["mu"], pred["var"], model.config.clamp_threshold,
-                                    concentration_scale=model.config.concentration_scale)
+    mu_c, var_c = model.config.postprocess(pred["mu"], pred["var"])
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:

@@ -31,6 +31,7 @@ from torch import nn
 
 from .data import InputFields, OrcaItem, field_segments
 from .losses import head_size, predict_moments, soft_limit
+from .metrics import clamp_predictions
 
 DEFAULT_BASE_MODEL = "minilm"
 CONFIG_NAME = "config.json"
@@ -199,6 +200,11 @@ class OrcaConfig:
     @property
     def fields(self) -> InputFields:
         return InputFields(rationale=self.rationale, question=self.question, transcript=self.transcript)
+
+    def postprocess(self, mu: Sequence[float], var: Sequence[float]):
+        """The saved dev-tuned post-processing of predicted (μ, σ²): :func:`~modelling.orca.metrics.clamp_predictions`
+        with this model's ``clamp_threshold`` and ``concentration_scale``. Returns (mu, var) float arrays."""
+        return clamp_predictions(mu, var, self.clamp_threshold, concentration_scale=self.concentration_scale)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

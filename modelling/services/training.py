@@ -220,9 +220,9 @@ def _scored_items(path: Path):
     return [item for item in load_items(path, require_ratings=False) if item.ratings]
 
 
-def _evaluate(model, tokenizer, items, *, threshold, concentration_scale: float, device: str) -> dict | None:
+def _evaluate(model, tokenizer, items, *, device: str) -> dict | None:
     """Unclamped and clamped metrics of a trained model on labelled items, or None for fewer than 2 items."""
-    from modelling.orca import clamp_predictions, evaluate_predictions, item_targets, predict
+    from modelling.orca import evaluate_predictions, item_targets, predict
 
     if len(items) < 2:
         return None
@@ -232,10 +232,7 @@ def _evaluate(model, tokenizer, items, *, threshold, concentration_scale: float,
         "unclamped": evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var),
         # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items and the dev-tuned concentration scale
         # (our extensions; modelling.orca.metrics.clamp_predictions)
-        "clamped": evaluate_predictions(
-            *clamp_predictions(pred["mu"], pred["var"], threshold, concentration_scale=concentration_scale),
-            human_mean, human_var,
-        ),
+        "clamped": evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), human_mean, human_var),
     }
 
 
@@ -339,8 +336,7 @@ def _train(run: TrainingRun) -> None:
     dev_metrics = trained.dev_metrics or {}
     metrics = _finite({
         "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
-        "test": _evaluate(result["model"], result["tokenizer"], items["test"], threshold=trained.clamp_threshold,
-                          concentration_scale=trained.concentration_scale, device=cfg["device"]),
+        "test": _evaluate(result["model"], result["tokenizer"], items["test"], device=cfg["device"]),
         "best_epoch": dev_metrics.get("best_epoch"),
         "clamp_threshold": trained.clamp_threshold,
         "concentration_scale": trained.concentration_scale,
