@@ -5,8 +5,10 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse, Http404
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from annotation.api import filters, serializers
@@ -77,6 +79,14 @@ class StaffOnlyFiltersMixin:
             if used:
                 raise PermissionDenied(f"Only experts and admins may filter by {', '.join(used)}.")
         return super().filter_queryset(queryset)
+
+
+class TokenObtainView(ObtainAuthToken):
+    """``POST /api/auth/token/`` with a JSON body ``{"username", "password"}`` gives ``{"token"}`` (DRF's view,
+    which accepts form and multipart bodies too; one content type keeps the schema's request body single)."""
+
+    parser_classes = [JSONParser]
+    authentication_classes = []  # anyone may ask; a session cookie must not make it a CSRF-checked request
 
 
 class BenchmarkViewSet(viewsets.ReadOnlyModelViewSet):
