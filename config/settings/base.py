@@ -221,6 +221,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "QuestionStatusEnum": "annotation.models.Question.Status",
+        "QuestionVersionSourceEnum": "annotation.models.QuestionVersion.Source",
         "JobStatusEnum": "annotation.models.Job.Status",
         "JobKindEnum": "annotation.models.Job.Kind",
         "CorrectionItemStatusEnum": "refinement.models.CorrectionItem.Status",

@@ -1,14 +1,24 @@
 """Production: secrets and hosts come from the environment, with no defaults.
 
 ``python manage.py check --deploy --settings=config.settings.production`` is clean with ``.env.example``'s values
-(a real ``DJANGO_SECRET_KEY`` of 50+ random characters). Scaling out (README, "Scaling out"): PostgreSQL
+and a real ``DJANGO_SECRET_KEY`` of 50+ random characters; a shorter or published key (``config.secret_key``) stops
+every production process (web, workers, beat, migrate) at start. Scaling out (README, "Scaling out"): PostgreSQL
 connection pooling (``DATABASE_POOL``) and S3-compatible media storage (``MEDIA_STORAGE=s3``) switch on here.
 """
+from django.core.exceptions import ImproperlyConfigured
+
+from config.secret_key import GENERATE_HINT, secret_key_problem
+
 from .base import *  # noqa: F403
 from .base import STORAGES, env, logging_config
 
 DEBUG = False
 SECRET_KEY = env("DJANGO_SECRET_KEY")
+if _secret_key_problem := secret_key_problem(SECRET_KEY):
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY {_secret_key_problem}: refusing to start with production settings. Generate one with "
+        f"{GENERATE_HINT}"
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
 
 # --- Database: persistent connections (default) or psycopg's connection pool (Django >= 5.1) ------------------
