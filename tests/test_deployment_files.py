@@ -113,6 +113,20 @@ def test_workers_split_the_default_and_gpu_queues_and_only_the_gpu_worker_reserv
     assert environment["PREPARATION_GPU_QUEUE"].endswith("gpu}") and environment["ORCA_TRAIN_QUEUE"].endswith("gpu}")
 
 
+def test_web_is_published_on_loopback_only_behind_the_one_proxy_its_settings_trust():
+    """Lockouts and throttles read the client address from X-Forwarded-For behind TRUSTED_PROXY_COUNT proxies; that
+    is only safe when nobody can reach gunicorn around them, so the count and the port binding go together."""
+    services = _compose()["services"]
+    assert services["web"]["ports"] == ["127.0.0.1:${WEB_PORT:-8000}:8000"]
+    assert [name for name, service in services.items() if service.get("ports")] == ["web"]
+    assert services["web"]["environment"]["TRUSTED_PROXY_COUNT"] == "1"
+    # The resolved file too: an .env value cannot change either.
+    result = _run_compose_config("config", "--format", "json", DJANGO_SECRET_KEY=_real_key(), TRUSTED_PROXY_COUNT="0")
+    web = yaml.safe_load(result.stdout)["services"]["web"]
+    assert web["environment"]["TRUSTED_PROXY_COUNT"] == "1"
+    assert [(port["host_ip"], port["target"]) for port in web["ports"]] == [("127.0.0.1", 8000)]
+
+
 def test_redis_keeps_queued_messages_across_a_restart():
     assert "--appendonly" in _compose()["services"]["redis"]["command"]
 

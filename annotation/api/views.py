@@ -1,5 +1,6 @@
 """API views: thin. Reads go through scoped selectors; writes validate input and call the browser's services
 (``rating_submit``, ``assignment_next_for_annotator``, ``job_start``/``job_cancel``, ``export_start``)."""
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse, Http404
@@ -7,7 +8,7 @@ from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, e
 from rest_framework import mixins, status, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, Throttled, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
@@ -19,6 +20,7 @@ from annotation.api.selectors import (
     rating_list_for_user,
     user_sees_blind,
 )
+from annotation.api.throttles import TokenObtainThrottle
 from annotation.models import (
     LALM,
     Assignment,
@@ -82,11 +84,30 @@ class StaffOnlyFiltersMixin:
 
 
 class TokenObtainView(ObtainAuthToken):
-    """``POST /api/auth/token/`` with a JSON body ``{"username", "password"}`` gives ``{"token"}`` (DRF's view,
-    which accepts form and multipart bodies too; one content type keeps the schema's request body single)."""
+    """``POST /api/auth/token/`` with a JSON body ``{"username", "password"}`` gives ``{"token"}``.
+
+    DRF's view with JSON only (one content type keeps the schema's request body single), a rate per client address
+    (``TokenObtainThrottle``) and the login form's lockout: django-axes counts its failures with the form's, and a
+    locked username + address gets 429 with ``Retry-After``, even with the right password.
+    """
 
     parser_classes = [JSONParser]
     authentication_classes = []  # anyone may ask; a session cookie must not make it a CSRF-checked request
+    throttle_classes = [TokenObtainThrottle]
+    throttle_scope = "auth-token"
+
+    def post(self, request, *args, **kwargs):
+        try:
+            return super().post(request, *args, **kwargs)
+        except ValidationError:
+            # django-axes marks the request it was given (DRF's, here) instead of answering it.
+            if getattr(request, "axes_locked_out", False):
+                cool_off_s = int(settings.AXES_COOLOFF_TIME * 3600)
+                raise Throttled(wait=cool_off_s, detail=(
+                    f"Too many failed logins for this account from your address; try again in "
+                    f"{max(1, cool_off_s // 60)} minutes."
+                )) from None
+            raise
 
 
 class BenchmarkViewSet(viewsets.ReadOnlyModelViewSet):

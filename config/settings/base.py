@@ -78,6 +78,8 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+# API throttle counters (DRF). Per process by default; CACHE_URL=redis://... shares them between gunicorn workers.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("TEST", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -205,6 +207,14 @@ REST_FRAMEWORK = {
     # JSON bodies only, so the OpenAPI schema offers one content type per request body (generated clients build one
     # body type per operation). An endpoint that takes a file sets its own parsers (multipart).
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Per client address (config.proxies.client_ip) without a login, per user with one; the token endpoint has its
+    # own, lower rate per address on top of the login lockout (django-axes).
+    "DEFAULT_THROTTLE_CLASSES": ["annotation.api.throttles.AnonThrottle", "annotation.api.throttles.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("API_THROTTLE_ANON", default="120/minute"),
+        "user": env("API_THROTTLE_USER", default="1200/minute"),
+        "auth-token": env("API_THROTTLE_TOKEN", default="20/minute"),
+    },
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
@@ -356,6 +366,9 @@ AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15.0) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The client address behind TRUSTED_PROXY_COUNT reverse proxies (config/proxies.py); the API throttles use it too.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+AXES_CLIENT_IP_CALLABLE = "config.proxies.client_ip"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Scripts only from our own origin (no inline scripts or event handlers anywhere); styles may be inline because the

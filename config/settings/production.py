@@ -75,11 +75,5 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-# Login rate limiting behind a reverse proxy: count this many proxies in X-Forwarded-For, so lockouts are per client
-# address and not per proxy (0: the direct peer address, REMOTE_ADDR).
-AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
-if AXES_IPWARE_PROXY_COUNT:
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
-
 LOG_FORMAT = env("LOG_FORMAT", default="json")
 LOGGING = logging_config(fmt=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))
