@@ -78,7 +78,8 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-# API throttle counters (DRF). Per process by default; CACHE_URL=redis://... shares them between gunicorn workers.
+# API throttle counters (DRF) and provider rate limits (annotation/providers/base.py). Per process by default;
+# CACHE_URL=redis://... shares them between all web and worker processes (docker/compose.yaml does).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("TEST", {})
