@@ -46,3 +46,12 @@ def test_make_run_names_its_settings_module_for_the_worker_and_beat(settings):
     from annotation.management.commands.runplatform import platform_env
 
     assert platform_env()["DJANGO_SETTINGS_MODULE"] == settings.SETTINGS_MODULE
+
+
+def test_the_sample_envs_empty_secret_key_leaves_make_run_on_the_local_development_key():
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+    env = _bare_env(DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_SECRET_KEY="")
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "django-insecure-local-development-only"

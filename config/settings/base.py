@@ -18,7 +18,8 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="django-insecure-local-development-only")
+# Empty (as in .env.example) means "not set": the local development key; production reads and checks its own.
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="") or "django-insecure-local-development-only"
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
