@@ -30,7 +30,7 @@ from annotation.judging.clients import (
 )
 from annotation.judging.parsing import parse_judge_reply
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
-from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question, Rating
+from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question
 from annotation.providers.base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
 from annotation.services.audit import audit_record
 
@@ -306,8 +306,11 @@ def judge_list_for_staff(*, user):
 
 
 def human_means(*, benchmark: Benchmark | None = None, min_ratings: int = 2) -> dict[int, float]:
-    """``{candidate_id: mean valid human score}`` for candidates with at least ``min_ratings`` valid scores."""
-    qs = Rating.objects.filter(is_valid=True, score__isnull=False)
+    """``{candidate_id: mean valid human score}`` for candidates with at least ``min_ratings`` valid scores (on
+    current question versions: ``annotation.selectors.rating_counting_queryset``)."""
+    from annotation.selectors import rating_counting_queryset
+
+    qs = rating_counting_queryset().filter(score__isnull=False)
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
     rows = qs.values("candidate_id").annotate(n=Count("pk"), mean=Avg("score")).filter(n__gte=min_ratings).order_by()

@@ -72,10 +72,21 @@ def question_version_create(
 def ratings_invalidate_for_version(*, version: QuestionVersion, reason: str) -> int:
     """Mark every valid rating made on ``version`` invalid (kept, never deleted) and refresh candidate counts.
 
+    Precondition: ``version`` is no longer its question's current version in this transaction (the caller made the
+    new one current first, under the question's row lock).
+
+    The candidate answers of ``version`` are locked (``SELECT ... FOR UPDATE``, in primary-key order) *before* the
+    ratings are read. ``rating_submit`` checks the version under the same candidate lock, so a concurrent rating
+    either committed before this statement reads the ratings (and is invalidated here) or waits for this
+    transaction and then finds the version superseded (and is refused): no valid rating on an old version.
+
     Returns:
         The number of ratings invalidated.
     """
     with transaction.atomic():
+        list(CandidateAnswer.objects.filter(question_version=version).order_by("pk").select_for_update()
+             .values_list("pk", flat=True))
+        # A new statement, so under READ COMMITTED it sees every rating committed while we waited for the locks.
         changed = Rating.objects.filter(question_version=version, is_valid=True).update(
             is_valid=False, invalid_reason=reason
         )
