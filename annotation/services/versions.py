@@ -94,6 +94,42 @@ def ratings_invalidate_for_version(*, version: QuestionVersion, reason: str) -> 
     return changed
 
 
+def candidates_copy_to_version(*, candidates, version: QuestionVersion) -> list[CandidateAnswer]:
+    """Copy ``candidates`` (candidate answers of an older version) onto ``version`` for re-rating: new rows with
+    the same LALM, text, source job, k and priority, and no ratings (``valid_rating_count`` 0). ORCA paper, section
+    3.3: an item whose context changed goes back to Stage 2.
+
+    Returns:
+        The new candidate answers, in the order given.
+    """
+    return [
+        CandidateAnswer.objects.create(
+            question_version=version,
+            lalm=candidate.lalm,
+            text=candidate.text,
+            source_job=candidate.source_job,
+            target_ratings=candidate.target_ratings,
+            priority=candidate.priority,
+        )
+        for candidate in candidates
+    ]
+
+
+def version_supersede(*, old: QuestionVersion, new: QuestionVersion, reason: str) -> tuple[int, list[CandidateAnswer]]:
+    """What a new version of a question already in Stage 2 does to the old one's work, as a correction does when
+    only the rationale or transcript changed: the old version's valid ratings stop counting (kept, with
+    ``reason``) and its candidate answers are copied onto ``new`` for re-rating.
+
+    Call inside the transaction that made ``new`` current. Returns ``(ratings invalidated, copied candidates)``.
+    """
+    invalidated = ratings_invalidate_for_version(version=old, reason=reason)
+    copied = candidates_copy_to_version(
+        candidates=CandidateAnswer.objects.filter(question_version=old).select_related("lalm").order_by("pk"),
+        version=new,
+    )
+    return invalidated, copied
+
+
 def candidate_counts_refresh(*, candidates) -> int:
     """Recompute ``valid_rating_count`` for ``candidates`` (a queryset) from the ratings; returns rows updated."""
     valid = (
