@@ -147,6 +147,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.job_items_requeue_stale_task",
         "schedule": 300.0,
     },
+    # Export jobs whose worker died after it set them running (annotation.services.exports).
+    "reclaim-stale-exports": {
+        "task": "annotation.tasks.exports_reclaim_stale_task",
+        "schedule": 300.0,
+    },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
     "agreement-snapshot-when-due": {
         "task": "modelling.tasks.agreement_snapshot_task",
@@ -227,6 +232,9 @@ SPECTACULAR_SETTINGS = {
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
+# Seconds without a heartbeat after which a running export is sent again; longer than the export task's hard time
+# limit (3700 s), so the old execution is gone.
+EXPORT_LEASE_S = env.int("EXPORT_LEASE_S", default=3900)
 
 # --- Annotation ---------------------------------------------------------------------------------------------
 # k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
