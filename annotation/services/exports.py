@@ -475,8 +475,20 @@ TABLE_COLUMNS = (
 _CSV_JSON_COLUMNS = frozenset({"choices", "ratings", "codes", "comments", "annotators", "judge_scores", "invalidated"})
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+CSV_FORMULA_STARTS = frozenset("=+-@\t\r")
+
+
+def csv_cell(value: str) -> str:
+    """``value`` made safe for a spreadsheet: text starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return
+    gets a leading apostrophe (OWASP, "CSV injection"), so Excel, LibreOffice and Google Sheets show it as text
+    instead of running it. Other text is returned unchanged."""
+    return "'" + value if value and value[0] in CSV_FORMULA_STARTS else value
+
+
 def _csv_rows(records: list[dict]) -> Iterator[list]:
-    """CSV rows of ``records`` in ``TABLE_COLUMNS`` order: lists and objects as JSON text, None as "".
+    """CSV rows of ``records`` in ``TABLE_COLUMNS`` order: lists and objects as JSON text, None as "", text made
+    safe for spreadsheets (:func:`csv_cell`).
 
     A per-column decision instead of a type test per cell (2.6 million cells for 100,000 rows).
     """
@@ -484,7 +496,10 @@ def _csv_rows(records: list[dict]) -> Iterator[list]:
     kinds = [(column, column in _CSV_JSON_COLUMNS) for column in TABLE_COLUMNS]
     for record in records:
         yield [
-            (encode(value) if value else "[]") if is_json else ("" if value is None else value)
+            (encode(value) if value else "[]") if is_json
+            else "" if value is None
+            else csv_cell(value) if type(value) is str
+            else value
             for column, is_json in kinds
             for value in (record[column],)
         ]

@@ -285,3 +285,30 @@ def test_an_export_whose_worker_died_while_running_is_sent_again_then_failed(
     assert not callbacks
     dead.refresh_from_db()
     assert dead.status == Job.Status.FAILED and "stopped answering 3 times" in dead.error
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(tmp_path):
+    """OWASP CSV injection: every text cell starting with =, +, -, @, tab or CR gets a leading apostrophe in the
+    CSV; the JSONL keeps the text as it is."""
+    import csv as csv_module
+
+    benchmark = BenchmarkFactory(name="@bench")
+    question = QuestionFactory(benchmark=benchmark, external_id="-q1", category="+cat", version__question_text=
+                               "=1+1", version__reference_answer="\tA dog", version__rationale="\rThree barks")
+    candidate = CandidateAnswerFactory(question_version=question.current_version, lalm=LALMFactory(name="-M1"),
+                                       text='=HYPERLINK("http://x","y")')
+    RatingFactory(candidate=candidate, score=2, comment="=cmd|' /C calc'!A0")
+    dataset_export(out_dir=tmp_path, formats=["orca-jsonl", "csv"])
+
+    with (tmp_path / "dataset.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv_module.DictReader(fh))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["candidate"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert (row["question"], row["reference"], row["rationale"]) == ("'=1+1", "'\tA dog", "'\rThree barks")
+    assert (row["benchmark"], row["lalm"], row["category"]) == ("'@bench", "'-M1", "'+cat")
+    assert row["id"].startswith("'-q1")
+    for column, cell in row.items():
+        assert not cell or cell[0] not in "=+-@\t\r", (column, cell)
+    jsonl = json.loads((tmp_path / "dataset.jsonl").read_text().splitlines()[0])
+    assert jsonl["candidate"] == '=HYPERLINK("http://x","y")'
