@@ -273,6 +273,9 @@ GEMINI_REQUESTS_PER_MINUTE = env.int("GEMINI_REQUESTS_PER_MINUTE", default=60)
 # OpenAI-compatible chat server with audio input (vLLM, Ollama, llama.cpp): rationales and default for LALMs.
 OPENAI_COMPAT_BASE_URL = env("OPENAI_COMPAT_BASE_URL", default="")
 OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
+# The environment variables an LALM's or judge's settings.api_key_env may name (shell glob, case-sensitive): only
+# these are ever sent to a provider (annotation.providers.keys).
+PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_API_KEY")
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
 OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)
 # Retries of transient provider errors (HTTP 429/5xx, timeouts): attempts, backoff base and cap in seconds.
