@@ -57,7 +57,11 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
+    # Database or broker unreachable in a view: 503 with Retry-After instead of a 500 (config/unavailable.py).
+    "config.unavailable.ServiceUnavailableMiddleware",
 ]
+#: Seconds a client should wait before retrying a request answered 503 (database or broker unavailable).
+SERVICE_UNAVAILABLE_RETRY_AFTER_S = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_S", default=5)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
