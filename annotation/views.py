@@ -150,7 +150,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                     for message in field_errors:
                         form.add_error(field, message)
                 return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
-            # The item itself can no longer be rated (corrected, paused or full): say so and move on.
+            # The item itself can no longer be rated (corrected, paused, skipped or expired): say so and move on.
             for field_errors in errors.values():
                 for message in field_errors:
                     messages.warning(request, message)
