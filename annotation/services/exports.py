@@ -1202,10 +1202,13 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
     ``EXPORT_LEASE_S``, which is longer than the export task's hard time limit, so the old execution is gone.
     Each one is put back to ``queued`` (its partial folder removed, progress reset, ``params["reclaims"]`` + 1) and
     sent to a worker again after the commit; one already reclaimed ``EXPORT_MAX_RECLAIMS`` times is failed with a
-    message saying so. Beat runs this every 5 minutes (``annotation.tasks.exports_reclaim_stale_task``).
+    message saying so. An export still ``queued`` a lease after it was created or last sent (its message was lost,
+    e.g. the broker was down when the request committed) is sent again; a duplicate message is harmless, as
+    :func:`export_run` claims the job with a conditional update. Beat runs this every 5 minutes
+    (``annotation.tasks.exports_reclaim_stale_task``).
 
     Returns:
-        The number of exports reclaimed or failed.
+        The number of exports reclaimed, failed or sent again.
     """
     from annotation.tasks import export_job_task
 
@@ -1224,7 +1227,7 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
                     continue
                 new = {"status": Job.Status.FAILED, "error": error}
             else:
-                if not silent.update(status=Job.Status.QUEUED, started_at=None, heartbeat_at=None, done=0,
+                if not silent.update(status=Job.Status.QUEUED, started_at=None, heartbeat_at=now, done=0,
                                      params={**job.params, "reclaims": reclaims + 1}):
                     continue
                 transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
@@ -1234,6 +1237,15 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
             audit_record(actor=None, actor_label="system", action="export.reclaim", obj=job,
                          old={"status": Job.Status.RUNNING}, new=new)
         changed += 1
+    # heartbeat_at of a queued export: when its message was last sent again (None: only at creation).
+    unsent = Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.QUEUED).filter(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
+    )
+    for job in unsent:
+        with transaction.atomic():
+            if Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(heartbeat_at=now):
+                transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
+                changed += 1
     return changed
 
 

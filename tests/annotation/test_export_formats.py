@@ -241,7 +241,7 @@ def test_export_dataset_command_writes_several_formats_and_splits(tmp_path, caps
     assert "30 rows" in capsys.readouterr().out
 
 
-def test_an_export_whose_worker_died_while_running_is_sent_again_then_failed(
+def test_an_export_whose_worker_died_or_whose_message_was_lost_is_sent_again_then_failed(
     tmp_path, settings, django_capture_on_commit_callbacks
 ):
     """A RUNNING export with a stale heartbeat (its worker was killed) is reclaimed like a Stage 1 item: queued and
@@ -277,6 +277,15 @@ def test_an_export_whose_worker_died_while_running_is_sent_again_then_failed(
     assert zipfile.ZipFile(export_download_path(user=admin, job=dead)).read("dataset.jsonl").count(b"\n") == 9
     assert Job.objects.get(pk=alive.pk).status == Job.Status.RUNNING
     assert AuditEvent.objects.filter(action="export.reclaim", object_id=str(dead.pk)).count() == 1
+
+    # An export whose message never reached a worker (broker down at the commit) is sent again.
+    with django_capture_on_commit_callbacks(execute=False):
+        lost = export_start(requested_by=admin, formats=["orca-jsonl"])
+    Job.objects.filter(pk=lost.pk).update(created_at=long_ago)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert exports_reclaim_stale() == 1
+    lost.refresh_from_db()
+    assert lost.status == Job.Status.DONE and lost.params["result"]["rows"] == 9
 
     Job.objects.filter(pk=dead.pk).update(status=Job.Status.RUNNING, heartbeat_at=long_ago,
                                           params={**dead.params, "reclaims": EXPORT_MAX_RECLAIMS})
