@@ -16,11 +16,19 @@ from django.conf import settings
 from django.db import InterfaceError as DjangoInterfaceError
 from django.db import OperationalError as DjangoOperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
+from django.utils.html import escape
 
 logger = logging.getLogger(__name__)
 
 MESSAGE = "The service is briefly unavailable (database or task queue). Nothing was lost; try again in a moment."
+#: The HTML answer. Not a template extending base.html on purpose: that one reads the session and the user, which
+#: need the database that is down; and no form or htmx attribute here could post without base.html's CSRF header.
+PAGE = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Briefly unavailable · ORCA</title>'
+    '<meta name="viewport" content="width=device-width, initial-scale=1"></head>'
+    '<body><main><h1>Briefly unavailable</h1><p role="alert">{message}</p><p><a href="">Try again</a></p></main>'
+    "</body></html>\n"
+)
 
 
 def _unavailable_errors() -> tuple[type[BaseException], ...]:
@@ -47,7 +55,7 @@ def service_unavailable_response(request: HttpRequest) -> HttpResponse:
     if wants_json:
         response: HttpResponse = JsonResponse({"detail": MESSAGE}, status=503)
     else:
-        response = HttpResponse(render_to_string("503.html", {"message": MESSAGE}), status=503)
+        response = HttpResponse(PAGE.format(message=escape(MESSAGE)), status=503)
     response["Retry-After"] = str(settings.SERVICE_UNAVAILABLE_RETRY_AFTER_S)
     response["Cache-Control"] = "no-store"
     return response
