@@ -58,7 +58,11 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
+    # Database or broker unreachable in a view: 503 with Retry-After instead of a 500 (config/unavailable.py).
+    "config.unavailable.ServiceUnavailableMiddleware",
 ]
+#: Seconds a client should wait before retrying a request answered 503 (database or broker unavailable).
+SERVICE_UNAVAILABLE_RETRY_AFTER_S = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_S", default=5)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -149,6 +153,11 @@ CELERY_BEAT_SCHEDULE = {
     # Stage 1 job items whose worker died without the broker redelivering its message (annotation.services.jobs).
     "requeue-stale-job-items": {
         "task": "annotation.tasks.job_items_requeue_stale_task",
+        "schedule": 300.0,
+    },
+    # Export jobs whose worker died after it set them running (annotation.services.exports).
+    "reclaim-stale-exports": {
+        "task": "annotation.tasks.exports_reclaim_stale_task",
         "schedule": 300.0,
     },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
@@ -243,6 +252,9 @@ SPECTACULAR_SETTINGS = {
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
+# Seconds without a heartbeat after which a running export is sent again; longer than the export task's hard time
+# limit (3700 s), so the old execution is gone.
+EXPORT_LEASE_S = env.int("EXPORT_LEASE_S", default=3900)
 
 # --- Annotation ---------------------------------------------------------------------------------------------
 # k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
@@ -281,6 +293,9 @@ GEMINI_REQUESTS_PER_MINUTE = env.int("GEMINI_REQUESTS_PER_MINUTE", default=60)
 # OpenAI-compatible chat server with audio input (vLLM, Ollama, llama.cpp): rationales and default for LALMs.
 OPENAI_COMPAT_BASE_URL = env("OPENAI_COMPAT_BASE_URL", default="")
 OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
+# The environment variables an LALM's or judge's settings.api_key_env may name (shell glob, case-sensitive): only
+# these are ever sent to a provider (annotation.providers.keys).
+PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_API_KEY")
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
 OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)
 # Retries of transient provider errors (HTTP 429/5xx, timeouts): attempts, backoff base and cap in seconds.
