@@ -120,7 +120,7 @@ class QualityPolicy(models.Model):
         help_text="Share of the N items (0–1) that must pass.")
     qualification_attempts = models.PositiveSmallIntegerField(
         default=2, validators=[MinValueValidator(1)], help_text="Attempts allowed (1 = no retry).")
-    warn_score = models.FloatField(default=0.5, help_text="Combined risk score (0–1) at which an annotator is warned.")
+    warn_score = models.FloatField(default=0.4, help_text="Combined risk score (0–1) at which an annotator is warned.")
     pause_score = models.FloatField(default=0.7, help_text="Combined risk score (0–1) at which an annotator is paused.")
     min_ratings = models.PositiveSmallIntegerField(
         default=10, help_text="Ratings an annotator needs before the thresholds apply.")

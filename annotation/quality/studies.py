@@ -118,6 +118,13 @@ def study_completion_url(*, study: Study) -> str:
     return study.completion_url.replace("{code}", study.completion_code) if study.completion_url else ""
 
 
+def study_entry_link(*, study: Study, base_url: str) -> str:
+    """The URL to paste into the platform: ``base_url`` (the absolute /study/<slug>/ URL) with each configured
+    parameter set to Prolific's placeholder form, e.g. ``?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID=...``."""
+    params = [p for p in (study.participant_param, study.study_param, study.session_param) if p]
+    return base_url + "?" + "&".join(f"{p}={{{{%{p}%}}}}" for p in params)
+
+
 @dataclass(frozen=True)
 class StudyRow:
     """One participant in the study report (seconds are time on task as the rating page measured it)."""
@@ -150,7 +157,7 @@ def study_report(*, study: Study) -> list[StudyRow]:
             gold=Count("pk", filter=Q(kind="gold")), gold_ok=Count("pk", filter=Q(kind="gold", passed=True)),
             attention_failed=Count("pk", filter=Q(kind="attention", passed=False)))
         median = statistics.median(seconds) if seconds else None
-        pay = (study.reward_per_item * Decimal(3600) / Decimal(str(median))).quantize(Decimal("0.01")) \
+        pay = (Decimal(str(study.reward_per_item)) * Decimal(3600) / Decimal(str(median))).quantize(Decimal("0.01")) \
             if median else None
         status = getattr(getattr(p.user, "quality", None), "status", AnnotatorQuality.Status.ACTIVE)
         rows.append(StudyRow(

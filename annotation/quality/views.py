@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET
 
 from annotation.quality import selectors
 from annotation.quality.studies import (
-    StudyClosed, study_completion_for, study_completion_url, study_enter, study_report, study_report_csv,
+    StudyClosed, study_completion_for, study_completion_url, study_enter, study_entry_link, study_report,
+    study_report_csv,
 )
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -61,4 +62,6 @@ def study_report_page(request: HttpRequest, study_pk: int) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="study-{study.slug}.csv"'
         return response
     rows = study_report(study=study)
-    return render(request, "quality/study_report.html", {"study": study, "rows": rows})
+    link = study_entry_link(study=study, base_url=request.build_absolute_uri(
+        reverse("quality:study-entry", args=[study.slug])))
+    return render(request, "quality/study_report.html", {"study": study, "rows": rows, "entry_link": link})
