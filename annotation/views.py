@@ -23,6 +23,7 @@ from annotation import selectors
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm
 from annotation.models import Assignment
+from annotation.quality.examples import GUIDELINE_EXAMPLES
 from annotation.quality.items import quality_feedback
 from annotation.quality.selectors import rating_page_quality_context
 from annotation.quality.views import completion_redirect
@@ -240,7 +241,8 @@ def guidelines(request: HttpRequest) -> HttpResponse:
     """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
     the keyboard shortcuts."""
     return render(request, "annotation/guidelines.html",
-                  {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS})
+                  {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS,
+                   "examples": GUIDELINE_EXAMPLES})
 
 
 @require_GET

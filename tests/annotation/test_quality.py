@@ -353,3 +353,22 @@ def test_training_feedback_after_a_gold_item(client):
     text = response.content.decode()
     assert "the accepted score is 4–5; your rating does not match" in text
     assert "The answer names the dog." in text
+
+
+def test_the_guideline_examples_become_qualification_items_once(client):
+    from annotation.quality.examples import GUIDELINE_EXAMPLES, guideline_examples_install
+
+    items = guideline_examples_install()
+    again = guideline_examples_install()
+    scored = [e for e in GUIDELINE_EXAMPLES if e[3] is not None]
+    assert len(items) == len(scored) == 7 and {i.pk for i in items} == {i.pk for i in again}
+    assert all(i.in_qualification and i.kind == "gold" for i in items)
+    genre = next(i for i in items if "Rock" in i.candidate.text)
+    assert (genre.min_score, genre.max_score, genre.expected_codes) == (1, 1, "R")
+    client.force_login(AnnotatorFactory())
+    page = client.get(reverse("annotation:guidelines")).content.decode()
+    assert all(e[2] in page for e in GUIDELINE_EXAMPLES)
+    _qualification(n=5, pass_mark=0.8)
+    annotator = AnnotatorFactory()
+    assignment = assignment_next_for_annotator(annotator=annotator)
+    assert assignment.candidate_id in {i.candidate_id for i in items}
