@@ -372,3 +372,28 @@ def test_the_guideline_examples_become_qualification_items_once(client):
     annotator = AnnotatorFactory()
     assignment = assignment_next_for_annotator(annotator=annotator)
     assert assignment.candidate_id in {i.candidate_id for i in items}
+
+
+def test_an_admin_adds_gold_items_and_attention_checks_in_the_admin(client):
+    admin = UserFactory(is_superuser=True, is_staff=True)
+    client.force_login(admin)
+    candidate = CandidateAnswerFactory()
+    response = client.post(reverse("admin:annotation_qualityitem_add"), {
+        "kind": "gold", "candidate": candidate.pk, "min_score": 4, "max_score": 5, "expected_codes": "",
+        "explanation": "Names the dog.", "in_qualification": "on", "is_active": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    gold = QualityItem.objects.get(candidate=candidate)
+    assert (gold.kind, gold.min_score, gold.max_score, gold.in_qualification) == ("gold", 4, 5, True)
+    question = QuestionFactory()
+    response = client.post(reverse("admin:annotation_qualityitem_add"), {
+        "kind": "attention", "question": question.pk, "text": "Attention check: rate this answer 2.",
+        "min_score": 2, "max_score": 2, "expected_codes": "", "explanation": "", "is_active": "on"})
+    assert response.status_code == 302
+    attention = QualityItem.objects.get(kind="attention")
+    assert attention.candidate.question_version_id == question.current_version_id
+    assert attention.candidate.text == "Attention check: rate this answer 2."
+    assert AuditEvent.objects.filter(action__in=["quality.gold_mark", "quality.attention_create"],
+                                     actor=admin).count() == 2
+    response = client.post(reverse("admin:annotation_qualityitem_add"), {
+        "kind": "gold", "min_score": 4, "max_score": 5, "is_active": "on"})
+    assert response.status_code == 200 and "A gold item needs a candidate answer." in response.content.decode()
