@@ -237,6 +237,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     candidates = CandidateAnswer.objects.filter(
         question_version__question__current_version=F("question_version"),
         question_version__question__status=Question.Status.ACTIVE,
+        quality_item__isnull=True,  # gold items and attention checks are never "complete"
     )
     ratings = Rating.objects.filter(is_valid=True)
     if benchmark is not None:

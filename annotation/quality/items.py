@@ -244,3 +244,9 @@ def quality_feedback(*, rating: Rating) -> str | None:
     if item.explanation:
         text += f" {item.explanation}"
     return text
+
+
+def candidates_without_quality_items(candidates):
+    """``candidates`` (a ``CandidateAnswer`` queryset) without gold items and attention checks: for readers that
+    list candidate answers rather than valid ratings (per-LALM answer counts, model scores over all answers)."""
+    return candidates.filter(quality_item__isnull=True)

@@ -59,7 +59,7 @@ def test_a_gold_rating_is_stored_invalid_checked_and_never_fills_the_candidate()
     assert CandidateAnswer.objects.get(pk=item.candidate_id).valid_rating_count == 0
 
 
-def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports():
+def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_path):
     from modelling.selectors import valid_ratings_load
     from modelling.services.agreement import agreement_compute
 
@@ -87,6 +87,13 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports():
     from annotation.services.exports import _candidate_selection
     assert set(_candidate_selection(benchmark=None, include_invalid=True).values_list("pk", flat=True)) == {
         c.pk for c in real}
+    # ORCA training reads its splits through the same export.
+    from modelling.models import TrainingRun
+    from modelling.services.training import training_split_export
+
+    paths = training_split_export(run=TrainingRun.objects.create(), data_dir=tmp_path / "split")
+    trained = {json.loads(line)["candidate"] for path in paths.values() for line in path.read_text().splitlines()}
+    assert trained == {c.text for c in real}
 
 
 def test_the_regular_queue_never_offers_a_quality_item():
