@@ -79,11 +79,10 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_pa
     after = valid_ratings_load()
     assert len(after.scores) == len(before.scores) == 6
     assert agreement_compute(ratings=after).alpha == alpha_before
-    for include_invalid in (False, True):
-        out = io.StringIO()
-        dataset_export_orca_jsonl(out=out)
-        ids = {json.loads(line)["candidate"] for line in out.getvalue().splitlines()}
-        assert ids == {c.text for c in real}
+    out = io.StringIO()
+    dataset_export_orca_jsonl(out=out)
+    assert {json.loads(line)["candidate"] for line in out.getvalue().splitlines()} == {c.text for c in real}
+    # Curated exports may include invalidated ratings with their reason; quality checks are never among them.
     from annotation.services.exports import _candidate_selection
     assert set(_candidate_selection(benchmark=None, include_invalid=True).values_list("pk", flat=True)) == {
         c.pk for c in real}
