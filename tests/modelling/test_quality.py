@@ -119,3 +119,32 @@ def test_only_admins_see_the_quality_pages(client):
     assert client.get(reverse("modelling:quality")).status_code == 403
     client.force_login(AnnotatorFactory())
     assert client.get(reverse("modelling:quality")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
+    from annotation.quality.items import quality_policy
+    from modelling.tasks import reliability_refresh_task
+
+    settings.ANNOTATION_TARGET_RATINGS = 4
+    rng = np.random.default_rng(2)
+    candidates = CandidateAnswerFactory.create_batch(20)
+    truth = rng.integers(1, 6, len(candidates))
+    real = AnnotatorFactory.create_batch(3)
+    shaky = AnnotatorFactory()
+    for c, t in zip(candidates, truth, strict=True):
+        for annotator in real:
+            rating_submit(candidate=c, annotator=annotator, score=int(t), codes="")
+        rating_submit(candidate=c, annotator=shaky, score=int(t) if rng.random() < 0.6 else int(rng.integers(1, 6)),
+                      codes="")
+    policy = quality_policy()
+    policy.warn_score, policy.pause_score = 0.01, 0.99
+    policy.save()
+    assert reliability_refresh_task() == 0
+    assert AnnotatorQuality.objects.get(annotator=shaky).status == "warned"
+    policy.warn_score = 0.999
+    policy.save()
+    reliability_refresh_task()
+    assert AnnotatorQuality.objects.get(annotator=shaky).status == "active"
+    assert list(ReliabilitySnapshot.objects.filter(annotator=shaky).order_by("computed_at")
+                .values_list("action", flat=True)) == ["warned", "cleared"]
