@@ -403,3 +403,16 @@ def test_an_admin_adds_gold_items_and_attention_checks_in_the_admin(client):
     response = client.post(reverse("admin:annotation_qualityitem_add"), {
         "kind": "gold", "min_score": 4, "max_score": 5, "is_active": "on"})
     assert response.status_code == 200 and "A gold item needs a candidate answer." in response.content.decode()
+
+
+def test_the_api_queue_obeys_pausing_and_qualification(client):
+    CandidateAnswerFactory()
+    annotator = AnnotatorFactory()
+    client.force_login(annotator)
+    url = reverse("api-assignment-next")
+    _qualification(n=1, pass_mark=1.0)
+    qual = _gold(lo=5, hi=5, qualification=True)
+    response = client.post(url, content_type="application/json")
+    assert response.status_code == 200 and response.json()["candidate"]["id"] == qual.candidate_id
+    annotator_status_set(annotator=annotator, status="paused", reason="test")
+    assert client.post(url, content_type="application/json").status_code == 204
