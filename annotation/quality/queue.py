@@ -9,15 +9,18 @@ assignments at once, also against requests in flight. Quality items are never of
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 from django.conf import settings
-from django.db.models import F, Max, Q
+from django.db.models import F, Q
+
+from django.db import connection
 
 from annotation.models import Assignment, Benchmark, Question
 from annotation.quality.models import (
-    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityItem, StudyParticipant,
+    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityItem, QualityPolicy, Study, StudyParticipant,
 )
 
 _rng = random.Random()
@@ -40,7 +43,6 @@ class QueueGate:
     qualifying: bool = False
     gold_rate: float = 0.0
     attention_rate: float = 0.0
-    participant: StudyParticipant | None = field(default=None, repr=False)
 
 
 def insertion_kind(*, gold_rate: float, attention_rate: float, rng: random.Random = _rng) -> str | None:
@@ -52,22 +54,6 @@ def insertion_kind(*, gold_rate: float, attention_rate: float, rng: random.Rando
     if u < gold_rate + attention_rate:
         return QualityItem.Kind.ATTENTION
     return None
-
-
-def study_participation_for(*, user) -> StudyParticipant | None:
-    """The user's latest study participation (with its study), or None for an ordinary annotator."""
-    return (StudyParticipant.objects.select_related("study", "study__benchmark").filter(user=user)
-            .order_by("-joined_at").first())
-
-
-def _needs_qualification(annotator, status: AnnotatorQuality | None) -> bool:
-    from annotation.quality.items import quality_policy
-
-    if annotator.is_staff or annotator.is_superuser:
-        return False  # experts and admins write the checks; they are not screened by them
-    if status is not None and status.qualified_at is not None:
-        return False
-    return quality_policy().qualification_required
 
 
 def _qualification_attempt(annotator) -> tuple[QualificationAttempt | None, str]:
@@ -89,38 +75,67 @@ def _qualification_attempt(annotator) -> tuple[QualificationAttempt | None, str]
     return attempt, ""
 
 
+@cache
+def _gate_sql() -> str:
+    """One statement reading everything :func:`quality_gate` needs (it runs on every "next item" request, where
+    building four ORM queries cost more than running them). Parameters: the annotator's id twice, the requested
+    benchmark id (or NULL) four times, the annotator's id. Columns: status, qualified, participant's study id, study benchmark id,
+    study enabled, quota, completed, qualification required, gold rate, attention rate."""
+    q = connection.ops.quote_name
+    aq, sp, st = (q(m._meta.db_table) for m in (AnnotatorQuality, StudyParticipant, Study))
+    pol, bq = q(QualityPolicy._meta.db_table), q(BenchmarkQuality._meta.db_table)
+    scope = "COALESCE(p.benchmark_id, %s)"
+    return (
+        f"SELECT (SELECT status FROM {aq} WHERE annotator_id = %s), "
+        f"(SELECT CASE WHEN qualified_at IS NULL THEN 0 ELSE 1 END FROM {aq} WHERE annotator_id = %s), "
+        "p.study_id, p.benchmark_id, p.is_enabled, p.quota, p.completed, "
+        f"(SELECT qualification_required FROM {pol} WHERE id = 1), "
+        f"(SELECT MAX(gold_rate) FROM {bq} r WHERE {scope} IS NULL OR r.benchmark_id = {scope}), "
+        f"(SELECT MAX(attention_rate) FROM {bq} r WHERE {scope} IS NULL OR r.benchmark_id = {scope}) "
+        "FROM (SELECT 1 AS one) o LEFT JOIN ("
+        f"SELECT sp.study_id, st.benchmark_id, st.is_enabled, st.quota, "
+        f"CASE WHEN sp.completed_at IS NULL THEN 0 ELSE 1 END AS completed FROM {sp} sp "
+        f"JOIN {st} st ON st.id = sp.study_id WHERE sp.user_id = %s ORDER BY sp.joined_at DESC LIMIT 1"
+        ") p ON 1 = 1"
+    )
+
+
 def quality_gate(*, annotator, benchmark: Benchmark | None) -> QueueGate:
     """Decide what ``annotator`` may be given now (see :class:`QueueGate`). Call with the annotator's row locked
-    (``queue_lease_transaction_begin``) so that the status read here cannot change before the commit."""
+    (``queue_lease_transaction_begin``) so that the status read here cannot change before the commit.
+
+    One statement (:func:`_gate_sql`); a study participant's items are counted, and qualification looked up,
+    only when they apply."""
     gate = QueueGate(benchmark=benchmark)
-    status = AnnotatorQuality.objects.filter(annotator=annotator).first()
-    if status is not None and status.status == AnnotatorQuality.Status.PAUSED:
+    requested = benchmark.pk if benchmark is not None else None
+    with connection.cursor() as cursor:
+        cursor.execute(_gate_sql(), [annotator.pk, annotator.pk, requested, requested, requested, requested,
+                                     annotator.pk])
+        (status, qualified, study_id, study_benchmark_id, enabled, quota, completed, required, gold,
+         attention) = cursor.fetchone()
+    if status == AnnotatorQuality.Status.PAUSED:
         gate.closed, gate.why = True, "Your account is paused; an admin will look at your ratings."
         return gate
-    participant = study_participation_for(user=annotator)
-    if participant is not None:
-        study = participant.study
-        gate.participant, gate.benchmark = participant, study.benchmark
-        if not study.is_enabled:
+    if study_id is not None:
+        if benchmark is None or benchmark.pk != study_benchmark_id:
+            gate.benchmark = Benchmark.objects.get(pk=study_benchmark_id)
+        if not enabled:
             gate.closed, gate.why = True, "This study is closed."
             return gate
-        from annotation.quality.studies import study_items_done
+        from annotation.quality.studies import study_items_done_for
 
-        if participant.completed_at is not None or study_items_done(participant=participant) >= study.quota:
+        if completed or study_items_done_for(user_id=annotator.pk, benchmark_id=study_benchmark_id) >= quota:
             gate.closed, gate.why = True, "You have completed this study."
             return gate
-    if _needs_qualification(annotator, status):
+    if required and not qualified and not (annotator.is_staff or annotator.is_superuser):
+        # Experts and admins write the checks; they are not screened by them.
         attempt, why = _qualification_attempt(annotator)
         if attempt is None:
             gate.closed, gate.why = True, why
         else:
             gate.qualifying = True
         return gate
-    rates = BenchmarkQuality.objects.all()
-    if gate.benchmark is not None:
-        rates = rates.filter(benchmark=gate.benchmark)
-    found = rates.aggregate(gold=Max("gold_rate"), attention=Max("attention_rate"))
-    gate.gold_rate, gate.attention_rate = found["gold"] or 0.0, found["attention"] or 0.0
+    gate.gold_rate, gate.attention_rate = gold or 0.0, attention or 0.0
     return gate
 
 

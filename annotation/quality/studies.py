@@ -40,8 +40,12 @@ def _username(*, param: str, participant_id: str) -> str:
 
 def study_items_done(*, participant: StudyParticipant) -> int:
     """Items ``participant`` rated in the study's benchmark (real items and checks alike: each is paid work)."""
-    return Rating.objects.filter(annotator_id=participant.user_id,
-                                 question_version__question__benchmark_id=participant.study.benchmark_id).count()
+    return study_items_done_for(user_id=participant.user_id, benchmark_id=participant.study.benchmark_id)
+
+
+def study_items_done_for(*, user_id: int, benchmark_id: int) -> int:
+    """Ratings of user ``user_id`` on questions of benchmark ``benchmark_id`` (any version, valid or not)."""
+    return Rating.objects.filter(annotator_id=user_id, question_version__question__benchmark_id=benchmark_id).count()
 
 
 def study_enter(*, slug: str, params) -> StudyParticipant:
