@@ -16,7 +16,8 @@ from django.utils import timezone
 from annotation.codes import UnknownCodeError, normalize_codes
 from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
 from annotation.quality.models import (
-    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem, QualityPolicy,
+    QUALITY_INVALID_REASON, AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem,
+    QualityPolicy,
 )
 from annotation.services.audit import audit_record
 
@@ -230,6 +231,8 @@ def quality_check_record(*, rating: Rating, item: QualityItem) -> QualityCheck:
 def quality_feedback(*, rating: Rating) -> str | None:
     """Training-mode feedback after ``rating`` of a gold item ("Gold item: passed. <explanation>"), or None when
     the rating was not of a gold item or its benchmark has training feedback off."""
+    if rating.is_valid or rating.invalid_reason != QUALITY_INVALID_REASON:
+        return None  # an ordinary rating: no query on the submit path
     check = (QualityCheck.objects.select_related("item").filter(rating=rating, kind=QualityItem.Kind.GOLD)
              .first())
     if check is None:
