@@ -115,3 +115,5 @@ class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "kind", "status", "benchmark", "done", "failed", "total", "created_at"]
     list_filter = ["kind", "status"]
     raw_id_fields = ["benchmark", "lalm", "created_by"]
+
+from annotation.quality import admin as _quality_admin  # noqa: E402,F401  (registers the quality admin)

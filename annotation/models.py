@@ -506,3 +506,10 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+
+
+# Quality control and crowd studies (annotation/quality/models.py), registered with this app.
+from annotation.quality.models import (  # noqa: E402,F401
+    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem, QualityPolicy,
+    RatingInvalidation, Study, StudyParticipant,
+)

@@ -246,6 +246,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     candidates = CandidateAnswer.objects.filter(
         question_version__question__current_version=F("question_version"),
         question_version__question__status=Question.Status.ACTIVE,
+        quality_item__isnull=True,  # gold items and attention checks are never "complete"
     )
     ratings = rating_counting_queryset()
     if benchmark is not None:

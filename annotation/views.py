@@ -17,11 +17,16 @@ from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import selectors
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
 from annotation.models import Assignment
+from annotation.quality.examples import GUIDELINE_EXAMPLES
+from annotation.quality.items import quality_feedback
+from annotation.quality.selectors import rating_page_quality_context
+from annotation.quality.views import completion_redirect
 from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
 from annotation.services.rating import rating_is_editable, rating_submit, rating_update
 
@@ -66,8 +71,11 @@ def _render_item(
     """Render the rating page for ``assignment`` (None: the "all done" message); htmx gets the partial only.
 
     ``assignment`` must be the user's own, with ``RATING_PAGE_RELATED`` loaded (as the assignment service and
-    ``selectors.assignment_get_for_annotator`` return it).
+    ``selectors.assignment_get_for_annotator`` return it). A study participant who reached the quota is sent to
+    the completion code instead.
     """
+    if assignment is None and (done_url := completion_redirect(user=request.user)):
+        return HttpResponseClientRedirect(done_url) if request.htmx else HttpResponseRedirect(done_url)
     context = {
         "assignment": assignment,
         "candidate": assignment.candidate if assignment else None,
@@ -79,6 +87,7 @@ def _render_item(
         "skip_open": skip_form is not None and bool(skip_form.errors),
         "skip_suggestions": SKIP_REASON_SUGGESTIONS,
         "query": f"?{urlencode({'benchmark': benchmark.pk})}" if benchmark is not None else "",
+        **rating_page_quality_context(user=request.user, assignment=assignment),
     }
     template = NEXT_TEMPLATE + "#rating-form" if request.htmx else NEXT_TEMPLATE
     return render(request, template, context, status=status)
@@ -133,7 +142,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            rating_submit(
+            rating = rating_submit(
                 candidate=assignment.candidate,
                 annotator=request.user,
                 score=data["score"],
@@ -156,6 +165,8 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                     messages.warning(request, message)
             return _next_response(request, benchmark=benchmark)
         messages.success(request, "Rating saved.")
+        if feedback := quality_feedback(rating=rating):
+            messages.info(request, feedback)
         return _next_response(request, benchmark=benchmark)
     return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
 
@@ -230,7 +241,8 @@ def guidelines(request: HttpRequest) -> HttpResponse:
     """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
     the keyboard shortcuts."""
     return render(request, "annotation/guidelines.html",
-                  {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS})
+                  {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS,
+                   "examples": GUIDELINE_EXAMPLES})
 
 
 @require_GET

@@ -17,5 +17,6 @@ urlpatterns = [
     path("api/", include("modelling.api")),
     path("modelling/", include("modelling.urls")),
     path("refinement/", include("refinement.urls")),
+    path("", include("annotation.quality.urls")),
     path("", include("annotation.urls")),
 ]

@@ -343,3 +343,7 @@ class RaterSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_version} {self.level} alpha+model={self.alpha_with_model} rho={self.rho}"
+
+
+# Rater reliability snapshots (modelling/quality/models.py), registered with this app.
+from modelling.quality.models import ReliabilitySnapshot  # noqa: E402,F401

@@ -99,3 +99,17 @@ def rater_snapshot_task() -> int:
     from modelling.services.rater import rater_snapshots_write
 
     return len(rater_snapshots_write())
+
+
+@shared_task(ignore_result=True, soft_time_limit=900, time_limit=960)
+def reliability_refresh_task() -> int:
+    """Recompute the rater reliability signals and apply the warn/pause thresholds (beat: every 15 minutes).
+
+    Returns the number of annotators paused. See ``modelling.quality.services.reliability_refresh``.
+    """
+    from modelling.quality.services import reliability_refresh
+
+    run = reliability_refresh()
+    if run.paused or run.warned:
+        logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
+    return len(run.paused)

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views, views_routing
+from .quality import views as quality_views
 
 app_name = "modelling"
 
@@ -16,4 +17,8 @@ urlpatterns = [
     path("routing/", views_routing.routing_page, name="routing"),
     path("routing/switch/", views_routing.routing_switch, name="routing_switch"),
     path("rater/", views_routing.rater_page, name="rater"),
+    path("quality/", quality_views.quality_page, name="quality"),
+    path("quality/refresh/", quality_views.quality_refresh, name="quality_refresh"),
+    path("quality/<int:pk>/", quality_views.quality_annotator, name="quality_annotator"),
+    path("quality/<int:pk>/action/", quality_views.quality_annotator_action, name="quality_annotator_action"),
 ]

@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotation.models import Assignment, Job
+from annotation.quality.models import Study
 from refinement.models import CorrectionItem, Suggestion
 from tests.factories import (
     AnnotatorFactory,
@@ -114,6 +115,15 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:routing", "GET"): row(STAFF),
     ("modelling:routing_switch", "POST"): row(ADMIN),
     ("modelling:rater", "GET"): row(STAFF),
+    # Annotator quality names annotators and acts on their accounts: admins only.
+    ("modelling:quality", "GET"): row(ADMIN),
+    ("modelling:quality_refresh", "POST"): row(ADMIN),
+    ("modelling:quality_annotator", "GET"): row(ADMIN, "annotator_pk"),
+    ("modelling:quality_annotator_action", "POST"): row(ADMIN, "annotator_pk"),
+    # Crowd studies: the entry link is public (no participant id: 400); the report is the admins'.
+    ("quality:study-entry", "GET"): row(ALL, "study_slug"),
+    ("quality:study-done", "GET"): row(RATERS),
+    ("quality:study-report", "GET"): row(ADMIN, "study_pk"),
     # API: annotation
     ("api-benchmark-list", "GET"): row(RATERS),
     ("api-benchmark-detail", "GET"): row(RATERS, "benchmark_pk"),
@@ -235,6 +245,8 @@ def world(tmp_path, settings):
     model_version = ModelVersion.objects.create(training_run=run, name="m1", artifact_path="/nonexistent")
     prediction = Prediction.objects.create(candidate=candidate, model_version=model_version, mu=0.5, variance=0.1,
                                            alpha=1, beta=1)
+    study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
+                                 completion_code="X")
     objects = {
         "assignment_pk": assignment.pk, "clip_pk": clip.pk, "job_pk": job.pk, "export_pk": export.pk,
         "queue": item.queue, "question_id": question.pk, "item_id": item.pk, "suggestion_id": suggestion.pk,
@@ -242,6 +254,7 @@ def world(tmp_path, settings):
         "question_pk": question.pk, "lalm_pk": candidate.lalm_id, "rating_pk": rating.pk,
         "judge_rating_pk": judge.pk, "audit_pk": AuditEvent.objects.first().pk, "correction_pk": correction.pk,
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
+        "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
     }
     return users, objects
 

@@ -23,7 +23,8 @@ from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, Rating
+from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, QualityItem, Rating
+from annotation.quality.queue import quality_assignment_take, quality_gate
 from annotation.services import queue_sql
 from annotation.services.audit import audit_record
 
@@ -67,16 +68,18 @@ def _slots_held_by_others(*, annotator, now: datetime) -> Coalesce:
 def _open_for_annotator_conditions(*, annotator, benchmark: Benchmark | None) -> Q:
     """The per-row test of :func:`candidates_open_for_annotator` except the slot count, as one ``Q``.
 
-    Current version of an active question (of ``benchmark`` when given), neither rated nor skipped by ``annotator``.
+    Current version of an active question (of ``benchmark`` when given), neither rated nor skipped by ``annotator``,
+    and not a quality item (gold or attention check: ``annotation.quality.queue`` hands those out).
     """
     own_rating = Rating.objects.filter(candidate=OuterRef("pk"), annotator=annotator)
     own_skip = Assignment.objects.filter(
         candidate=OuterRef("pk"), annotator=annotator, status=Assignment.Status.SKIPPED
     )
+    quality_item = QualityItem.objects.filter(candidate=OuterRef("pk"))
     conditions = Q(
         question_version__question__current_version=F("question_version"),
         question_version__question__status=Question.Status.ACTIVE,
-    ) & ~Exists(own_rating) & ~Exists(own_skip)
+    ) & ~Exists(own_rating) & ~Exists(own_skip) & ~Exists(quality_item)
     if benchmark is not None:
         conditions &= Q(question_version__question__benchmark=benchmark)
     return conditions
@@ -168,9 +171,17 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
         # One request of this annotator at a time; only leases are written, so the commit need not wait for the
         # disk (ratings always do).
         queue_sql.queue_lease_transaction_begin(annotator_id=annotator.pk)
-        existing = _own_open_assignment(annotator=annotator, now=now, benchmark=benchmark)
+        # Pausing, a study's benchmark and quota, qualification, gold and attention items (annotation/quality).
+        gate = quality_gate(annotator=annotator, benchmark=benchmark)
+        if gate.closed:
+            return None
+        benchmark = gate.benchmark
+        existing = _own_open_assignment(annotator=annotator, now=now, benchmark=None if gate.qualifying else benchmark)
         if existing is not None:
             return existing
+        check = quality_assignment_take(annotator=annotator, now=now, gate=gate)
+        if check is not None or gate.qualifying:
+            return check
 
         return _assignment_take_next(annotator=annotator, now=now, benchmark=benchmark)
 

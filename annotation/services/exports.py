@@ -40,6 +40,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from annotation.models import Benchmark, CandidateAnswer, Job, JudgeRating, Question, QuestionVersion, Rating
+from annotation.quality.models import QUALITY_INVALID_REASON
 from annotation.services.accounts import user_roles
 from annotation.services.audit import audit_record
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions
@@ -87,7 +88,9 @@ def _candidate_selection(
     invalidated rating, on any version. ``after_pk`` keeps only candidate answers with a larger primary key."""
     # The rating subqueries carry the same ``candidate_id > after_pk`` bound: without it PostgreSQL merge-joins
     # from the first rating for every chunk, so the export grew quadratically with the number of chunks.
-    ratings = Rating.objects.filter(candidate=OuterRef("pk"), candidate_id__gt=after_pk)
+    # Ratings of gold items and attention checks are quality checks, never data (annotation/quality/models.py).
+    ratings = Rating.objects.filter(candidate=OuterRef("pk"), candidate_id__gt=after_pk).exclude(
+        invalid_reason=QUALITY_INVALID_REASON)
     has_valid = Exists(ratings.filter(is_valid=True))
     # "On its question's current version" as a semi-join on Question.current_version: the equivalent join
     # condition (question_version = question_version__question__current_version) is estimated at one row by
@@ -195,7 +198,8 @@ def _iter_chunks(
             return
         last_pk = rows[-1][0]
         ratings: dict[int, list[tuple]] = defaultdict(list)
-        rating_rows = Rating.objects.filter(candidate_id__gt=after_pk, candidate_id__lte=last_pk)
+        rating_rows = Rating.objects.filter(candidate_id__gt=after_pk, candidate_id__lte=last_pk).exclude(
+            invalid_reason=QUALITY_INVALID_REASON)
         if not include_invalid:
             rating_rows = rating_rows.filter(is_valid=True)
         for candidate_pk, *rating in rating_rows.order_by("candidate_id", "id").values_list(

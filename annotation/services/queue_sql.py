@@ -12,7 +12,8 @@ from the models' ``_meta``; the callers, :mod:`annotation.services.assignment` a
   ``settings.ANNOTATION_TARGET_RATINGS``;
 * ``held`` = open, unexpired assignments on it of annotators other than the one asking;
 * a candidate is *eligible* for an annotator when its question version is current, the question is active (and
-  in the benchmark asked for), the annotator has neither rated nor skipped it, and ``valid + held < k``.
+  in the benchmark asked for), the annotator has neither rated nor skipped it, it is not a quality item (gold or
+  attention check, handed out by ``annotation.quality.queue`` only), and ``valid + held < k``.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from annotation.models import Assignment, AudioClip, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
+from annotation.models import (
+    Assignment, AudioClip, Benchmark, CandidateAnswer, QualityItem, Question, QuestionVersion, Rating,
+)
 
 
 @cache
@@ -37,6 +40,7 @@ def _tables() -> dict[str, str]:
         "question": q(Question._meta.db_table),
         "assignment": q(Assignment._meta.db_table),
         "rating": q(Rating._meta.db_table),
+        "quality_item": q(QualityItem._meta.db_table),
     }
 
 
@@ -140,6 +144,7 @@ def queue_page(
         f"AND NOT EXISTS (SELECT 1 FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s) "
         f"AND NOT EXISTS (SELECT 1 FROM {t['assignment']} s WHERE s.candidate_id = c.id AND s.annotator_id = %s "
         f"AND s.status = '{Assignment.Status.SKIPPED}') "
+        f"AND NOT EXISTS (SELECT 1 FROM {t['quality_item']} g WHERE g.candidate_id = c.id) "
         f"AND c.valid_rating_count + {_held_sql()} < {_k_sql()} THEN 1 ELSE 0 END "
         f"FROM {t['candidate']} c "
         f"JOIN {t['version']} v ON v.id = c.question_version_id "

@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
+from annotation.quality.items import quality_check_record, quality_item_for_candidate
+from annotation.quality.models import QUALITY_INVALID_REASON
 from annotation.services import queue_sql
 from annotation.services.assignment import insert_unless_raced, target_ratings_expression
 from annotation.services.audit import audit_record
@@ -147,6 +149,8 @@ def rating_submit(
         if not state["own_slot"]:
             raise _no_open_assignment_error(candidate_id=candidate.pk, annotator=annotator, now=now)
 
+        # A gold item or attention check: stored like any rating, but never valid (quality/models.py).
+        quality_item = quality_item_for_candidate(candidate_id=candidate.pk)
         rating = Rating(
             candidate=candidate,
             question_version_id=state["question_version_id"],
@@ -157,6 +161,8 @@ def rating_submit(
             seconds_on_task=seconds_on_task,
             audio_seconds_played=audio_seconds_played,
             source=source,
+            is_valid=quality_item is None,
+            invalid_reason="" if quality_item is None else QUALITY_INVALID_REASON,
         )
         # Field checks only: the rows were just read under the lock and rating_validate checked score and codes,
         # while the database constraints (one rating per pair, score 1–5, codes) still guard the insert. Skipping
@@ -171,7 +177,10 @@ def rating_submit(
 
         if insert_unless_raced(insert) is None:
             return Rating.objects.get(candidate_id=candidate.pk, annotator=annotator)
-        CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=F("valid_rating_count") + 1)
+        if quality_item is None:
+            CandidateAnswer.objects.filter(pk=candidate.pk).update(valid_rating_count=F("valid_rating_count") + 1)
+        else:
+            quality_check_record(rating=rating, item=quality_item)
         Assignment.objects.filter(candidate_id=candidate.pk, annotator=annotator, status=Assignment.Status.OPEN).update(
             status=Assignment.Status.SUBMITTED
         )

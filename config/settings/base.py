@@ -165,6 +165,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": 300.0,
     },
+    # Rater reliability signals and the warn/pause thresholds (modelling.quality).
+    "quality-reliability-refresh": {
+        "task": "modelling.tasks.reliability_refresh_task",
+        "schedule": 900.0,
+    },
     # Stage 3 flag rules over ratings newer than the refinement watermark (refinement.tasks).
     "refinement-flags-refresh": {
         "task": "refinement.tasks.flags_refresh_task",

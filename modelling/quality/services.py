@@ -1,0 +1,121 @@
+"""Rater reliability on the platform: compute every annotator's signals from the database, store a snapshot,
+apply the policy's warn/pause thresholds (through ``annotation.quality.annotators``), and read the ranking.
+
+The agreement signals use valid, scored, non-quality ratings (what alpha uses); gold accuracy and attention
+failures come from ``QualityCheck`` rows; U/E share and seconds on task from all the annotator's valid ratings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from annotation.models import Rating
+from annotation.quality.annotators import annotator_status_set
+from annotation.quality.items import quality_policy
+from annotation.quality.models import AnnotatorQuality, QualityCheck
+from modelling.quality.models import ReliabilitySnapshot
+from modelling.quality.signals import RaterSignals, combined_risk, rater_signals_compute
+
+
+def reliability_signals_load() -> dict[int, RaterSignals]:
+    """Signals of every annotator with a valid rating or a quality check, combined risk filled in."""
+    rows = list(Rating.objects.filter(is_valid=True).values_list(
+        "candidate_id", "annotator_id", "score", "codes", "seconds_on_task"))
+    if rows:
+        items, annotators, scores, codes, seconds = zip(*rows)
+        scores_arr = np.array([np.nan if s is None else float(s) for s in scores])
+        unable = np.array(["U" in c or "E" in c for c in codes])
+        seconds_arr = np.array([np.nan if s is None else float(s) for s in seconds])
+        signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(annotators),
+                                        scores=scores_arr, unable=unable, seconds=seconds_arr)
+    else:
+        signals = {}
+    checks = QualityCheck.objects.values("annotator_id").annotate(
+        gold=Count("pk", filter=Q(kind="gold")), gold_ok=Count("pk", filter=Q(kind="gold", passed=True)),
+        attention=Count("pk", filter=Q(kind="attention")),
+        attention_failed=Count("pk", filter=Q(kind="attention", passed=False)))
+    for row in checks:
+        sig = signals.setdefault(row["annotator_id"],
+                                 RaterSignals(annotator_id=row["annotator_id"], n_ratings=0, n_scored=0))
+        sig.gold_checks, sig.attention_checks = row["gold"], row["attention"]
+        sig.gold_accuracy = row["gold_ok"] / row["gold"] if row["gold"] else None
+        sig.attention_failures = row["attention_failed"]
+    policy = quality_policy()
+    combined_risk(signals, min_items=policy.min_ratings, max_attention_failures=policy.max_attention_failures)
+    return signals
+
+
+def _summary(sig: RaterSignals) -> str:
+    parts = [f"combined risk {sig.combined:.2f}"]
+    parts += [f"{name} risk {value:.2f}" for name, value in sorted(sig.risks.items()) if value > 0]
+    if sig.loo_rho is not None:
+        parts.append(f"leave-one-out rho {sig.loo_rho:.2f}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ReliabilityRun:
+    """What one computation did: annotators scored, and who was warned, paused or cleared."""
+
+    computed_at: object
+    annotators: int
+    warned: list[int]
+    paused: list[int]
+    cleared: list[int]
+
+
+def reliability_refresh(*, by=None) -> ReliabilityRun:
+    """Compute the signals, store one :class:`ReliabilitySnapshot` per annotator and apply the thresholds of
+    ``QualityPolicy``: combined risk >= ``pause_score`` pauses (when ``auto_pause``), >= ``warn_score`` warns, and
+    a warned annotator back below ``warn_score`` is cleared. Paused annotators are never resumed automatically;
+    staff are never warned or paused. Status changes are audited by ``annotator_status_set``.
+    """
+    policy = quality_policy()
+    signals = reliability_signals_load()
+    now = timezone.now()
+    User = get_user_model()
+    staff = set(User.objects.filter(Q(is_staff=True) | Q(is_superuser=True)).values_list("pk", flat=True))
+    statuses = dict(AnnotatorQuality.objects.values_list("annotator_id", "status"))
+    warned, paused, cleared, snapshots = [], [], [], []
+    with transaction.atomic():
+        for annotator_id, sig in signals.items():
+            status = statuses.get(annotator_id, AnnotatorQuality.Status.ACTIVE)
+            action = ""
+            if sig.combined is not None and annotator_id not in staff and status != AnnotatorQuality.Status.PAUSED:
+                user = User(pk=annotator_id)
+                if policy.auto_pause and sig.combined >= policy.pause_score:
+                    annotator_status_set(annotator=user, status=AnnotatorQuality.Status.PAUSED,
+                                         reason=f"automatic: {_summary(sig)}", by=by)
+                    action = "paused"
+                    paused.append(annotator_id)
+                elif sig.combined >= policy.warn_score and status != AnnotatorQuality.Status.WARNED:
+                    annotator_status_set(annotator=user, status=AnnotatorQuality.Status.WARNED,
+                                         reason=f"automatic: {_summary(sig)}", by=by)
+                    action = "warned"
+                    warned.append(annotator_id)
+                elif sig.combined < policy.warn_score and status == AnnotatorQuality.Status.WARNED:
+                    annotator_status_set(annotator=user, status=AnnotatorQuality.Status.ACTIVE,
+                                         reason=f"automatic: back below the warning threshold ({_summary(sig)})",
+                                         by=by)
+                    action = "cleared"
+                    cleared.append(annotator_id)
+            snapshots.append(ReliabilitySnapshot(
+                computed_at=now, annotator_id=annotator_id, n_ratings=sig.n_ratings, combined=sig.combined,
+                signals=_jsonable(sig.as_dict()), action=action))
+        ReliabilitySnapshot.objects.bulk_create(snapshots)
+    return ReliabilityRun(computed_at=now, annotators=len(signals), warned=warned, paused=paused, cleared=cleared)
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

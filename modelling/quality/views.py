@@ -1,0 +1,111 @@
+"""Admins' annotator reliability pages: the ranking with every signal and actions, and one annotator's history.
+
+Thin views: check access (admins only: the page names annotators and acts on their accounts), validate input, call
+one service, render.
+"""
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation.quality.annotators import (
+    annotator_ratings_invalidate, annotator_ratings_restore, annotator_status_set,
+)
+from annotation.quality.items import quality_policy
+from annotation.quality.models import AnnotatorQuality, QualityCheck, RatingInvalidation
+from annotation.services.accounts import user_is_admin
+from modelling.quality.models import ReliabilitySnapshot
+from modelling.quality.services import reliability_refresh
+
+
+def _require_admin(request) -> None:
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins see annotator reliability.")
+
+
+def _annotator(pk: int):
+    try:
+        return get_user_model().objects.get(pk=pk)
+    except get_user_model().DoesNotExist:
+        raise Http404("No such annotator.") from None
+
+
+@require_GET
+@login_required
+def quality_page(request):
+    """Annotators ranked by their latest combined risk, with every signal, status and actions."""
+    _require_admin(request)
+    latest = ReliabilitySnapshot.objects.order_by("-computed_at").values_list("computed_at", flat=True).first()
+    rows = []
+    if latest is not None:
+        snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).select_related(
+            "annotator", "annotator__quality")
+        rows = sorted(snapshots, key=lambda s: (-(s.combined if s.combined is not None else -1), s.annotator_id))
+    return render(request, "modelling/quality.html", {"rows": rows, "computed_at": latest,
+                                                      "policy": quality_policy()})
+
+
+@require_POST
+@login_required
+def quality_refresh(request):
+    """Recompute the signals now and apply the thresholds."""
+    _require_admin(request)
+    run = reliability_refresh(by=request.user)
+    messages.success(request, f"Signals of {run.annotators} annotator(s) computed; {len(run.warned)} warned, "
+                              f"{len(run.paused)} paused, {len(run.cleared)} cleared.")
+    return redirect("modelling:quality")
+
+
+@require_GET
+@login_required
+def quality_annotator(request, pk: int):
+    """One annotator: status, signal history, quality checks and invalidations (with undo)."""
+    _require_admin(request)
+    annotator = _annotator(pk)
+    context = {
+        "annotator": annotator,
+        "status": AnnotatorQuality.objects.filter(annotator=annotator).first(),
+        "history": ReliabilitySnapshot.objects.filter(annotator=annotator).order_by("-computed_at")[:100],
+        "checks": QualityCheck.objects.select_related("item").filter(annotator=annotator).order_by("-created_at")[:100],
+        "invalidations": RatingInvalidation.objects.filter(annotator=annotator),
+        "valid_ratings": annotator.ratings.filter(is_valid=True).count(),
+    }
+    return render(request, "modelling/quality_annotator.html", context)
+
+
+@require_POST
+@login_required
+def quality_annotator_action(request, pk: int):
+    """``action`` = pause / resume / invalidate (with ``reason``) / undo (with ``invalidation``)."""
+    _require_admin(request)
+    annotator = _annotator(pk)
+    action = request.POST.get("action", "")
+    reason = request.POST.get("reason", "").strip()
+    try:
+        if action == "pause":
+            annotator_status_set(annotator=annotator, status=AnnotatorQuality.Status.PAUSED,
+                                 reason=reason or "paused by an admin", by=request.user)
+            messages.success(request, f"{annotator} is paused: no new items.")
+        elif action == "resume":
+            annotator_status_set(annotator=annotator, status=AnnotatorQuality.Status.ACTIVE,
+                                 reason=reason or "resumed by an admin", by=request.user)
+            messages.success(request, f"{annotator} is active again.")
+        elif action == "invalidate":
+            done = annotator_ratings_invalidate(annotator=annotator, reason=reason, by=request.user)
+            messages.success(request, f"{len(done.rating_ids)} rating(s) of {annotator} no longer count.")
+        elif action == "undo":
+            value = request.POST.get("invalidation", "")
+            invalidation = RatingInvalidation.objects.filter(
+                pk=int(value) if value.isdigit() else 0, annotator=annotator).first()
+            if invalidation is None:
+                raise ValidationError("No such invalidation of this annotator.")
+            n = annotator_ratings_restore(invalidation=invalidation, by=request.user)
+            messages.success(request, f"{n} rating(s) of {annotator} count again.")
+        else:
+            raise ValidationError(f"Unknown action {action!r}.")
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("modelling:quality_annotator", pk=annotator.pk)

@@ -1,0 +1,150 @@
+"""Rater reliability: the signals, the warn/pause thresholds, invalidation from the admins' page (modelling.quality)."""
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from annotation.models import AuditEvent, Rating
+from annotation.quality.models import AnnotatorQuality, RatingInvalidation
+from annotation.services.assignment import assignment_next_for_annotator
+from annotation.services.rating import rating_submit
+from modelling.quality.models import ReliabilitySnapshot
+from modelling.quality.services import reliability_refresh
+from modelling.quality.signals import combined_risk, rater_signals_compute
+from modelling.selectors import valid_ratings_load
+from modelling.services.agreement import agreement_compute
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory
+
+
+def _crowd(rng, n_items=60, n_real=6):
+    """Real-like raters: the item's true score ± 1 now and then; returns flat arrays and the true scores."""
+    truth = rng.integers(1, 6, n_items)
+    items, raters, scores = [], [], []
+    for r in range(n_real):
+        for i in range(n_items):
+            items.append(i)
+            raters.append(r)
+            scores.append(float(np.clip(truth[i] + rng.choice([-1, 0, 0, 0, 1]), 1, 5)))
+    return items, raters, scores, truth
+
+
+def test_random_constant_and_reversed_raters_get_the_highest_risk():
+    rng = np.random.default_rng(3)
+    items, raters, scores, truth = _crowd(rng)
+    for i in range(60):
+        items += [i, i, i]
+        raters += [100, 101, 102]
+        scores += [float(rng.integers(1, 6)), 4.0, float(6 - truth[i])]
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    assert signals[100].combined >= 0.7, signals[100]  # random: rho near 0 (by chance a little above)
+    for bad in (101, 102):
+        assert signals[bad].combined == 1.0, signals[bad]
+    assert max(signals[r].combined for r in range(6)) < 0.4
+    assert signals[101].straightline == 1.0 and signals[101].loo_rho is None
+    assert signals[102].loo_rho < -0.5
+    assert all(signals[r].ds_accuracy > signals[100].ds_accuracy for r in range(6))
+
+
+def test_ordinal_leniency_sees_a_rater_who_is_always_one_point_higher():
+    rng = np.random.default_rng(5)
+    items, raters, scores, truth = _crowd(rng)
+    for i in range(60):
+        items.append(i)
+        raters.append(50)
+        scores.append(float(min(5, truth[i] + 1)))
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    assert signals[50].leniency > 0.2
+    assert abs(np.mean([signals[r].leniency for r in range(6)])) < 0.1
+
+
+def test_attention_failures_alone_pause():
+    from modelling.quality.signals import RaterSignals
+
+    signals = {1: RaterSignals(annotator_id=1, n_ratings=0, n_scored=0, attention_checks=3, attention_failures=2)}
+    combined_risk(signals)
+    assert signals[1].combined == 1.0
+
+
+@pytest.mark.django_db
+def test_a_simulated_random_rater_is_paused_and_invalidating_moves_alpha_back(client, settings):
+    settings.ANNOTATION_TARGET_RATINGS = 5
+    rng = np.random.default_rng(11)
+    candidates = CandidateAnswerFactory.create_batch(30)
+    truth = rng.integers(1, 6, len(candidates))
+    real = AnnotatorFactory.create_batch(4)
+    clicker = AnnotatorFactory()
+    for c, t in zip(candidates, truth):
+        for annotator in real:
+            rating_submit(candidate=c, annotator=annotator, score=int(np.clip(t + rng.choice([-1, 0, 0, 1]), 1, 5)),
+                          codes="", seconds_on_task=20.0)
+        rating_submit(candidate=c, annotator=clicker, score=int(rng.integers(1, 6)), codes="", seconds_on_task=1.0)
+    alpha_clean = agreement_compute(ratings=valid_ratings_load().subset(
+        valid_ratings_load().annotator_ids != clicker.pk)).alpha
+    alpha_with = agreement_compute(ratings=valid_ratings_load()).alpha
+    assert alpha_with < alpha_clean - 0.05
+
+    run = reliability_refresh()
+    assert run.paused == [clicker.pk]
+    assert AnnotatorQuality.objects.get(annotator=clicker).status == "paused"
+    assert ReliabilitySnapshot.objects.filter(computed_at=run.computed_at).count() == 5
+    CandidateAnswerFactory()
+    assert assignment_next_for_annotator(annotator=clicker) is None
+    assert assignment_next_for_annotator(annotator=real[0]) is not None
+
+    admin = UserFactory(is_superuser=True, is_staff=True)
+    client.force_login(admin)
+    page = client.get(reverse("modelling:quality")).content.decode()
+    assert page.index(clicker.username) < min(page.index(a.username) for a in real)  # ranked first
+    response = client.post(reverse("modelling:quality_annotator_action", args=[clicker.pk]),
+                           {"action": "invalidate", "reason": "random clicking"})
+    assert response.status_code == 302
+    assert not Rating.objects.filter(annotator=clicker, is_valid=True).exists()
+    assert agreement_compute(ratings=valid_ratings_load()).alpha == pytest.approx(alpha_clean)
+    agreement_page = client.get(reverse("modelling:agreement")).content.decode()
+    assert f"{alpha_clean:.3f}" in agreement_page
+    history = client.get(reverse("modelling:quality_annotator", args=[clicker.pk])).content.decode()
+    assert "random clicking" in history and "paused" in history
+    # Undo: the ratings count again, and the audit log has both steps.
+    inv = RatingInvalidation.objects.get(annotator=clicker)
+    client.post(reverse("modelling:quality_annotator_action", args=[clicker.pk]),
+                {"action": "undo", "invalidation": inv.pk})
+    assert Rating.objects.filter(annotator=clicker, is_valid=True).count() == 30
+    assert AuditEvent.objects.filter(action="quality.invalidate", actor=admin).exists()
+    assert AuditEvent.objects.filter(action="quality.invalidate_undo", actor=admin).exists()
+
+
+@pytest.mark.django_db
+def test_only_admins_see_the_quality_pages(client):
+    client.force_login(UserFactory(is_staff=True, roles=["expert"]))
+    assert client.get(reverse("modelling:quality")).status_code == 403
+    client.force_login(AnnotatorFactory())
+    assert client.get(reverse("modelling:quality")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
+    from annotation.quality.items import quality_policy
+    from modelling.tasks import reliability_refresh_task
+
+    settings.ANNOTATION_TARGET_RATINGS = 4
+    rng = np.random.default_rng(2)
+    candidates = CandidateAnswerFactory.create_batch(20)
+    truth = rng.integers(1, 6, len(candidates))
+    real = AnnotatorFactory.create_batch(3)
+    shaky = AnnotatorFactory()
+    for c, t in zip(candidates, truth, strict=True):
+        for annotator in real:
+            rating_submit(candidate=c, annotator=annotator, score=int(t), codes="")
+        rating_submit(candidate=c, annotator=shaky, score=int(t) if rng.random() < 0.6 else int(rng.integers(1, 6)),
+                      codes="")
+    policy = quality_policy()
+    policy.warn_score, policy.pause_score = 0.01, 0.99
+    policy.save()
+    assert reliability_refresh_task() == 0
+    assert AnnotatorQuality.objects.get(annotator=shaky).status == "warned"
+    policy.warn_score = 0.999
+    policy.save()
+    reliability_refresh_task()
+    assert AnnotatorQuality.objects.get(annotator=shaky).status == "active"
+    assert list(ReliabilitySnapshot.objects.filter(annotator=shaky).order_by("computed_at")
+                .values_list("action", flat=True)) == ["warned", "cleared"]
