@@ -22,9 +22,18 @@ class TrainingRunForm(forms.Form):
     lr = forms.FloatField(min_value=1e-8, max_value=0.1, initial=DEFAULT_CONFIG["lr"], label="Learning rate",
                           help_text="Of the backbone (the head uses a higher one).")
     batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=DEFAULT_CONFIG["batch_size"])
+    freeze_layers = forms.IntegerField(
+        min_value=0, max_value=1000, initial=DEFAULT_CONFIG["freeze_layers"], label="Frozen lower layers",
+        help_text="The embeddings and this many lowest layers stay fixed and are computed once (0 = full fine-tuning).",
+    )
+    var_weight = forms.FloatField(
+        min_value=0, max_value=1000, initial=DEFAULT_CONFIG["var_weight"], label="σ² penalty weight",
+        help_text="Weight of |σ² − s²| added to the rating likelihood on items with two or more ratings (0 = paper loss).",
+    )
     max_length = forms.IntegerField(min_value=16, max_value=32768, initial=DEFAULT_CONFIG["max_length"],
                                     help_text="Tokens per input; long fields are cut.")
-    rationale = forms.BooleanField(required=False, initial=True, label="Use the rationale")
+    rationale = forms.BooleanField(required=False, initial=DEFAULT_CONFIG["rationale"], label="Use the rationale",
+                                   help_text="Off in the default recipe: slower, and weaker with the packaged MiniLM.")
     question = forms.BooleanField(required=False, initial=True, label="Use the question")
     transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript")
     device = forms.ChoiceField(choices=[(d, d) for d in DEVICES])
