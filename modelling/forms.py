@@ -69,3 +69,28 @@ class TrainingRunForm(forms.Form):
             "seed": self.cleaned_data["seed"],
             "held_out_lalms": self.cleaned_data["held_out_lalms"],
         }
+
+
+class ModelImportForm(forms.Form):
+    """Register a checkpoint of the ORCA authors' release (their ``best/model`` folder on the server)."""
+
+    name = forms.CharField(max_length=200, help_text="Display name, e.g. orca-olmo2-1b-multinomial.")
+    upstream_path = forms.CharField(
+        max_length=500, label="Checkpoint folder",
+        help_text="Their model folder on this server (config.yaml, lm/, model_minus_lm.pt), e.g. "
+        "/data/orca/olmo2-1b/best/model. It stays in use: keep it in place.",
+    )
+    tokenizer = forms.CharField(max_length=500, required=False, label="Tokenizer folder",
+                                help_text="Empty: the tokenizer/ folder beside the checkpoint folder (their layout).")
+    base_model = forms.CharField(
+        max_length=500, required=False, label="LoRA base model folder",
+        help_text="For a LoRA checkpoint whose adapter names a hub id: the base model downloaded to this server.",
+    )
+    source_url = forms.URLField(max_length=500, required=False, label="Source URL", assume_scheme="https",
+                                help_text="Where it was published, e.g. its Hugging Face page.")
+    licence = forms.CharField(max_length=200, required=False, help_text="e.g. MIT, or the base model's licence.")
+    clamp_threshold = forms.FloatField(required=False, min_value=0,
+                                       help_text="Their σ² threshold for clamping μ to 0/1 (empty: no clamping).")
+    rationale = forms.BooleanField(required=False, initial=True, label="The model reads the rationale",
+                                   help_text="Off for a checkpoint trained with --skip_rationale.")
+

@@ -200,7 +200,8 @@ def import_upstream(
         rationale, question, transcript: input fields the model was trained with (their skip/add options).
         copy: copy lm/ and the tokenizer into ``out_dir`` instead of referring to them by absolute path.
         dtype: weights' dtype when scoring (float32 on CPU; bfloat16 matches their GPU inference).
-        check: load the result once (LM, adapter, tokenizer) so a broken checkpoint fails now, not in a scoring job.
+        check: load the result once (LM, adapter) so a broken checkpoint fails now, not in a scoring job; without it
+            the files, head shapes, tokenizer and the LoRA base model's presence are still checked (cheap).
 
     Returns:
         ``out_dir`` as a Path.
@@ -238,6 +239,10 @@ def import_upstream(
             raise _error(f"{lm_dir / 'adapter_config.json'}: field base_model_name_or_path is empty; pass --base-model")
         if Path(base).expanduser().exists():
             base = _abs(Path(base))
+        elif not _in_hub_cache(base):
+            raise _error(f"{lm_dir / 'adapter_config.json'}: field base_model_name_or_path: {base!r} is neither a "
+                         "local folder nor in the Hugging Face cache (nothing is downloaded here); pass --base-model")
+    _check_tokenizer(tok_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -260,6 +265,28 @@ def import_upstream(
         shutil.rmtree(out, ignore_errors=True)
         raise
     return out
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """True when the Hugging Face cache holds ``repo_id``'s config.json (an offline load can then find it)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def _check_tokenizer(tok_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from .model import _set_offline
+
+    _set_offline()
+    try:
+        AutoTokenizer.from_pretrained(str(tok_dir))
+    except (OSError, ValueError) as exc:
+        raise _error(f"cannot load the tokenizer {tok_dir}: {exc}") from None
 
 
 def _resolve(folder: Path, ref: str) -> Path:

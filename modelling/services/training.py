@@ -461,7 +461,7 @@ def training_retrain_if_due() -> TrainingRun | None:
     """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
 
     Uses the active model's run settings and split (kind, seed, held-out LALMs). Nothing happens without an active
-    model, with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
+    model, when the active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
     """
     every = settings.ORCA_RETRAIN_EVERY
     if every <= 0:
@@ -472,6 +472,8 @@ def training_retrain_if_due() -> TrainingRun | None:
     if TrainingRun.objects.filter(status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]).exists():
         return None
     source = active.training_run
+    if source is None:  # an imported checkpoint: no recipe or split of ours to retrain it with
+        return None
     if valid_rating_count() - source.source_rating_count < every:
         return None
     return training_run_start(
