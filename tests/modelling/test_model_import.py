@@ -85,3 +85,25 @@ def test_experts_may_not_register_or_activate_checkpoints(client, tmp_path):
     assert client.get(reverse("modelling:model_import")).status_code == 403
     assert client.post(reverse("modelling:model_import"), _form(tmp_path)).status_code == 403
     assert client.post(reverse("modelling:model_version_activate", args=[1])).status_code == 403
+
+
+@pytest.mark.shared_data
+def test_a_registered_checkpoint_scores_the_imported_seed_108_dev_split(
+    client, settings, tmp_path, shared_data, django_capture_on_commit_callbacks
+):
+    from annotation.models import CandidateAnswer
+    from annotation.services.importers import ratings_import_orca
+    from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
+
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_TRAIN_QUEUE = ""
+    ratings_import_orca(path=shared_data / "orca_seed108" / "seed_108_dev.json")
+    model_dir, *_ = upstream_checkpoint(tmp_path / "ckpt", score_type="beta", cls=False, lora=True)
+    _user(client, "admin")
+    assert client.post(reverse("modelling:model_import"), _form(model_dir)).status_code == 302
+    version = ModelVersion.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("modelling:model_version_activate", args=[version.pk]))
+    scored = Prediction.objects.filter(model_version=version)
+    assert scored.count() == CandidateAnswer.objects.count() > 200
+    assert all(0 <= p.mu <= 1 and 0 <= p.variance <= 0.25 for p in scored)
