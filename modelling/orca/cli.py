@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="weights when scoring (bfloat16 matches their GPU inference; float32 on CPU)")
     u.add_argument("--copy", action="store_true", help="copy lm/ and the tokenizer instead of referring to them")
+    u.add_argument("--no-check", action="store_true",
+                   help="do not load the LM once to check it (files, head, tokenizer and LoRA base are still checked)")
     return p
 
 
@@ -130,7 +132,8 @@ def _cmd_import_upstream(a: argparse.Namespace) -> int:
 
     out = import_upstream(a.model_dir, a.out, tokenizer=a.tokenizer, base_model=a.base_model,
                           clamp_threshold=a.clamp_threshold, rationale=not a.no_rationale,
-                          question=not a.no_question, transcript=a.with_transcript, copy=a.copy, dtype=a.dtype)
+                          question=not a.no_question, transcript=a.with_transcript, copy=a.copy, dtype=a.dtype,
+                          check=not a.no_check)
     config = json.loads((out / "config.json").read_text())
     _print_json({"event": "imported", "out_dir": str(out), "head": config["head"],
                  "use_cls_token": config["upstream"]["use_cls_token"],

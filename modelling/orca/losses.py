@@ -82,10 +82,10 @@ def rating_nll(out: torch.Tensor, ratings: torch.Tensor, head: str, eps: float =
     Raises:
         ValueError: unknown head, or ``out`` has the wrong width.
     """
-    if head not in HEADS:
-        raise ValueError(f"head {head!r} cannot be trained here; choose one of {HEADS}")
     if out.shape[-1] != head_size(head):
         raise ValueError(f"head {head!r} expects {head_size(head)} outputs, got {out.shape[-1]}")
+    if head not in HEADS:
+        raise ValueError(f"head {head!r} is scored but not trained here; choose one of {HEADS}")
     mask = ratings > 0
     if head == "beta":
         y = ((ratings.float() - 1.0) / (N_POINTS - 1)).clamp(eps, 1.0 - eps)

@@ -5,11 +5,24 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.models import LALM, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
+from annotation.models import (
+    LALM,
+    Benchmark,
+    CandidateAnswer,
+    Question,
+    QuestionVersion,
+    Rating,
+)
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.importers import ImportFormatError, ratings_import_orca_jsonl
 from annotation.services.versions import candidate_counts_refresh
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory
+from tests.factories import (
+    AnnotatorFactory,
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    RatingFactory,
+)
 
 pytestmark = pytest.mark.django_db
 

