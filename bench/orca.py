@@ -9,7 +9,7 @@ Prints ONE JSON object on stdout::
 
     {"model", "device", "train_wall_s", "items_per_s", "dev": {rho, tau, mae_mu, mae_var},
      "dev_clamped": {...}, ...extra keys: config, best_epoch, clamp_threshold, concentration_scale,
-     mae_var_crossfit, n_dev, ...}
+     mae_var_crossfit, mae_var_by_definition (upstream Bessel and population variance), n_dev, ...}
 
 ``train_wall_s`` (``train_cpu_s``: process CPU time, all threads) is the whole ``train()`` call (loading the
 base model, tokenising, caching the frozen layers, all epochs with their dev evaluations, clamp tuning and
@@ -51,7 +51,9 @@ from modelling.orca import (  # noqa: E402
     clamp_predictions,
     evaluate_predictions,
     item_targets,
+    item_variance_targets,
     load_items,
+    mae_var_by_definition,
     predict,
     train,
     tune_concentration_scale,
@@ -168,6 +170,7 @@ def main() -> int:
     load_after = os.getloadavg()[0]
     pred = preds["scored"]
     hm, hv = item_targets(items)
+    targets = item_variance_targets(items)
     thr, kappa = model.config.clamp_threshold, model.config.concentration_scale
     result = {
         "model": f"{model.config.base_model} ({model.config.head} head, {model.config.pooling} pooling)",
@@ -186,6 +189,13 @@ def main() -> int:
         "dev_rho_by_epoch": dev_by_epoch,
         "n_dev": len(items),
         "always_zero_var_baseline": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
+        # MAE_σ² under the ORCA authors' definitions (every item): Bessel-corrected sample variance (0 for one
+        # rating) first, then the population variance; unclamped, post-processed and the always-zero baseline
+        "mae_var_by_definition": {
+            "dev": mae_var_by_definition(pred["var"], targets),
+            "dev_clamped": mae_var_by_definition(model.config.postprocess(pred["mu"], pred["var"])[1], targets),
+            "always_zero": mae_var_by_definition([0.0] * len(items), targets),
+        },
         "load_avg": [load_before, load_after],
         "config": {"train": ({k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "model")}
                              if a.model is None else settings),
