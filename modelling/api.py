@@ -28,7 +28,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 class ModelVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelVersion
-        fields = ["id", "training_run", "name", "metrics", "is_active", "activated_at", "created_at"]
+        fields = ["id", "training_run", "name", "metrics", "is_active", "activated_at", "created_at", "upstream_path",
+                  "source_url", "licence"]
 
 
 class PredictionSerializer(serializers.ModelSerializer):

@@ -167,10 +167,13 @@ class TrainingRun(models.Model):
 
 
 class ModelVersion(models.Model):
-    """A trained ORCA model in the registry (one per finished run); at most one is active and scores candidates."""
+    """An ORCA model in the registry: trained here (one per finished run) or imported from a checkpoint of the ORCA
+    authors' release (no run; provenance in ``source_url``, ``licence``, ``upstream_path``). At most one is active
+    and scores candidates."""
 
     training_run = models.OneToOneField(
-        TrainingRun, on_delete=models.PROTECT, related_name="model_version", help_text="The run that trained it."
+        TrainingRun, on_delete=models.PROTECT, related_name="model_version", null=True, blank=True,
+        help_text="The run that trained it; empty for an imported checkpoint.",
     )
     name = models.CharField(max_length=200, unique=True, help_text="Display name, e.g. 'orca-7-minilm-beta'.")
     artifact_path = models.CharField(max_length=500, help_text="Folder of the saved ORCA model.")
@@ -186,6 +189,16 @@ class ModelVersion(models.Model):
         help_text="Who made it active (empty when periodic retraining did).",
     )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When the run finished and registered it.")
+    upstream_path = models.CharField(
+        max_length=500, blank=True,
+        help_text="Imported checkpoints: the ORCA authors' model folder it was converted from (config.yaml, lm/).",
+    )
+    source_url = models.URLField(max_length=500, blank=True, help_text="Imported checkpoints: where it was published.")
+    licence = models.CharField(max_length=200, blank=True, help_text="Imported checkpoints: the licence it comes under.")
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Imported checkpoints: the admin who registered it.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -193,7 +206,16 @@ class ModelVersion(models.Model):
             models.UniqueConstraint(
                 fields=["is_active"], condition=Q(is_active=True), name="model_version_at_most_one_active"
             ),
+            models.CheckConstraint(
+                condition=Q(training_run__isnull=False) | ~Q(upstream_path=""),
+                name="model_version_trained_or_imported",
+            ),
         ]
+
+    @property
+    def is_imported(self) -> bool:
+        """True for a checkpoint of the ORCA authors registered from its folder (no training run)."""
+        return self.training_run_id is None
 
     def __str__(self) -> str:
         return self.name + (" (active)" if self.is_active else "")

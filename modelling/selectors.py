@@ -142,6 +142,21 @@ def training_run_list() -> QuerySet:
     return TrainingRun.objects.select_related("model_version", "created_by").order_by("-created_at", "-id")
 
 
+def model_version_imported_list() -> QuerySet:
+    """Model versions imported from checkpoints of the ORCA authors (no training run), newest first, with
+    ``n_predictions`` (candidate answers they have scored) and who registered them."""
+    from django.db.models import Count
+
+    from .models import ModelVersion
+
+    return (
+        ModelVersion.objects.filter(training_run__isnull=True)
+        .select_related("registered_by")
+        .annotate(n_predictions=Count("predictions"))
+        .order_by("-created_at", "-id")
+    )
+
+
 def model_version_active():
     """The active ``ModelVersion`` with its training run, or None."""
     from .models import ModelVersion

@@ -10,13 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.services.accounts import user_is_admin
-from modelling.forms import TrainingRunForm
+from modelling.forms import ModelImportForm, TrainingRunForm
 from modelling.models import AgreementLevel
 from modelling.selectors import (
     agreement_snapshot_history,
     item_candidates_with_predictions,
     item_question_list,
     model_version_active,
+    model_version_imported_list,
     rated_lalm_names,
     training_run_list,
     user_can_use_orca,
@@ -25,7 +26,7 @@ from modelling.selectors import (
 )
 from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA, agreement_report
 from modelling.services.charts import agreement_chart_svg
-from modelling.services.registry import model_version_activate
+from modelling.services.registry import model_version_activate, model_version_import
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
 
@@ -109,8 +110,37 @@ def training_runs_page(request):
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
-        "can_manage": user_is_admin(request.user),
+        "imported": model_version_imported_list(), "can_manage": user_is_admin(request.user),
     })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def model_import_page(request):
+    """Register a checkpoint of the ORCA authors' release as a model version (admins); then activate it."""
+    _require_admin(request)
+    form = ModelImportForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = model_version_import(**form.cleaned_data, user=request.user)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"{version.name} is registered; activate it to score every candidate answer.")
+            return redirect("modelling:training_runs")
+    return render(request, "modelling/model_import.html", {"form": form})
+
+
+@login_required
+@require_POST
+def model_version_activate_view(request, pk: int):
+    """Make an imported model version the active one (then every candidate answer is scored with it); admins only."""
+    _require_admin(request)
+    version = get_object_or_404(model_version_imported_list(), pk=pk)
+    model_version_activate(version=version, user=request.user)
+    messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
+    return redirect("modelling:training_runs")
 
 
 @login_required
