@@ -10,3 +10,9 @@ class ModellingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "modelling"
     verbose_name = "Modelling"
+
+    def ready(self) -> None:
+        from annotation.services.exports import datasheet_section_register
+        from modelling.leaderboard.services import leaderboard_datasheet_section
+
+        datasheet_section_register(leaderboard_datasheet_section)

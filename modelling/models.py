@@ -71,6 +71,7 @@ class SplitKind(models.TextChoices):
 
     UNSEEN_QUESTIONS = "unseen_questions", "Unseen questions (stratified by modality, then category; 8:1:1)"
     HELD_OUT_LALMS = "held_out_lalms", "Held-out LALMs"
+    CROSS_FIT = "cross_fit", "One fold of a cross-fit (trained on the other folds' questions)"
 
 
 class TrainingRun(models.Model):
@@ -229,6 +230,76 @@ class Prediction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_version} on {self.candidate_id}: mu={self.mu:.3f} var={self.variance:.4f}"
+
+
+# --- Cross-fitted predictions for the leaderboard (modelling/leaderboard/crossfit.py) -----------------------------
+
+
+class CrossFitRun(models.Model):
+    """Cross-fitted ORCA predictions: K folds over questions; fold k's model trains on the rated answers of the
+    other folds' questions and predicts every answer to fold k's questions, so no prediction comes from a model
+    that saw its answer (or any answer to its question). Prediction-powered estimates need this (a model's μ on
+    its own training answers is biased towards their ratings).
+
+    Created QUEUED by ``modelling.leaderboard.crossfit.crossfit_start``; only that module writes it.
+    """
+
+    #: The life of a training run: QUEUED → RUNNING → DONE / FAILED / CANCELLED.
+    Status = TrainingRun.Status
+
+    config = models.JSONField(default=dict, help_text="ORCA settings of every fold (as a training run's config).")
+    folds = models.PositiveSmallIntegerField(default=5, help_text="K: number of folds over questions (2–20).")
+    seed = models.IntegerField(default=0, help_text="Seed of the fold assignment and of training.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED,
+                              help_text="Where the cross-fit is in its life.")
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the worker.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
+    log = models.TextField(blank=True, help_text="What happened, one line per event; the traceback when it failed.")
+    folds_done = models.PositiveSmallIntegerField(default=0, help_text="Folds trained and scored so far.")
+    n_predictions = models.PositiveIntegerField(default=0, help_text="Candidate answers predicted so far.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who started it.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was queued.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker claimed it.")
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When it ended (any final status).")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(folds__gte=2, folds__lte=20), name="crossfit_folds_2_to_20"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def name(self) -> str:
+        return f"crossfit-{self.pk}-{self.folds}fold-{self.config.get('base_model', 'orca')}"
+
+
+class CrossFitFold(models.Model):
+    """One fold of a cross-fit: the held-out questions and the model version (trained without them) that
+    predicted their answers."""
+
+    crossfit = models.ForeignKey(CrossFitRun, on_delete=models.CASCADE, related_name="fold_rows",
+                                 help_text="The cross-fit.")
+    fold = models.PositiveSmallIntegerField(help_text="Fold number, 0 to K − 1.")
+    question_ids = models.JSONField(default=list, help_text="Primary keys of the held-out questions of this fold.")
+    model_version = models.OneToOneField(
+        ModelVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="crossfit_fold",
+        help_text="The model trained on the other folds; it made this fold's predictions.",
+    )
+    n_train_items = models.PositiveIntegerField(default=0, help_text="Rated candidate answers it trained on.")
+    n_predicted = models.PositiveIntegerField(default=0, help_text="Candidate answers of this fold it predicted.")
+
+    class Meta:
+        ordering = ["crossfit", "fold"]
+        constraints = [models.UniqueConstraint(fields=["crossfit", "fold"], name="crossfit_fold_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.crossfit.name} fold {self.fold}"
 
 
 # --- Routing annotation by predicted disagreement (issue #9; modelling/services/routing.py) ------------------------

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_routing
+from . import views, views_leaderboard, views_routing
 
 app_name = "modelling"
 
@@ -16,4 +16,7 @@ urlpatterns = [
     path("routing/", views_routing.routing_page, name="routing"),
     path("routing/switch/", views_routing.routing_switch, name="routing_switch"),
     path("rater/", views_routing.rater_page, name="rater"),
+    path("leaderboard/", views_leaderboard.leaderboard_page, name="leaderboard"),
+    path("leaderboard/crossfit/", views_leaderboard.crossfit_start_view, name="crossfit_start"),
+    path("leaderboard/crossfit/<int:pk>/cancel/", views_leaderboard.crossfit_cancel_view, name="crossfit_cancel"),
 ]
