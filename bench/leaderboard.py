@@ -86,8 +86,13 @@ def _save(path: Path, cache: dict) -> None:
     tmp.replace(path)
 
 
-def crossfit(items, *, path: Path, folds: int, epochs: int, threads: int, seed: int) -> dict[str, dict]:
-    """Cross-fitted ORCA predictions {item id: {mu, var, fold}}, resumed from and saved to ``path`` per fold."""
+def crossfit(items, *, path: Path, folds: int, epochs: int, threads: int, seed: int,
+             only: list[int] | None = None, merge: list[Path] = ()) -> dict[str, dict]:
+    """Cross-fitted ORCA predictions {item id: {mu, var, fold}}, resumed from and saved to ``path`` per fold.
+
+    ``only``: train just these folds, in this order (several processes can share a cross-fit, each with its own
+    cache file); ``merge``: cache files of the same recipe whose finished folds are taken over first.
+    """
     recipe = {"base_model": "minilm", "head": "beta", "max_length": 96, "rationale": False, "freeze_layers": 2,
               "lr": 1e-4, "head_lr": 2e-3, "var_weight": 5.0, "batch_size": 16, "epochs": epochs, "folds": folds,
               "seed": seed}
@@ -97,8 +102,18 @@ def crossfit(items, *, path: Path, folds: int, epochs: int, threads: int, seed: 
         if cache.get("recipe") != recipe:
             raise SystemExit(f"bench/leaderboard.py: {path} holds predictions of another recipe "
                              f"({cache.get('recipe')}); pass another --predictions file")
+    for other in merge:
+        extra = json.loads(Path(other).read_text())
+        if extra.get("recipe") != recipe:
+            raise SystemExit(f"bench/leaderboard.py: {other} holds predictions of another recipe")
+        for k in extra["folds_done"]:
+            if k not in cache["folds_done"]:
+                cache["folds_done"].append(k)
+                cache["fold_wall_s"][str(k)] = extra["fold_wall_s"][str(k)]
+                cache["predictions"].update({i: p for i, p in extra["predictions"].items() if p["fold"] == k})
+        _save(path, cache)
     fold_of = question_folds([split_key(it.id)[0] for it in items], folds, seed)
-    todo = [k for k in range(folds) if k not in cache["folds_done"]]
+    todo = [k for k in (only if only is not None else range(folds)) if k not in cache["folds_done"]]
     if todo:
         import torch
 
@@ -127,7 +142,7 @@ def crossfit(items, *, path: Path, folds: int, epochs: int, threads: int, seed: 
             _save(path, cache)
             log("fold done", fold=k, wall_s=cache["fold_wall_s"][str(k)])
     missing = [it.id for it in items if it.id not in cache["predictions"]]
-    if missing:
+    if missing and only is None:
         raise SystemExit(f"bench/leaderboard.py: {path} lacks predictions for {len(missing)} items, e.g. {missing[:3]}")
     return cache
 
@@ -193,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only-folds", help="train only these folds, in this order (e.g. 4,3), then stop")
+    p.add_argument("--merge-predictions", action="append", default=[],
+                   help="another cache file of the same recipe whose finished folds are taken over")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -205,8 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     train_items, dev_items = (load_items(path) for path in paths)
     items = train_items + dev_items
+    only = [int(k) for k in args.only_folds.split(",")] if args.only_folds else None
     cache = crossfit(items, path=Path(args.predictions), folds=args.folds, epochs=args.epochs,
-                     threads=args.threads, seed=args.seed)
+                     threads=args.threads, seed=args.seed, only=only, merge=args.merge_predictions)
+    if only is not None:
+        log("folds trained", folds_done=cache["folds_done"], cache=args.predictions)
+        return 0
     preds = cache["predictions"]
     y = np.array([np.mean([(r - 1) / 4 for r in it.ratings]) for it in items])
     mu = np.array([preds[it.id]["mu"] for it in items])
