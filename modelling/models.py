@@ -355,6 +355,8 @@ class RoutingDecision(models.Model):
         CONFIDENT_DISAGREEING = "confident_disagreeing", "First two ratings disagree (default kept)"
         DEFAULT = "default", "No rule applies (default)"
         ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
+        ACTIVE_SELECTED = "active_selected", "Drawn for the leaderboard (probability ∝ σ with a uniform floor)"
+        ACTIVE_SKIPPED = "active_skipped", "Not drawn for the leaderboard (not to be rated)"
 
     candidate = models.ForeignKey(
         "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="routing_decisions",
@@ -380,6 +382,11 @@ class RoutingDecision(models.Model):
     expert = models.BooleanField(
         default=False, help_text="Predicted ambiguous (σ² in the top expert quantile): offered to expert review."
     )
+    inclusion_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="Leaderboard-precision policy: the probability π (0–1] with which this answer was drawn; a rating "
+        "of a drawn answer weighs 1/π in the active estimate. Empty for the other policies.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When the decision was made.")
 
     class Meta:
@@ -388,6 +395,53 @@ class RoutingDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.candidate_id}: {self.old_target_ratings}->{self.target_ratings} ({self.reason})"
+
+
+class BenchmarkRouting(models.Model):
+    """Which routing policy a benchmark's candidate answers follow while routing is on (no row: disagreement).
+
+    Written only by ``modelling.services.routing.benchmark_routing_set``.
+    """
+
+    class Policy(models.TextChoices):
+        DISAGREEMENT = "disagreement", "Predicted disagreement (more raters where ORCA expects disagreement)"
+        LEADERBOARD_PRECISION = "leaderboard_precision", (
+            "Leaderboard precision (rate a sample drawn ∝ ORCA's σ with a uniform floor, weighted 1/π)"
+        )
+
+    benchmark = models.OneToOneField(
+        "annotation.Benchmark", on_delete=models.CASCADE, related_name="+", help_text="The benchmark."
+    )
+    policy = models.CharField(max_length=30, choices=Policy.choices, default=Policy.DISAGREEMENT,
+                              help_text="The routing policy of its candidate answers.")
+    budget = models.FloatField(
+        default=0.3, help_text="Leaderboard precision: expected share (0–1] of each LALM's answers drawn for rating."
+    )
+    floor = models.FloatField(
+        default=0.2, help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ)."
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who last chose the policy.",
+    )
+    updated_at = models.DateTimeField(auto_now=True, help_text="When the policy was last chosen.")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(budget__gt=0.0, budget__lte=1.0), name="benchmark_routing_budget"),
+            models.CheckConstraint(condition=Q(floor__gt=0.0, floor__lte=1.0), name="benchmark_routing_floor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark_id}: {self.policy}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        errors = {name: "must be above 0 and at most 1" for name in ("budget", "floor")
+                  if not 0.0 < (getattr(self, name) or 0.0) <= 1.0}
+        if errors:
+            raise ValidationError(errors)
 
 
 class RaterSnapshot(models.Model):

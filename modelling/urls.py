@@ -15,6 +15,7 @@ urlpatterns = [
     path("items/<int:pk>/", views.item_page, name="item"),
     path("routing/", views_routing.routing_page, name="routing"),
     path("routing/switch/", views_routing.routing_switch, name="routing_switch"),
+    path("routing/benchmark/<int:pk>/", views_routing.routing_benchmark, name="routing_benchmark"),
     path("rater/", views_routing.rater_page, name="rater"),
     path("leaderboard/", views_leaderboard.leaderboard_page, name="leaderboard"),
     path("leaderboard/crossfit/", views_leaderboard.crossfit_start_view, name="crossfit_start"),

@@ -36,11 +36,15 @@ class LeaderboardData:
         scores: {candidate id: [score 1–5, ...]} valid scored ratings made on the current version.
         judges: {judge label: {candidate id: score 1–5}} of active judges (and imported judge ratings), parsed
             scores only.
+        inclusion: {candidate id: (π, drawn)} for answers whose latest routing decision comes from the
+            leaderboard-precision policy (``modelling.services.routing``): the probability it was drawn with and
+            whether it was.
     """
 
     answers: dict[int, dict] = field(default_factory=dict)
     scores: dict[int, list[int]] = field(default_factory=dict)
     judges: dict[str, dict[int, float]] = field(default_factory=dict)
+    inclusion: dict[int, tuple[float, bool]] = field(default_factory=dict)
 
 
 def _current(qs, prefix: str = ""):
@@ -77,4 +81,18 @@ def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
     ).iterator(chunk_size=5000):
         label = name or f"{judge_name} ({variant})"
         data.judges.setdefault(label, {})[cid] = float(score)
+    data.inclusion = _inclusion(list(data.answers))
     return data
+
+
+def _inclusion(candidate_ids: list[int]) -> dict[int, tuple[float, bool]]:
+    from modelling.models import RoutingDecision
+
+    latest: dict[int, tuple[str, float | None]] = {}
+    for start in range(0, len(candidate_ids), 5000):
+        for cid, reason, pi in RoutingDecision.objects.filter(candidate_id__in=candidate_ids[start:start + 5000]
+                                                              ).order_by("id").values_list(
+                "candidate_id", "reason", "inclusion_probability"):
+            latest[cid] = (reason, pi)  # later decisions win
+    selected = RoutingDecision.Reason.ACTIVE_SELECTED
+    return {cid: (pi, reason == selected) for cid, (reason, pi) in latest.items() if pi is not None}

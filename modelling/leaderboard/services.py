@@ -200,10 +200,10 @@ def _rows(
             orca = {"mu": _round(np.mean([preds.mu[c] for c in predicted])),
                     "var": _round(np.mean([preds.var[c] for c in predicted]), 5)}
         ppi = None
-        if preds.ppi_allowed and len(rated_ids) >= 2 and len(predicted) == len(ids):
-            y = [np.mean([normalise(s) for s in data.scores[c]]) for c in rated_ids]
-            result = stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in rated_ids], yhat_all=[preds.mu[c] for c in ids])
-            ppi = {"estimate": _round(result.estimate), "ci": [_round(v) for v in result.ci]}
+        if preds.ppi_allowed and len(predicted) == len(ids):
+            result = _prediction_powered(data, ids, rated_ids, preds)
+            if result is not None:
+                ppi = {"estimate": _round(result.estimate), "ci": [_round(v) for v in result.ci]}
         rows.append(LeaderboardRow(
             lalm=lalm, answers=len(ids), rated_answers=len(rated_ids), ratings=len(scores),
             mean_rating=_round(np.mean(scores)) if scores else None,
@@ -217,6 +217,23 @@ def _rows(
                              -(r.mean_correctness if r.mean_correctness is not None else (r.orca or {}).get("mu") or 0),
                              r.lalm))
     return rows
+
+
+def _prediction_powered(data: LeaderboardData, ids: list[int], rated_ids: list[int], preds: PredictionSet):
+    """PPI++ over the rated answers, or — when every answer of the LALM was decided by the leaderboard-precision
+    policy — the active estimate over the drawn rated answers weighted 1/π; None with fewer than 2 labels."""
+    yhat_all = np.array([preds.mu[c] for c in ids])
+    if all(c in data.inclusion for c in ids):
+        sampled = np.array([data.inclusion[c][1] and bool(data.scores.get(c)) for c in ids])
+        if sampled.sum() < 2:
+            return None
+        y = np.array([np.mean([normalise(s) for s in data.scores[c]]) if data.scores.get(c) else np.nan
+                      for c in ids])
+        return stats.active_mean(y=y, yhat=yhat_all, pi=[data.inclusion[c][0] for c in ids], sampled=sampled)
+    if len(rated_ids) < 2:
+        return None
+    y = [np.mean([normalise(s) for s in data.scores[c]]) for c in rated_ids]
+    return stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in rated_ids], yhat_all=yhat_all)
 
 
 def leaderboard_compute(
