@@ -15,9 +15,8 @@ Sources:
 Small samples. ``ppi_py`` builds normal-approximation (z) intervals, which cover only about 0.89–0.91 with 10–20
 labelled answers per LALM (MODELLING-NOTES, 2026-11-24). Every interval here therefore uses the Student t quantile
 with n − 1 degrees of freedom (n = labelled answers) and the sample standard deviation with Bessel's correction:
-for the PPI estimates, ``ppi_py`` is called with the level α′ whose z quantile equals that t quantile times
-√(n/(n − 1)) (:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which widens its interval exactly as such a
-t interval would and changes nothing else. Intervals are clipped to [0, 1], the range of the estimand.
+for the PPI estimates, ``ppi_py``'s interval is widened from its z quantile to that t quantile times √(n/(n − 1))
+(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the range of the estimand.
 """
 from __future__ import annotations
 
@@ -74,6 +73,20 @@ def t_equivalent_alpha(n: int, confidence: float = CONFIDENCE) -> float:
         raise ValueError(f"a t interval needs at least 2 labelled answers, got {n}")
     quantile = sps.t.ppf(0.5 + confidence / 2, df=n - 1) * math.sqrt(n / (n - 1))
     return float(2.0 * sps.norm.sf(quantile))
+
+
+#: The level at which ``ppi_py``'s z interval is estimate ± 1 standard error (z_{1−α/2} = 1).
+ONE_SE_ALPHA = float(2.0 * sps.norm.sf(1.0))
+
+
+def _t_interval(low, high, n: int, confidence: float) -> tuple[float, float]:
+    """Rescale ``ppi_py``'s ±1-standard-error interval (``ONE_SE_ALPHA``) to the Student-t interval of
+    :func:`t_equivalent_alpha`: centre ± t_{n−1}·√(n/(n − 1))·se, clipped to [0, 1]. Computed this way, and not by
+    passing α′ itself, because ``ppi_py`` takes ``norm.ppf(1 − α′/2)``, which overflows to infinity for n = 2."""
+    low, high = _squeeze(low), _squeeze(high)
+    centre, se = (low + high) / 2, (high - low) / 2
+    factor = sps.t.ppf(0.5 + confidence / 2, df=n - 1) * math.sqrt(n / (n - 1))
+    return _clip_ci(centre - factor * se, centre + factor * se)
 
 
 def mean_ci(y: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE) -> Estimate:
@@ -171,8 +184,9 @@ def ppi_mean(
         power_tuning: True: λ estimated by ``ppi_py`` (clipped to [0, 1]; λ = 0 is the human-only mean, so the
             interval is no wider than human-only in expectation); False: λ = 1 (original PPI).
 
-    ``ppi_py.ppi_mean_pointestimate`` and ``ppi_py.ppi_mean_ci`` compute the estimate and interval; the level
-    passed is :func:`t_equivalent_alpha` (Student-t width, module docstring). Raises ValueError for n < 2 or
+    ``ppi_py.ppi_mean_pointestimate`` and ``ppi_py.ppi_mean_ci`` compute the estimate and its standard error (the
+    interval at ``ONE_SE_ALPHA``), widened to the Student-t interval of :func:`t_equivalent_alpha` (module
+    docstring). Raises ValueError for n < 2 or
     mismatched lengths.
     """
     import ppi_py
@@ -185,10 +199,10 @@ def ppi_mean(
     if yhat_all.size == 0:
         raise ValueError("yhat_all is empty")
     lam = None if power_tuning else 1.0
-    alpha = t_equivalent_alpha(y.size, confidence)
     estimate = _squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam))
-    low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_all, alpha=alpha, lam=lam)
-    return Estimate(estimate, _clip_ci(_squeeze(low), _squeeze(high)), int(y.size), "ppi++" if power_tuning else "ppi")
+    low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_all, alpha=ONE_SE_ALPHA, lam=lam)
+    return Estimate(estimate, _t_interval(low, high, y.size, confidence), int(y.size),
+                    "ppi++" if power_tuning else "ppi")
 
 
 def inclusion_probabilities(
@@ -251,7 +265,7 @@ def active_mean(
 
     The estimate is ``ppi_py``'s PPI++ mean with sample weights 1/π on the labelled answers (``w``) and ORCA's μ
     on all N answers: mean(λ·μ) + Σ w (y − λμ) / Σ w — the inverse-probability-weighted (Hájek) rectifier of
-    Zrnic & Candès 2024, λ power-tuned. Interval: ``ppi_py.ppi_mean_ci`` at the Student-t equivalent level.
+    Zrnic & Candès 2024, λ power-tuned. Interval: ``ppi_py.ppi_mean_ci``'s standard error, Student-t widened.
     """
     import ppi_py
 
@@ -263,10 +277,9 @@ def active_mean(
     if n < 2:
         raise ValueError(f"an active estimate needs at least 2 labelled answers, got {n}")
     w = inverse_probability_weights(pi[mask])
-    alpha = t_equivalent_alpha(n, confidence)
     estimate = _squeeze(ppi_py.ppi_mean_pointestimate(y[mask], yhat[mask], yhat, w=w))
-    low, high = ppi_py.ppi_mean_ci(y[mask], yhat[mask], yhat, alpha=alpha, w=w)
-    return Estimate(estimate, _clip_ci(_squeeze(low), _squeeze(high)), n, "active")
+    low, high = ppi_py.ppi_mean_ci(y[mask], yhat[mask], yhat, alpha=ONE_SE_ALPHA, w=w)
+    return Estimate(estimate, _t_interval(low, high, n, confidence), n, "active")
 
 
 # --- comparing LALMs ---------------------------------------------------------------------------------------------
