@@ -56,7 +56,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def log(msg: str, **kw) -> None:
@@ -151,7 +151,12 @@ def replay(*, y, mu, sigma, lalm, budgets, draws: int, seed: int) -> dict:
     """Coverage, width and Kendall τ of the three methods per budget (module docstring)."""
     from scipy.stats import kendalltau
 
-    from modelling.leaderboard.stats import active_mean, inclusion_probabilities, mean_ci, ppi_mean
+    from modelling.leaderboard.stats import (
+        active_mean,
+        inclusion_probabilities,
+        mean_ci,
+        ppi_mean,
+    )
 
     names = sorted(set(lalm))
     groups = {name: np.flatnonzero(lalm == name) for name in names}

@@ -8,7 +8,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Benchmark
 from annotation.services.accounts import user_is_admin
-from modelling.leaderboard.crossfit import crossfit_cancel, crossfit_list, crossfit_start
+from modelling.leaderboard.crossfit import (
+    crossfit_cancel,
+    crossfit_list,
+    crossfit_start,
+)
 from modelling.leaderboard.selectors import leaderboard_access, leaderboard_data_load
 from modelling.leaderboard.services import (
     BY_CHOICES,

@@ -117,7 +117,7 @@ def crossfit_execute(*, run_id: int, task_id: str = "") -> CrossFitRun | None:
     except CrossFitCancelled:
         _log(run_id, "stopped: the cross-fit was cancelled")
         CrossFitRun.objects.filter(pk=run_id).update(finished_at=timezone.now())
-    except Exception as exc:  # noqa: BLE001 - any failure ends the row FAILED with its traceback
+    except Exception as exc:
         logger.exception("cross-fit %s failed", run_id)
         _log(run_id, f"FAILED: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         CrossFitRun.objects.filter(pk=run_id, status=CrossFitRun.Status.RUNNING).update(
@@ -130,7 +130,11 @@ def crossfit_execute(*, run_id: int, task_id: str = "") -> CrossFitRun | None:
 def _crossfit(run: CrossFitRun) -> None:
     from modelling.orca import OrcaConfig, TrainConfig, train
     from modelling.services.predictions import predictions_score
-    from modelling.services.training import _scored_items, artifact_root, model_version_register
+    from modelling.services.training import (
+        _scored_items,
+        artifact_root,
+        model_version_register,
+    )
 
     cfg = run.config
     fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)
@@ -158,7 +162,7 @@ def _crossfit(run: CrossFitRun) -> None:
         _log(run.pk, f"fold {k}: training on {len(items)} rated answers, holding out {len(held)} questions")
         last = [time.monotonic()]
 
-        def progress(event: dict, pk=run.pk) -> None:
+        def progress(event: dict, pk=run.pk, last=last) -> None:
             if time.monotonic() - last[0] >= HEARTBEAT_EVERY_S or event.get("event") == "epoch":
                 last[0] = time.monotonic()
                 _beat(pk)

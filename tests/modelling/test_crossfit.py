@@ -17,7 +17,13 @@ from modelling.leaderboard.crossfit import (
 )
 from modelling.leaderboard.services import leaderboard_compute
 from modelling.models import CrossFitRun, Prediction, SplitKind
-from tests.factories import CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
+from tests.factories import (
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    RatingFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,15 @@ from django.urls import reverse
 from annotation.models import Judge, JudgeRating, QuestionVersion
 from annotation.services.exports import dataset_export
 from modelling.leaderboard import stats
-from modelling.leaderboard.services import leaderboard_budget_plan, leaderboard_compute
 from modelling.leaderboard.selectors import leaderboard_data_load
-from modelling.models import CrossFitFold, CrossFitRun, ModelVersion, Prediction, TrainingRun
+from modelling.leaderboard.services import leaderboard_budget_plan, leaderboard_compute
+from modelling.models import (
+    CrossFitFold,
+    CrossFitRun,
+    ModelVersion,
+    Prediction,
+    TrainingRun,
+)
 from modelling.services.training import model_version_register, training_config_clean
 from tests.factories import (
     AnnotatorFactory,

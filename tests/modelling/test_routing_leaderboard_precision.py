@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
 
-from modelling.models import BenchmarkRouting, ModelVersion, Prediction, RoutingDecision, TrainingRun
+from modelling.models import (
+    BenchmarkRouting,
+    ModelVersion,
+    Prediction,
+    RoutingDecision,
+    TrainingRun,
+)
 from modelling.services import routing
 from modelling.services.routing import (
     active_decide,
@@ -14,7 +20,13 @@ from modelling.services.routing import (
     routing_evaluate,
     routing_policy_set,
 )
-from tests.factories import BenchmarkFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory, UserFactory
+from tests.factories import (
+    BenchmarkFactory,
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    UserFactory,
+)
 
 
 def test_probabilities_are_proportional_to_sigma_with_a_floor_within_each_lalm():
@@ -100,7 +112,7 @@ def test_the_policy_draws_about_the_budget_logs_pi_and_leaves_other_benchmarks_a
 
 @pytest.mark.django_db
 def test_switching_back_restores_the_disagreement_policy_and_bad_settings_name_their_field(two_benchmarks):
-    version, bench, cands = two_benchmarks
+    _, bench, cands = two_benchmarks
     routing_policy_set(enabled=True)
     benchmark_routing_set(benchmark=bench, policy="leaderboard_precision")
     benchmark_routing_set(benchmark=bench, policy="disagreement")

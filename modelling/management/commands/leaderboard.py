@@ -2,7 +2,11 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Benchmark
-from modelling.leaderboard.services import BY_CHOICES, leaderboard_compute, leaderboard_render
+from modelling.leaderboard.services import (
+    BY_CHOICES,
+    leaderboard_compute,
+    leaderboard_render,
+)
 
 
 class Command(BaseCommand):
