@@ -147,7 +147,7 @@ def crossfit(items, *, path: Path, folds: int, epochs: int, threads: int, seed: 
     return cache
 
 
-def replay(*, y, mu, sigma, lalm, budgets, draws: int, seed: int) -> dict:
+def replay(*, y, mu, sigma, lalm, k, budgets, draws: int, seed: int) -> dict:
     """Coverage, width and Kendall τ of the three methods per budget (module docstring)."""
     from scipy.stats import kendalltau
 
@@ -178,14 +178,14 @@ def replay(*, y, mu, sigma, lalm, budgets, draws: int, seed: int) -> dict:
                     "classical": mean_ci(y[idx][labelled]),
                     "ppi": ppi_mean(y=y[idx][labelled], yhat=mu[idx][labelled], yhat_all=mu[idx]),
                 }
-                used["classical"] += n
-                used["ppi"] += n
+                used["classical"] += int(k[idx][labelled].sum())
+                used["ppi"] += int(k[idx][labelled].sum())
                 pi = inclusion_probabilities(sigma[idx], budget=n)
                 sampled = rng.random(idx.size) < pi
                 while sampled.sum() < 2:  # the estimator needs two labels; redraw (rare at these budgets)
                     sampled = rng.random(idx.size) < pi
                 results["active"] = active_mean(y=y[idx], yhat=mu[idx], pi=pi, sampled=sampled)
-                used["active"] += int(sampled.sum())
+                used["active"] += int(k[idx][sampled].sum())
                 for m, r in results.items():
                     est[m][j] = r.estimate
                     stats[m]["cover"].append(r.ci[0] <= truth[j] <= r.ci[1])
@@ -195,7 +195,7 @@ def replay(*, y, mu, sigma, lalm, budgets, draws: int, seed: int) -> dict:
                 stats[m]["n"].append(used[m])
         out[f"{b:g}"] = {
             m: {"coverage": round(float(np.mean(s["cover"])), 4), "width": round(float(np.mean(s["width"])), 4),
-                "tau": round(float(np.mean(s["tau"])), 4), "n_ratings_answers": round(float(np.mean(s["n"])), 1)}
+                "tau": round(float(np.mean(s["tau"])), 4), "n_ratings": round(float(np.mean(s["n"])), 1)}
             for m, s in stats.items()
         }
         log("budget", budget=b, result=out[f"{b:g}"])
@@ -239,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     mu = np.array([preds[it.id]["mu"] for it in items])
     sigma = np.sqrt(np.clip([preds[it.id]["var"] for it in items], 0.0, None))
     lalm = np.array([split_key(it.id)[1] for it in items])
+    k = np.array([len(it.ratings) for it in items])
     dev = slice(len(train_items), len(items))
     budgets = [float(b) for b in args.budgets.split(",")]
-    result = {"budgets": replay(y=y, mu=mu, sigma=sigma, lalm=lalm, budgets=budgets, draws=args.draws,
+    result = {"budgets": replay(y=y, mu=mu, sigma=sigma, lalm=lalm, k=k, budgets=budgets, draws=args.draws,
                                 seed=args.seed)}
     savings = {}
     for b, methods in result["budgets"].items():
