@@ -13,6 +13,12 @@ class ModellingConfig(AppConfig):
 
     def ready(self) -> None:
         from annotation.services.exports import datasheet_section_register
-        from modelling.leaderboard.services import leaderboard_datasheet_section
 
-        datasheet_section_register(leaderboard_datasheet_section)
+        datasheet_section_register(_leaderboard_datasheet_section)
+
+
+def _leaderboard_datasheet_section(benchmark) -> str:
+    """The leaderboard table for a dataset export's datasheet (imported on use: web processes stay light)."""
+    from modelling.leaderboard.services import leaderboard_datasheet_section
+
+    return leaderboard_datasheet_section(benchmark)
