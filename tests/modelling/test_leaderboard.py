@@ -279,3 +279,12 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     # bad's answers were not decided by the policy: plain PPI++ over its rated answers
     plain = stats.ppi_mean(y=[0.125, 0.25], yhat=[0.2, 0.3], yhat_all=[0.2, 0.3, 0.1])
     assert rows["bad"].ppi["estimate"] == pytest.approx(plain.estimate, abs=1e-4)
+
+
+def test_an_empty_store_gives_an_empty_table_everywhere(client):
+    out = StringIO()
+    call_command("leaderboard", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {"benchmark": None, "model_version": None, "rows": []}
+    client.force_login(UserFactory(roles=["expert"], is_staff=True))
+    html = client.get(reverse("modelling:leaderboard")).content.decode()
+    assert "No candidate answers yet." in html and "<svg" in html
