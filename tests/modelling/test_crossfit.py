@@ -79,7 +79,7 @@ def test_a_tiny_cross_fit_predicts_every_answer_out_of_sample(tmp_path, settings
     settings.ORCA_TRAIN_QUEUE = ""
     right, wrong, imported = LALMFactory(name="right"), LALMFactory(name="wrong"), LALMFactory(name="imported")
     annotators = [UserFactory(), UserFactory()]
-    for i in range(6):
+    for _ in range(6):
         version = QuestionFactory(category="Counting").current_version
         good = CandidateAnswerFactory(question_version=version, lalm=right, text="A dog barking")
         bad = CandidateAnswerFactory(question_version=version, lalm=wrong, text="A violin melody")
