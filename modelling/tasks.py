@@ -66,10 +66,12 @@ def predictions_score_new_task() -> bool:
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def training_runs_fail_stale_task() -> int:
-    """Beat: fail RUNNING training runs without a heartbeat for ``ORCA_STALE_MINUTES``; returns how many."""
+    """Beat: fail RUNNING training runs and cross-fits without a heartbeat for ``ORCA_STALE_MINUTES``; returns how
+    many."""
+    from modelling.leaderboard.crossfit import crossfits_fail_stale
     from modelling.services.training import training_runs_fail_stale
 
-    return training_runs_fail_stale()
+    return training_runs_fail_stale() + crossfits_fail_stale()
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
@@ -113,3 +115,16 @@ def reliability_refresh_task() -> int:
     if run.paused or run.warned:
         logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
     return len(run.paused)
+@shared_task(
+    bind=True, acks_late=True, ignore_result=True,
+    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
+)
+def crossfit_task(self, crossfit_pk: int) -> str:
+    """Run one cross-fit (``modelling.leaderboard.crossfit.crossfit_execute``); returns its final status.
+
+    Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
+    """
+    from modelling.leaderboard.crossfit import crossfit_execute
+
+    run = crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or "")
+    return run.status if run is not None else "skipped"

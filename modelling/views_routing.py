@@ -7,14 +7,15 @@ Annotators get 403 everywhere: predictions and routing reasons would unblind the
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.forms import query_pk
+from annotation.models import Benchmark
 from annotation.services.accounts import user_is_admin
-from modelling.models import AgreementLevel, ModelVersion, RaterSnapshot, RoutingDecision
+from modelling.models import AgreementLevel, BenchmarkRouting, ModelVersion, RaterSnapshot, RoutingDecision
 from modelling.selectors import model_version_active, user_can_use_orca, valid_ratings_load
 from modelling.services.rater import (
     calibration_compute,
@@ -25,6 +26,7 @@ from modelling.services.rater import (
 )
 from modelling.services.routing import (
     RoutingRules,
+    benchmark_routing_set,
     routing_decision_list,
     routing_policy_load,
     routing_policy_set,
@@ -60,7 +62,38 @@ def routing_page(request):
         "reason": reason,
         "reasons": RoutingDecision.Reason.choices,
         "can_manage": user_is_admin(request.user),
+        "benchmark_policies": _benchmark_policies(),
+        "policy_choices": BenchmarkRouting.Policy.choices,
     })
+
+
+def _benchmark_policies() -> list:
+    rows = {r.benchmark_id: r for r in BenchmarkRouting.objects.all()}
+    benchmarks = list(Benchmark.objects.order_by("name"))
+    for b in benchmarks:
+        row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
+        b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
+    return benchmarks
+
+
+@login_required
+@require_POST
+def routing_benchmark(request, pk: int):
+    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``) and re-evaluate."""
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins may choose a benchmark's routing policy.")
+    benchmark = get_object_or_404(Benchmark, pk=pk)
+    try:
+        budget, floor = float(request.POST.get("budget", 0.3)), float(request.POST.get("floor", 0.2))
+        benchmark_routing_set(benchmark=benchmark, policy=request.POST.get("policy", ""), budget=budget,
+                              floor=floor, user=request.user)
+    except ValueError:
+        messages.error(request, "Budget and floor must be numbers.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+    else:
+        messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
+    return redirect("modelling:routing")
 
 
 @login_required

@@ -792,6 +792,18 @@ def _save_hf(*, folder: Path, split_names: list[str]) -> None:
     shutil.rmtree(cache, ignore_errors=True)
 
 
+#: Extra datasheet sections: callables ``(benchmark or None) -> Markdown text`` appended to every dataset export's
+#: ``README.md``. Apps that annotation may not import add theirs here (modelling's leaderboard table, registered in
+#: ``ModellingConfig.ready``), so the datasheet gets their figures without annotation importing them.
+DATASHEET_SECTIONS: list[Callable[[Benchmark | None], str]] = []
+
+
+def datasheet_section_register(section: Callable[[Benchmark | None], str]) -> None:
+    """Add ``section`` to :data:`DATASHEET_SECTIONS` once (registering the same callable twice is a no-op)."""
+    if section not in DATASHEET_SECTIONS:
+        DATASHEET_SECTIONS.append(section)
+
+
 def _fmt_alpha(value: float | None) -> str:
     return "n/a (fewer than two scores per item, or no variation)" if value is None else f"{value:.4f}"
 
@@ -855,6 +867,8 @@ def _datasheet(
         "Annotators are pseudonyms (`annotator-<n>`), stable within one platform.",
         "",
     ]
+    for section in DATASHEET_SECTIONS:
+        lines += [section(benchmark).rstrip("\n"), ""]
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('modelling', '0005_trainingrun_metrics_help'),
+        ('modelling', '0006_reliability_snapshots'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
