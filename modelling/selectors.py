@@ -197,3 +197,17 @@ def item_candidates_with_predictions(*, question, model_version=None) -> list:
         c.valid_scores = scores[c.pk]
         c.prediction = predictions.get(c.pk)
     return candidates
+
+
+def valid_ratings_fingerprint() -> str:
+    """A short string that changes whenever the valid scored ratings change, in one aggregate query.
+
+    Made of their count, the sum of their ids and the newest ``updated_at``: a new rating raises the count and the
+    sum, an invalidation (a Stage 3 correction) or a deletion lowers them, an edit moves ``updated_at``. Used as
+    the cache key of statistics computed from :func:`valid_ratings_load` (``modelling.services.agreement_cache``).
+    """
+    from django.db.models import Count, Max, Sum
+
+    row = valid_rating_queryset().aggregate(n=Count("id"), ids=Sum("id"), last=Max("updated_at"))
+    last = row["last"].isoformat() if row["last"] else "-"
+    return f"{row['n']}-{row['ids'] or 0}-{last}"
