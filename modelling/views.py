@@ -13,7 +13,6 @@ from annotation.services.accounts import user_is_admin
 from modelling.forms import TrainingRunForm
 from modelling.models import AgreementLevel
 from modelling.selectors import (
-    agreement_snapshot_history,
     item_candidates_with_predictions,
     item_question_list,
     model_version_active,
@@ -23,8 +22,12 @@ from modelling.selectors import (
     user_can_view_agreement,
 )
 from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
-from modelling.services.agreement_cache import PAIR_MIN_SHARED, TABLE_TOP, agreement_report_cached
-from modelling.services.charts import agreement_chart_svg
+from modelling.services.agreement_cache import (
+    PAIR_MIN_SHARED,
+    TABLE_TOP,
+    agreement_chart_cached,
+    agreement_report_cached,
+)
 from modelling.services.registry import model_version_activate
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
@@ -46,14 +49,14 @@ def agreement_page(request):
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL
     cached = agreement_report_cached(level=level)
-    snapshots = list(agreement_snapshot_history(level=level))
+    chart_svg, n_snapshots = agreement_chart_cached(level=level)
     context = {
         "level": level,
         "levels": AgreementLevel.choices,
         "report": cached.report,
         "computed": cached,
-        "chart_svg": agreement_chart_svg(snapshots=snapshots, level=level),
-        "n_snapshots": len(snapshots),
+        "chart_svg": chart_svg,
+        "n_snapshots": n_snapshots,
         "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
         "reliable_alpha": RELIABLE_ALPHA,
         "tentative_alpha": TENTATIVE_ALPHA,

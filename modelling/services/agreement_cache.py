@@ -73,6 +73,32 @@ def agreement_report_cached(*, level: str, resamples: int | None = None) -> Cach
     return CachedAgreementReport(**entry, from_cache=False)
 
 
+def agreement_chart_cached(*, level: str) -> tuple[str, int]:
+    """(SVG of the alpha-over-time chart at ``level``, number of snapshots drawn), drawn once per new snapshot.
+
+    Drawing with matplotlib takes about 0.2 s; the chart only changes when a snapshot is written, so the key is
+    the level with the count and newest id of its snapshots (one aggregate query).
+    """
+    from django.db.models import Count, Max
+
+    from modelling.models import AgreementSnapshot
+    from modelling.selectors import agreement_snapshot_history
+    from modelling.services.charts import agreement_chart_svg
+
+    state = AgreementSnapshot.objects.filter(level=level).aggregate(n=Count("id"), last=Max("id"))
+    key = f"orca:agreement-chart:v1:{level}:{state['n']}:{state['last']}"
+    svg = cache.get(key)
+    if svg is None:
+        svg = agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level)
+        cache.set(key, svg, CACHE_SECONDS)
+    return svg, state["n"]
+
+
 def agreement_reports_warm() -> int:
-    """Compute the report of every level unless cached already; returns how many were computed (0 to 2)."""
-    return sum(not agreement_report_cached(level=level).from_cache for level in LEVELS)
+    """Compute the report and chart of every level unless cached already; returns how many reports were computed
+    (0 to 2)."""
+    computed = 0
+    for level in LEVELS:
+        computed += not agreement_report_cached(level=level).from_cache
+        agreement_chart_cached(level=level)
+    return computed
