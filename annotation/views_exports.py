@@ -70,7 +70,7 @@ class ExportForm(forms.Form):
                                          required=False, help_text="File format of a corrected benchmark.")
 
     fieldsets = [
-        ("What", ["what", "benchmark"]),
+        ("Export", ["what", "benchmark"]),
         ("Dataset", ["formats", "split", "seed", "held_out_lalms", "include_invalid"]),
         ("Datasheet and benchmark file", ["licence", "benchmark_format"]),
     ]
