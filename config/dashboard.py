@@ -21,10 +21,22 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from annotation.models import Benchmark, CandidateAnswer, Job, Modality, Question, Rating
+from annotation.models import (
+    Benchmark,
+    CandidateAnswer,
+    Job,
+    Modality,
+    Question,
+    Rating,
+)
 from annotation.services.assignment import target_ratings_expression
 from config.navigation import home_url_for, roles_of
-from modelling.models import AgreementLevel, AgreementSnapshot, ModelVersion, TrainingRun
+from modelling.models import (
+    AgreementLevel,
+    AgreementSnapshot,
+    ModelVersion,
+    TrainingRun,
+)
 from modelling.selectors import user_can_view_agreement
 from modelling.services.agreement_cache import agreement_report_cached
 from refinement.models import Correction, CorrectionItem, Queue

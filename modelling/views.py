@@ -33,7 +33,6 @@ from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
 
 
-
 @login_required
 @require_GET
 def agreement_page(request):

@@ -19,7 +19,12 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from modelling.selectors import valid_ratings_fingerprint, valid_ratings_load
-from modelling.services.agreement import DEFAULT_SEED, LEVELS, AgreementReport, agreement_report
+from modelling.services.agreement import (
+    DEFAULT_SEED,
+    LEVELS,
+    AgreementReport,
+    agreement_report,
+)
 
 #: Rows shown in the pairwise and leave-one-out tables.
 TABLE_TOP = 20
@@ -92,6 +97,27 @@ def agreement_chart_cached(*, level: str) -> tuple[str, int]:
         svg = agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level)
         cache.set(key, svg, CACHE_SECONDS)
     return svg, state["n"]
+
+
+def cached_by_data(*, name: str, state: tuple, compute):
+    """``compute()``'s result, computed once per ``state`` (a tuple describing the data it reads, e.g. the ratings'
+    fingerprint and the predictions' state) and kept in the cache; for expensive figures and charts of pages."""
+    key = f"orca:{name}:v1:" + ":".join(str(part) for part in state)
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+def predictions_state() -> tuple:
+    """(count, newest id, sum of μ) of every ORCA prediction: changes when a model scores (or re-scores) answers."""
+    from django.db.models import Count, Max, Sum
+
+    from modelling.models import Prediction
+
+    row = Prediction.objects.aggregate(n=Count("id"), last=Max("id"), mu=Sum("mu"))
+    return row["n"], row["last"], round(row["mu"] or 0.0, 6)
 
 
 def agreement_reports_warm() -> int:

@@ -5,7 +5,12 @@ from django.contrib.auth.models import Group
 from annotation.models import Rating
 from modelling.selectors import valid_ratings_fingerprint, valid_ratings_load
 from modelling.services.agreement import agreement_report
-from modelling.services.agreement_cache import PAIR_MIN_SHARED, TABLE_TOP, agreement_report_cached, agreement_reports_warm
+from modelling.services.agreement_cache import (
+    PAIR_MIN_SHARED,
+    TABLE_TOP,
+    agreement_report_cached,
+    agreement_reports_warm,
+)
 from tests.factories import RatingFactory, UserFactory
 
 from .agreement_helpers import KRIPPENDORFF_2011, rate_in_db
