@@ -73,7 +73,9 @@ def site(settings, tmp_path):
     }
     details = {  # pages without their own navigation entry, opened from lists
         "expert": [f"/jobs/{job.pk}/", f"/modelling/runs/{run.pk}/", f"/refinement/item/{questions[0].pk}/",
-                   f"/refinement/queue/{Queue.REFERENCE}/", f"/modelling/items/{questions[0].pk}/"],
+                   f"/refinement/queue/{Queue.REFERENCE}/", f"/modelling/items/{questions[0].pk}/",
+                   f"/refinement/item/{questions[0].pk}/correct/", f"/refinement/item/{questions[0].pk}/history/",
+                   "/modelling/agreement/?level=interval"],
     }
     details["admin"] = details["expert"]
     return {"users": users, "details": details}
