@@ -130,11 +130,6 @@ class PipelineDashboard:
     running: list[RunningWork]
 
 
-def _current(prefix: str = "") -> Q:
-    """Rows on their question's current version (``prefix`` leads to the QuestionVersion)."""
-    return Q(**{f"{prefix}question_version__question__current_version": F(f"{prefix}question_version")})
-
-
 def _funnels() -> list[BenchmarkFunnel]:
     from django.conf import settings
 
@@ -152,8 +147,11 @@ def _funnels() -> list[BenchmarkFunnel]:
         funnel.questions, funnel.with_rationale = row["n"], row["rationale"]
         funnel.speech, funnel.speech_with_transcript = row["speech"], row["transcript"]
 
+    # Candidate answers on their question's current version. "IN (current versions)" lets PostgreSQL hash the
+    # versions once; comparing question.current_version with the candidate's version row by row was slower.
+    current = Question.objects.filter(current_version__isnull=False).values("current_version")
     candidates = (
-        CandidateAnswer.objects.filter(_current())
+        CandidateAnswer.objects.filter(question_version__in=current)
         .annotate(k=target_ratings_expression())
         .values("question_version__question__benchmark_id", "lalm__name")
         .annotate(n=Count("id"), rated=Count("id", filter=Q(valid_rating_count__gte=F("k"))),
