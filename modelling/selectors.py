@@ -155,7 +155,16 @@ def rated_lalm_names() -> list[str]:
 def item_question_list(*, model_version=None) -> QuerySet:
     """Questions with candidate answers on their current version, with their count and, when ``model_version`` is
     given, the largest predicted variance among them (``max_variance``; ordering: most uncertain first)."""
-    from django.db.models import Count, Exists, F, FloatField, IntegerField, Max, OuterRef, Subquery
+    from django.db.models import (
+        Count,
+        Exists,
+        F,
+        FloatField,
+        IntegerField,
+        Max,
+        OuterRef,
+        Subquery,
+    )
 
     from annotation.models import CandidateAnswer, Question
 
