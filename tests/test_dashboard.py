@@ -63,7 +63,7 @@ def _pipeline():
 
 
 def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
-    bench, other, q1, q3, raters, qwen = _pipeline()
+    bench, *_ = _pipeline()
     _expert(client)
     response = client.get("/dashboard/")
     assert response.status_code == 200
@@ -83,8 +83,8 @@ def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
     assert 'href="/modelling/agreement/"' in html
 
 
-def test_a_correction_counts_as_corrected_then_as_re_rated_once_its_new_version_is_rated(client, django_user_model):
-    bench, other, q1, q3, raters, qwen = _pipeline()
+def test_a_correction_counts_as_corrected_then_as_re_rated_once_its_new_version_is_rated(client):
+    _, _, q1, _, raters, qwen = _pipeline()
     expert = _expert(client)
     old = q1.current_version
     new = question_version_create(question=q1, source="expert", created_by=expert, reference_answer="Fixed.")
