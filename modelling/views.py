@@ -13,7 +13,6 @@ from annotation.services.accounts import user_is_admin
 from modelling.forms import ModelImportForm, TrainingRunForm
 from modelling.models import AgreementLevel
 from modelling.selectors import (
-    agreement_snapshot_history,
     item_candidates_with_predictions,
     item_question_list,
     model_version_active,
@@ -22,18 +21,17 @@ from modelling.selectors import (
     training_run_list,
     user_can_use_orca,
     user_can_view_agreement,
-    valid_ratings_load,
 )
-from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA, agreement_report
-from modelling.services.charts import agreement_chart_svg
+from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
+from modelling.services.agreement_cache import (
+    PAIR_MIN_SHARED,
+    TABLE_TOP,
+    agreement_chart_cached,
+    agreement_report_cached,
+)
 from modelling.services.registry import model_version_activate, model_version_import
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
-
-#: Rows shown in the pairwise and leave-one-out tables.
-TABLE_TOP = 20
-#: Annotator pairs need this many shared candidate answers to be listed.
-PAIR_MIN_SHARED = 10
 
 
 @login_required
@@ -42,27 +40,23 @@ def agreement_page(request):
     """Krippendorff's alpha per scope with CIs, variance share, annotator tables and the alpha-over-time chart.
 
     Staff, experts and admins only: annotators get 403 so rating stays blind. ``?level=interval`` switches the
-    level of measurement (ordinal by default).
+    level of measurement (ordinal by default). The statistics are computed once per change of the valid ratings
+    (``agreement_report_cached``); the page says when and from how many ratings.
     """
     if not user_can_view_agreement(user=request.user):
         raise PermissionDenied("Agreement figures are visible to experts and admins only.")
     level = request.GET.get("level", AgreementLevel.ORDINAL)
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL
-    report = agreement_report(
-        ratings=valid_ratings_load(),
-        level=level,
-        resamples=settings.MODELLING_BOOTSTRAP_RESAMPLES,
-        min_shared=PAIR_MIN_SHARED,
-        top=TABLE_TOP,
-    )
-    snapshots = list(agreement_snapshot_history(level=level))
+    cached = agreement_report_cached(level=level)
+    chart_svg, n_snapshots = agreement_chart_cached(level=level)
     context = {
         "level": level,
         "levels": AgreementLevel.choices,
-        "report": report,
-        "chart_svg": agreement_chart_svg(snapshots=snapshots, level=level),
-        "n_snapshots": len(snapshots),
+        "report": cached.report,
+        "computed": cached,
+        "chart_svg": chart_svg,
+        "n_snapshots": n_snapshots,
         "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
         "reliable_alpha": RELIABLE_ALPHA,
         "tentative_alpha": TENTATIVE_ALPHA,

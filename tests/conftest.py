@@ -21,3 +21,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data folder {SHARED_DATA} is absent (it sits beside the repository in CI)")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache (statistics cached by one test must not serve another's data)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

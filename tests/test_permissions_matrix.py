@@ -74,6 +74,9 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:rating-edit", "POST"): row(OWNER, "rating_pk"),
     # Read-only staff pages: rating overview, judges and judge-vs-human comparison.
     ("annotation:overview", "GET"): row(STAFF),
+    # Where a login lands (redirects by role) and the pipeline dashboard (experts and admins).
+    ("start", "GET"): row(RATERS),
+    ("dashboard", "GET"): row(STAFF),
     ("annotation:judges", "GET"): row(STAFF),
     ("annotation:judge-compare", "GET"): row(STAFF),
     # Stage 1 and judge jobs: experts read progress; only admins start, retry or cancel (provider quota, compute).

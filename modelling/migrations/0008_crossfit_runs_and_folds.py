@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('modelling', '0005_trainingrun_metrics_help'),
+        ('modelling', '0007_model_version_imported_checkpoints'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('annotation', '0006_candidate_routed_index'),
-        ('modelling', '0006_crossfit_runs_and_folds'),
+        ('modelling', '0008_crossfit_runs_and_folds'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
