@@ -70,11 +70,12 @@ class OpenAICompatAudioChat:
         self.temperature = temperature
         self.max_tokens = max_tokens
 
-    def complete(self, *, messages: list[dict], **extra):
+    def complete(self, *, messages: list[dict], allow_empty: bool = False, **extra):
         """One chat completion with this class's client, retry policy, rate limit and error mapping.
 
         ``extra`` goes to ``chat.completions.create`` (e.g. ``logprobs=True, top_logprobs=5``); ``temperature`` and
-        ``max_tokens`` default to the instance's. Returns ``(response, text)`` with the first choice's text.
+        ``max_tokens`` default to the instance's. Returns ``(response, text)`` with the first choice's text
+        ('' allowed only with ``allow_empty``, e.g. a one-token reply read for its log-probabilities).
 
         Raises:
             TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed, empty.
@@ -92,13 +93,13 @@ class OpenAICompatAudioChat:
         def attempt():
             try:
                 response = client.chat.completions.create(model=self.model, messages=messages, **extra)
-                text = response.choices[0].message.content
+                text = response.choices[0].message.content or ""
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
                 mapped = _map_error(error)
                 if mapped is error:
                     raise
                 raise mapped from error
-            if not text or not text.strip():
+            if not allow_empty and not text.strip():
                 raise PermanentProviderError("OpenAI-compatible server: empty answer")
             return response, text
 
