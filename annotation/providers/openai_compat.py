@@ -47,6 +47,8 @@ class OpenAICompatAudioChat:
 
     Args:
         base_url: e.g. ``http://gpu-box:8000/v1``. api_key: '' when the server needs none. model: served name.
+        audio_input: send the clip (default); False sends the prompt alone, for a text-only model (a baseline,
+            or a text LLM on a server such as llama.cpp that accepts no ``input_audio`` parts).
     """
 
     def __init__(
@@ -60,7 +62,9 @@ class OpenAICompatAudioChat:
         limiter: RateLimiter | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        audio_input: bool = True,
     ):
+        self.audio_input = audio_input
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
@@ -114,7 +118,10 @@ class OpenAICompatAudioChat:
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        if self.audio_input:
+            messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        else:
+            messages.append({"role": "user", "content": prompt})
         response, text = self.complete(messages=messages)
         return Generation(text=text.strip(), model=response.model or self.model, usage=usage_of(response))
 
