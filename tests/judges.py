@@ -1,5 +1,5 @@
 """Shared pieces of the LLM judge tests: a tiny real transformers chat model, a benchmark of four candidate
-answers (the ``judged_items`` fixture, registered in ``tests/annotation/conftest.py``) and fast retries."""
+answers (the ``judged_items`` fixture, registered in ``tests/conftest.py``) and fast retries."""
 import pytest
 
 from tests.factories import BenchmarkFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory
