@@ -25,7 +25,7 @@ line or the yes/no question in the probability modes) and runs through the judge
   llama-cpp-python is not installed or ``--no-server``.
 
 ``generate`` is slow on CPU, so it runs on the first ``--generate-limit`` items (in file order; ``n`` says how
-many); the probability modes run on all items. ``scored_share``: items with a score (generate: a parsable
+many); the probability modes run on all items (or the first ``--limit``; ``n_items`` says how many). ``scored_share``: items with a score (generate: a parsable
 reply) / items asked; ``rho``/``tau``: Spearman ρ and Kendall τ-b (scipy) of the scores against the human mean
 over the scored items; ``s_per_item``: wall seconds per item (model loading excluded) on ``--threads`` threads,
 on a machine that may be shared (``load_avg`` before and after); ``cpu_s_per_item``: CPU seconds per item of
@@ -134,6 +134,7 @@ def run_probability(client, items: list[dict], *, variant: str, mode: str, batch
             for index, reply in zip(chunk, client.score(prompts=[prompts[i] for i in chunk], mode=mode), strict=True):
                 if reply.distribution is not None:
                     scores[index] = distribution_score(distribution=reply.distribution, mode=mode)
+            _log(event=mode, done=sum(s is not None for s in scores), elapsed_s=round(time.perf_counter() - clock.wall, 1))
     seconds = clock.stop()
     result = metrics(scores, [item["human"] for item in items], seconds)
     _log(event="mode", mode=mode, **result)
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "orca_seed108"))
     parser.add_argument("--model", default="smollm2", help="local judge model: 'smollm2', a .gguf or a folder")
     parser.add_argument("--variant", default="full")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N items in every mode (0: all)")
     parser.add_argument("--generate-limit", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -207,6 +209,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not path.is_file():
         raise SystemExit(f"{path}: not found (the seed-108 dev split; see ../shared/data/README.md)")
     items = load_items(path)
+    if args.limit:
+        items = items[: args.limit]
     generate_items = min(args.generate_limit, len(items))
     load_before = os.getloadavg()[0]
     out: dict = {"models": {}, "n_items": len(items), "variant": args.variant, "threads": args.threads,
