@@ -200,13 +200,55 @@ def _load(spec: str, device: str):
         return _LOADED[key]
 
 
-def _common_prefix_length(sequences: list, minimum: int = 16) -> int:
-    """Tokens all ``sequences`` share at the start, leaving each at least one of its own; 0 below ``minimum``."""
+#: Per (model, device): the token ids of a prompt start seen in consecutive batches and its key/value cache.
+_PREFIXES: dict[tuple[str, str], tuple] = {}
+_MIN_PREFIX = 16
+
+
+def _prefix_cache(model, key: tuple[str, str], prefix, device: str):
+    """A fresh key/value cache (batch 1) for the token ids ``prefix``, or None when it is shorter than 16 tokens.
+
+    The part of ``prefix`` that the kept start of earlier calls covers is copied from it rather than recomputed;
+    when ``prefix`` leaves the kept start, the common part becomes the new kept start. So across one question's
+    batches after another, the template's instructions are computed once per process.
+    """
+    import copy
+
+    import torch
+
+    if len(prefix) < _MIN_PREFIX:
+        return None
+    with _LOAD_LOCK:
+        kept = _PREFIXES.get(key)
+    base, base_len = None, 0
+    if kept is not None:
+        tokens, kept_cache = kept
+        common = _common_prefix_length([tokens, prefix], minimum=0, keep_one=False)
+        if common == len(tokens):
+            base, base_len = copy.deepcopy(kept_cache), len(tokens)
+        elif common >= _MIN_PREFIX:
+            base = model(input_ids=prefix[:common].unsqueeze(0).to(device), use_cache=True,
+                         logits_to_keep=1).past_key_values
+            base_len = common
+            with _LOAD_LOCK:
+                _PREFIXES[key] = (prefix[:common].clone(), copy.deepcopy(base))
+    if base_len < len(prefix):
+        positions = torch.arange(base_len, len(prefix)).unsqueeze(0).to(device)
+        base = model(input_ids=prefix[base_len:].unsqueeze(0).to(device), position_ids=positions,
+                     past_key_values=base, use_cache=True, logits_to_keep=1).past_key_values
+    if kept is None or (base_len == 0 and len(prefix) >= _MIN_PREFIX):
+        with _LOAD_LOCK:  # nothing kept yet, or a different start (another template): keep this one
+            _PREFIXES[key] = (prefix.clone(), copy.deepcopy(base))
+    return base
+
+
+def _common_prefix_length(sequences: list, minimum: int = _MIN_PREFIX, keep_one: bool = True) -> int:
+    """Tokens all ``sequences`` share at the start (leaving each at least one of its own with ``keep_one``); 0 when
+    fewer than ``minimum``."""
     if len(sequences) < 2:
         return 0
     first = sequences[0]
-    limit = min(len(seq) for seq in sequences) - 1
-    shared = limit
+    shared = min(len(seq) for seq in sequences) - (1 if keep_one else 0)
     for seq in sequences[1:]:
         differs = (seq[:shared] != first[:shared]).nonzero()
         if len(differs):
@@ -285,7 +327,8 @@ class LocalTransformersJudge:
         The tokens a batch's sequences share at the start (the instructions, and the question and reference
         answer when the batch is one question's candidates) go through the model once, and their key/value cache
         is shared by the rows; the rest is left-padded, with position ids counted over the real tokens, so a
-        batched result equals the unbatched one.
+        batched result equals the unbatched one. The start shared with earlier batches (the template's
+        instructions) is kept per process (:func:`_prefix_cache`), so it is computed once per model, not per batch.
         """
         import torch
 
@@ -294,14 +337,13 @@ class LocalTransformersJudge:
         out = []
         for start in range(0, len(sequences), self.batch_size):
             chunk = sequences[start:start + self.batch_size]
-            shared = _common_prefix_length(chunk)
+            shared = _common_prefix_length(chunk) if len(chunk) > 1 else max(0, len(chunk[0]) - 1)
             with torch.no_grad():
-                cache = None
-                if shared:
-                    prefix = chunk[0][:shared].unsqueeze(0).to(self.device)
-                    cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-                    if len(chunk) > 1:
-                        cache.batch_repeat_interleave(len(chunk))
+                cache = _prefix_cache(model, (self.model_spec, self.device), chunk[0][:shared], self.device)
+                if cache is None:
+                    shared = 0
+                elif len(chunk) > 1:
+                    cache.batch_repeat_interleave(len(chunk))
                 rests = [seq[shared:] for seq in chunk]
                 width = max(len(rest) for rest in rests)
                 ids = torch.full((len(chunk), width), pad, dtype=torch.long)

@@ -212,12 +212,16 @@ def test_a_local_probability_judge_scores_every_candidate_in_batched_forward_pas
         assert rating.mode == "probability" and 1 <= rating.score <= 5
         assert sum(rating.distribution.values()) == pytest.approx(1.0)
         assert rating.score == pytest.approx(sum(int(k) * p for k, p in rating.distribution.items()))
-    # Batched (shared start cached once, the rest left-padded, 3 per pass) equals one prompt per pass.
+    # Batched (shared start cached, the rest left-padded, 3 per pass) and one prompt per pass both equal a plain
+    # forward pass over the whole prompt.
     prompts = [f"Rate the candidate answer below, carefully.\nAnswer: {'x' * n}.\n{SCORE_OUTPUT}" for n in (1, 7, 20)]
+    prompts.append("Another start entirely, so the kept prefix changes.\n" + SCORE_OUTPUT)
     batched = LocalTransformersJudge(name="t", model=str(tmp_path), batch_size=3).score(prompts=prompts)
     single = LocalTransformersJudge(name="t", model=str(tmp_path), batch_size=1).score(prompts=prompts)
-    for a, b in zip(batched, single, strict=True):
-        assert a.distribution == pytest.approx(b.distribution, abs=1e-4)
+    for prompt, a, b in zip(prompts, batched, single, strict=True):
+        plain = _plain_distribution(str(tmp_path), prompt)
+        assert a.distribution == pytest.approx(plain, abs=1e-4)
+        assert b.distribution == pytest.approx(plain, abs=1e-4)
 
     # The comparison page shows a score for every candidate answer and the judge's mode.
     page = client.get(reverse("annotation:judge-compare") + f"?benchmark={bench.pk}")
@@ -225,6 +229,23 @@ def test_a_local_probability_judge_scores_every_candidate_in_batched_forward_pas
     coverage = {row.label: row for row in page.context["comparison"].coverage}
     assert (coverage["tiny-prob"].scored, coverage["tiny-prob"].candidates, coverage["tiny-prob"].missing) == (4, 4, 0)
     assert "probability: Σ p(k)·k" in page.content.decode()
+
+
+def _plain_distribution(model: str, prompt: str) -> dict:
+    """The 1–5 distribution after ``prompt`` from one uncached forward pass over the whole chat-templated prompt."""
+    import torch
+
+    from annotation.judging.clients import LocalTransformersJudge, _load
+
+    judge = LocalTransformersJudge(name="t", model=model)
+    tokenizer, network = _load(model, "cpu")
+    ids = judge._prompt_ids(tokenizer, prompt)
+    with torch.no_grad():
+        logprobs = torch.log_softmax(network(input_ids=ids).logits[0, -1].float(), dim=-1)
+    found = {label: [float(logprobs[i]) for i in token_ids]
+             for label, token_ids in judge._label_ids(tokenizer, ("1", "2", "3", "4", "5")).items()}
+    total = sum(math.exp(v) for values in found.values() for v in values)
+    return {label: sum(math.exp(v) for v in values) / total for label, values in found.items()}
 
 
 def test_probability_scores_need_no_expected_score_row_on_the_comparison(judged_items):
