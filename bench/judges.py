@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -192,6 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-server", action="store_true", help="skip the llama.cpp server")
     parser.add_argument("--no-local", action="store_true", help="skip the in-process transformers model")
     args = parser.parse_args(argv)
+    # A plain `kill` still stops the llama.cpp server: SystemExit runs the context manager's cleanup.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     import django
