@@ -28,7 +28,7 @@ line or the yes/no question in the probability modes) and runs through the judge
 many); the probability modes run on all items (or the first ``--limit``; ``n_items`` says how many). ``scored_share``: items with a score (generate: a parsable
 reply) / items asked; ``rho``/``tau``: Spearman ρ and Kendall τ-b (scipy) of the scores against the human mean
 over the scored items; ``s_per_item``: wall seconds per item (model loading excluded) on ``--threads`` threads,
-on a machine that may be shared (``load_avg`` before and after); ``cpu_s_per_item``: CPU seconds per item of
+on a machine that may be shared (``load_avg`` before and after), after one untimed warm-up call per mode; ``cpu_s_per_item``: CPU seconds per item of
 this process and, for the server, of the server process (steadier on a shared machine); ``speedup``: generate's
 seconds per item divided by each probability mode's. Progress goes to stderr.
 """
@@ -128,6 +128,7 @@ def run_probability(client, items: list[dict], *, variant: str, mode: str, batch
         by_question.setdefault(item["question_id"], []).append(index)
     prompts = prompts_for(items, variant=variant, mode=mode)
     scores: list[float | None] = [None] * len(items)
+    client.score(prompts=prompts[:1], mode=mode)  # warm-up, untimed
     clock.__enter__()
     for indices in by_question.values():
         for start in range(0, len(indices), batch_size):
@@ -148,6 +149,7 @@ def run_generate(client, items: list[dict], *, variant: str, clock: Clock) -> di
 
     prompts = prompts_for(items, variant=variant, mode="generate")
     scores, expected = [], []
+    client.judge(prompt=prompts[0])  # warm-up (one-time set-up of generation), untimed
     clock.__enter__()
     for index, prompt in enumerate(prompts):
         reply = client.judge(prompt=prompt)
