@@ -27,6 +27,13 @@ node_modules/.package-lock.json: package.json package-lock.json
 setup: $(VENV)/.installed node_modules/.package-lock.json
 	mkdir -p var
 
+# The llama.cpp OpenAI-compatible server of the judge integration tests (tests/annotation/test_judging_llama_server.py).
+# pip builds llama.cpp from source: about 5 minutes on 2 idle cores (much longer on a busy machine), so only
+# `make test` installs it, once; `make setup`/`make run` do not need it.
+$(VENV)/.llama-installed: $(VENV)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} $(PY) -m pip install --quiet 'llama-cpp-python[server]>=0.3'
+	touch $@
+
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
@@ -37,8 +44,9 @@ demo: migrate
 run: demo
 	$(PY) manage.py runplatform $(ADDR)
 
-## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set).
-test: setup
+## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set); installs
+## llama-cpp-python[server] first (see above).
+test: setup $(VENV)/.llama-installed
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
