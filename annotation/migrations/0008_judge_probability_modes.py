@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0006_candidate_routed_index'),
+        ('annotation', '0007_quality_control_and_studies'),
     ]
 
     operations = [
