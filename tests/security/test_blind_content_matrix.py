@@ -17,6 +17,7 @@ from django.db import transaction
 from django.test import Client
 
 from annotation.models import Assignment, CandidateAnswer, JudgeRating
+from annotation.quality.models import Study
 from annotation.services.versions import question_version_create, ratings_invalidate_for_version
 from tests.factories import (
     AnnotatorFactory,
@@ -76,6 +77,11 @@ def world(tmp_path, settings):
                                                expires_at="2999-01-01T00:00:00Z")
         objects[name] = {"rating_pk": rating.pk, "assignment_pk": assignment.pk, "own_candidate": own.pk}
     CandidateAnswer.objects.update(valid_rating_count=COUNT)
+
+    # A study link annotators may open (quality:study-entry).
+    study = Study.objects.create(name="c-study", slug="c-study", benchmark=question.benchmark, is_enabled=True,
+                                 completion_code="X")
+    objects["study_slug"] = study.slug
 
     run = TrainingRun.objects.create()
     model = ModelVersion.objects.create(training_run=run, name="orca-m", artifact_path="/nonexistent", is_active=True)
