@@ -112,6 +112,9 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:training_run", "GET"): row(STAFF, "training_run_pk"),
     ("modelling:training_run_activate", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:training_run_cancel", "POST"): row(ADMIN, "training_run_pk"),
+    ("modelling:model_import", "GET"): row(ADMIN),
+    ("modelling:model_import", "POST"): row(ADMIN),
+    ("modelling:model_version_activate", "POST"): row(ADMIN, "imported_version_pk"),
     ("modelling:items", "GET"): row(STAFF),
     ("modelling:item", "GET"): row(STAFF, "question_pk"),
     # Routing by predicted disagreement and ORCA as a rater: experts read; only admins switch routing.
@@ -265,6 +268,8 @@ def world(tmp_path, settings):
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
         "crossfit_pk": CrossFitRun.objects.create(folds=2).pk,
+        "imported_version_pk": ModelVersion.objects.create(name="imported", artifact_path="/nonexistent",
+                                                           upstream_path="/nonexistent/model").pk,
     }
     return users, objects
 
