@@ -174,7 +174,8 @@ def _crossfit(run: CrossFitRun) -> None:
                        max_length=cfg["max_length"], rationale=cfg["rationale"], question=cfg["question"],
                        transcript=cfg["transcript"]),
             TrainConfig(epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.seed,
-                        device=cfg["device"], log_every=1),
+                        device=cfg["device"], freeze_layers=cfg.get("freeze_layers", 0),
+                        var_weight=cfg.get("var_weight", 0.0), log_every=1),
             callback=progress,
         )
         with transaction.atomic():
