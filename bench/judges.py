@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
     import django
 
     django.setup()
+    import scipy.stats  # noqa: F401 - imported before any timing
     import torch
 
     from annotation.judging.clients import LocalTransformersJudge, OpenAICompatJudge, _load, resolve_local_model
