@@ -61,3 +61,28 @@ SKIP_REASON_SUGGESTIONS = (
     "The item looks broken",
     "The texts are garbled or unreadable",
 )
+
+
+class PkQueryForm(forms.Form):
+    """A primary key given in the query string (``?benchmark=<pk>``, ``?version=<pk>``): a whole number >= 1.
+
+    ``str.isdigit()`` is not enough ('²' and other Unicode digits pass it and ``int()`` refuses them); anything
+    this form refuses is treated as absent (no filter), like an empty value.
+    """
+
+    pk = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+
+
+def query_pk(query, name: str) -> int | None:
+    """``query[name]`` as a primary key (see :class:`PkQueryForm`), or None when absent or not a valid one."""
+    form = PkQueryForm({"pk": query.get(name, "")})
+    return form.cleaned_data["pk"] if form.is_valid() else None
+
+
+class AuditFilterForm(forms.Form):
+    """Filters of the audit log (all optional; exact action, object type and id, actor label containing)."""
+
+    action = forms.CharField(required=False, max_length=100)
+    object_type = forms.CharField(required=False, max_length=100)
+    actor = forms.CharField(required=False, max_length=200)
+    object_id = forms.CharField(required=False, max_length=64)

@@ -10,6 +10,19 @@ from django.db.models import Q
 from .codes import ALL_CODE_STRINGS
 
 
+def _check_api_key_env(provider_settings) -> None:
+    """``ValidationError`` on ``settings`` when it names an API key variable that is not allowed (see
+    ``annotation.providers.keys``); run by ``full_clean()`` (the admin, services)."""
+    from django.core.exceptions import ValidationError
+
+    from annotation.providers.keys import api_key_env_error
+
+    if not isinstance(provider_settings, dict):
+        raise ValidationError({"settings": "Settings must be a JSON object."})
+    if error := api_key_env_error(provider_settings):
+        raise ValidationError({"settings": error[0].upper() + error[1:] + "."})
+
+
 class Modality(models.TextChoices):
     SPEECH = "speech", "Speech"
     SOUND = "sound", "Sound"
@@ -169,6 +182,9 @@ class LALM(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self):
+        _check_api_key_env(self.settings)
+
 
 class CandidateAnswer(models.Model):
     """An LALM's answer to one version of a question: the thing annotators rate."""
@@ -321,6 +337,9 @@ class Judge(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        _check_api_key_env(self.settings)
 
 
 class JudgeRating(models.Model):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -16,6 +16,17 @@ from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_
 
 #: Groups whose members may rate (staff may too).
 RATER_ROLES = frozenset({"annotator", "expert", "admin"})
+
+
+def rating_counting_queryset() -> QuerySet[Rating]:
+    """The ratings that count (Krippendorff's alpha, ORCA training, judge correlations, routing): valid *and* made
+    on their question's current version.
+
+    A correction invalidates the ratings of the old version in the same transaction that makes the new one
+    current, so the second test is a guard: a rating that somehow stayed valid on a superseded version never
+    reaches a statistic. Unscoped and unordered; the caller checks access.
+    """
+    return Rating.objects.filter(is_valid=True, question_version__question__current_version=F("question_version"))
 
 
 def user_can_rate(*, user) -> bool:
@@ -227,8 +238,6 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     import statistics
     from datetime import timedelta
 
-    from django.db.models import F
-
     from annotation.models import CandidateAnswer, Question
     from annotation.services.assignment import target_ratings_expression
 
@@ -239,7 +248,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
         question_version__question__status=Question.Status.ACTIVE,
         quality_item__isnull=True,  # gold items and attention checks are never "complete"
     )
-    ratings = Rating.objects.filter(is_valid=True)
+    ratings = rating_counting_queryset()
     if benchmark is not None:
         candidates = candidates.filter(question_version__question__benchmark=benchmark)
         ratings = ratings.filter(candidate__question_version__question__benchmark=benchmark)

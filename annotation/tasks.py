@@ -52,3 +52,11 @@ def job_items_requeue_stale_task() -> int:
     from annotation.services.jobs import job_items_requeue_stale
 
     return job_items_requeue_stale()
+
+
+@shared_task(ignore_result=True)
+def exports_reclaim_stale_task() -> int:
+    """Send again (or fail) export jobs whose worker went silent past ``EXPORT_LEASE_S`` (beat, every 5 minutes)."""
+    from annotation.services.exports import exports_reclaim_stale
+
+    return exports_reclaim_stale()

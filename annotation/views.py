@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import selectors
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
-from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm
+from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
 from annotation.models import Assignment
 from annotation.quality.examples import GUIDELINE_EXAMPLES
 from annotation.quality.items import quality_feedback
@@ -49,10 +49,10 @@ def rater_required(view):
 
 def _benchmark_from(request: HttpRequest):
     """The benchmark named by ``?benchmark=<pk>`` (the queue filter), or None."""
-    value = request.GET.get("benchmark", "")
-    if not value.isdigit():
+    pk = query_pk(request.GET, "benchmark")
+    if pk is None:
         return None
-    return selectors.benchmark_get_for_rating(user=request.user, benchmark_pk=int(value))
+    return selectors.benchmark_get_for_rating(user=request.user, benchmark_pk=pk)
 
 
 def _with_benchmark(url: str, benchmark) -> str:
@@ -159,7 +159,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                     for message in field_errors:
                         form.add_error(field, message)
                 return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
-            # The item itself can no longer be rated (corrected, paused or full): say so and move on.
+            # The item itself can no longer be rated (corrected, paused, skipped or expired): say so and move on.
             for field_errors in errors.values():
                 for message in field_errors:
                     messages.warning(request, message)
@@ -250,10 +250,10 @@ def guidelines(request: HttpRequest) -> HttpResponse:
 def overview(request: HttpRequest) -> HttpResponse:
     """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
     benchmark = None
-    value = request.GET.get("benchmark", "")
+    pk = query_pk(request.GET, "benchmark")
     selectors.access_overview(user=request.user)
-    if value.isdigit():
-        benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=int(value))
+    if pk is not None:
+        benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=pk)
     data = selectors.rating_overview(user=request.user, benchmark=benchmark)
     bars = [
         {"count": count, "n": n, "percent": round(100 * n / data.max_count) if data.max_count else 0}

@@ -14,6 +14,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotation.forms import AuditFilterForm
 from annotation.models import Benchmark, Job, LALM
 from annotation.services.accounts import user_roles
 from annotation.services.audit import audit_events_for_user
@@ -131,7 +132,12 @@ def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
 @admin_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    filters = {key: request.GET.get(key, "").strip() for key in ("action", "object_type", "actor", "object_id")}
+    form = AuditFilterForm(request.GET)
+    form.is_valid()
+    # A filter the form refuses (too long, a NUL character) is left out and said so; the others still apply.
+    for name, errors in form.errors.items():
+        messages.warning(request, f"Filter {name!r} ignored: {' '.join(errors)}")
+    filters = {key: form.cleaned_data.get(key, "") for key in AuditFilterForm.base_fields}
     events = audit_events_for_user(user=request.user, **filters)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     return render(request, "annotation/exports/audit.html", {"page": page, "filters": filters})

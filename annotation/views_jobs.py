@@ -30,7 +30,7 @@ from annotation.services.jobs import (
     job_start,
     provider_availabilities,
 )
-from annotation.services.preparation import PREPARATION_KINDS
+from annotation.services.preparation import PREPARATION_KINDS, preparation_rerating_counts
 
 
 class JobStartForm(forms.Form):
@@ -48,6 +48,12 @@ class JobStartForm(forms.Form):
     all_modalities = forms.BooleanField(required=False, help_text="Transcribe non-speech questions too.")
     overwrite = forms.BooleanField(
         required=False, help_text="Write a new transcript or rationale even where the current version has one."
+    )
+    #: Shown under the form: what a new transcript or rationale does to items already being rated.
+    rerating_note = (
+        "A new transcript or rationale is a new version of the question. On questions that already have candidate "
+        "answers it works like a correction: their ratings stop counting (kept, with the job as the reason) and "
+        "their candidate answers are copied onto the new version to be rated again."
     )
 
     def clean(self):
@@ -141,6 +147,7 @@ def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
         "active": job.status in (Job.Status.QUEUED, Job.Status.RUNNING),
         "failed_items": job.items.filter(status="failed").select_related("question")[:100],
         "can_manage": user_is_admin(request.user),
+        "rerating": preparation_rerating_counts(job=job),
     }
     template = "annotation/jobs/detail.html"
     if request.htmx:

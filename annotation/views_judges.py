@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotation.forms import query_pk
 from annotation.models import Benchmark, Job, Judge
 from annotation.services.accounts import user_is_admin
 from annotation.services.jobs import job_check_admin, job_list_for_staff
@@ -76,9 +77,9 @@ def judge_list(request: HttpRequest) -> HttpResponse:
 def judge_compare(request: HttpRequest) -> HttpResponse:
     """Each judge's Spearman ρ, Kendall τ and MAE against the mean human rating, with the fusions."""
     benchmark = None
-    value = request.GET.get("benchmark", "")
-    if value.isdigit():
-        benchmark = Benchmark.objects.filter(pk=int(value)).first()
+    pk = query_pk(request.GET, "benchmark")
+    if pk is not None:
+        benchmark = Benchmark.objects.filter(pk=pk).first()
     comparison = judge_comparison(user=request.user, benchmark=benchmark)
     fusion = comparison.fusion
     context = {

@@ -7,6 +7,7 @@ import numpy as np
 from django.db.models import QuerySet
 
 from annotation.models import Rating
+from annotation.selectors import rating_counting_queryset
 
 from .models import AgreementSnapshot
 
@@ -37,7 +38,7 @@ class ValidRatings:
         category: (R,) object, benchmark category of the question ('' when none).
         lalm: (R,) object, name of the LALM that produced the candidate answer.
 
-    Only ratings with ``is_valid=True`` and a non-null score are included (a null score means code U or E).
+    Only valid ratings on current question versions with a non-null score are included (a null score means code U or E).
     """
 
     candidate_ids: np.ndarray
@@ -58,8 +59,9 @@ class ValidRatings:
 
 
 def valid_rating_queryset(*, benchmark: str | None = None) -> QuerySet[Rating]:
-    """Valid ratings with a score (``is_valid=True``, score not null), optionally of one benchmark (by name)."""
-    qs = Rating.objects.filter(is_valid=True, score__isnull=False)
+    """Valid ratings with a score on their question's current version
+    (``annotation.selectors.rating_counting_queryset``, score not null), optionally of one benchmark (by name)."""
+    qs = rating_counting_queryset().filter(score__isnull=False)
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark__name=benchmark)
     return qs

@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.forms import query_pk
 from annotation.services.accounts import user_is_admin
 from modelling.models import AgreementLevel, ModelVersion, RaterSnapshot, RoutingDecision
 from modelling.selectors import model_version_active, user_can_use_orca, valid_ratings_load
@@ -96,9 +97,9 @@ def rater_page(request):
     rows = rater_by_model_version(level=level)
     versions = [v for v, _ in rows]
     chosen = None
-    version_pk = request.GET.get("version")
-    if version_pk and version_pk.isdigit():
-        chosen = next((v for v in versions if v.pk == int(version_pk)), None)
+    version_pk = query_pk(request.GET, "version")
+    if version_pk is not None:
+        chosen = next((v for v in versions if v.pk == version_pk), None)
     chosen = chosen or next((v for v in versions if v.is_active), None) or (versions[0] if versions else None)
     calibration = None
     if chosen is not None:

@@ -122,7 +122,8 @@ def _with_diff(suggestion: Suggestion) -> Suggestion:
 
 def suggestion_of_question(*, question: Question, suggestion_id: str, field: str = "") -> Suggestion | None:
     """The suggestion ``suggestion_id`` (a string from a form) if it belongs to ``question`` (and ``field``)."""
-    if not str(suggestion_id).isdigit():
+    # isdecimal, not isdigit: '²' is a digit that int() refuses. Longer than 18 digits cannot be a primary key.
+    if not str(suggestion_id).isdecimal() or len(str(suggestion_id)) > 18:
         return None
     suggestions = Suggestion.objects.filter(pk=int(suggestion_id), question=question)
     if field:

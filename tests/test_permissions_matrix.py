@@ -129,8 +129,8 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("api-benchmark-detail", "GET"): row(RATERS, "benchmark_pk"),
     ("api-question-list", "GET"): row(RATERS),
     ("api-question-detail", "GET"): row(RATERS, "question_pk"),
-    ("api-lalm-list", "GET"): row(RATERS),
-    ("api-lalm-detail", "GET"): row(RATERS, "lalm_pk"),
+    ("api-lalm-list", "GET"): row(STAFF),  # annotators rate blind
+    ("api-lalm-detail", "GET"): row(STAFF, "lalm_pk"),
     ("api-candidate-list", "GET"): row(RATERS),
     ("api-candidate-detail", "GET"): row(RATERS, "candidate_pk"),  # the annotator rated it
     ("api-rating-list", "GET"): row(RATERS),

@@ -5,10 +5,10 @@ Run against a running platform::
     python -m annotation.api.example_client --base-url http://127.0.0.1:8000 --username annotator1 --password orca-demo
 
 It downloads ``/api/schema/`` (OpenAPI 3, JSON), finds each operation by its ``operationId`` (no path is written
-here), gets a token (``auth_token_create``), lists questions (``questions_list``), asks the queue for the next item
-(``assignments_next_create``) and submits a rating for it (``ratings_create``, score 1–5 and feedback codes from
-ORCA paper, Appendix A). It prints one JSON object with what it did. Standard library only (urllib), so any
-Python 3.11 can run it without installing this project. No Django import.
+here), gets a token (``auth_token_create``), asks the queue for the next item (``assignments_next_create``), submits
+a rating for it (``ratings_create``, score 1–5 and feedback codes from ORCA paper, Appendix A) and lists the
+questions it may read (``questions_list``: an annotator's own items). It prints one JSON object with what it did.
+Standard library only (urllib), so any Python 3.11 can run it without installing this project. No Django import.
 
 Exit status: 0 on success (including "nothing left to rate"), 1 when a request fails (the HTTP status and the
 server's message are printed).
@@ -85,7 +85,7 @@ class SchemaClient:
 
 def rate_one_item(*, base_url: str, username: str, password: str, score: int = 4, codes: str = "",
                   comment: str = "") -> dict:
-    """Log in, list questions, take the next assignment and rate it.
+    """Log in, take the next assignment, rate it and list the questions one may read.
 
     Returns ``{"questions": total count, "first_questions": [{"id", "external_id", "question"}...] (up to 5),
     "rated": {"rating", "candidate", "score", "codes"} or None when nothing is left to rate}``.
@@ -97,27 +97,28 @@ def rate_one_item(*, base_url: str, username: str, password: str, score: int = 4
     _, token = client.call("auth_token_create", body={"username": username, "password": password})
     client.token = token["token"]
 
+    rated = None
+    status, assignment = client.call("assignments_next_create", body={})
+    if status != 204 and assignment:
+        fields, required = client.request_fields("ratings_create")
+        body = {"candidate": assignment["candidate"]["id"], "assignment": assignment["id"], "score": score,
+                "codes": codes, "comment": comment}
+        body = {key: value for key, value in body.items() if key in fields}
+        if not required <= set(body):
+            raise ApiError(f"ratings_create needs fields this client does not know: {sorted(required - set(body))}")
+        _, rating = client.call("ratings_create", body=body)
+        rated = {"rating": rating["id"], "candidate": rating["candidate"], "score": rating["score"],
+                 "codes": rating["codes"]}
+
+    # Annotators list the questions of their own items, each at the version they rated ("version"); experts and
+    # admins every question at its current version.
     _, page = client.call("questions_list")
     first = [
         {"id": q["id"], "external_id": q.get("external_id"),
-         "question": (q.get("current_version") or {}).get("question_text")}
+         "question": (q.get("current_version") or q.get("version") or {}).get("question_text")}
         for q in page["results"][:5]
     ]
-    result = {"questions": page["count"], "first_questions": first, "rated": None}
-
-    status, assignment = client.call("assignments_next_create", body={})
-    if status == 204 or not assignment:
-        return result
-    fields, required = client.request_fields("ratings_create")
-    body = {"candidate": assignment["candidate"]["id"], "assignment": assignment["id"], "score": score,
-            "codes": codes, "comment": comment}
-    body = {key: value for key, value in body.items() if key in fields}
-    if not required <= set(body):
-        raise ApiError(f"ratings_create needs fields this client does not know: {sorted(required - set(body))}")
-    _, rating = client.call("ratings_create", body=body)
-    result["rated"] = {"rating": rating["id"], "candidate": rating["candidate"], "score": rating["score"],
-                       "codes": rating["codes"]}
-    return result
+    return {"questions": page["count"], "first_questions": first, "rated": rated}
 
 
 def main(argv: list[str] | None = None) -> int:

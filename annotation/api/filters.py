@@ -12,7 +12,7 @@ class QuestionFilter(filters.FilterSet):
     benchmark_name = filters.CharFilter(field_name="benchmark__name", help_text="Benchmark name.")
     modality = filters.ChoiceFilter(choices=Modality.choices)
     category = filters.CharFilter()
-    status = filters.ChoiceFilter(choices=Question.Status.choices)
+    status = filters.ChoiceFilter(choices=Question.Status.choices, help_text="Question status (experts and admins only).")
     external_id = filters.CharFilter()
 
     class Meta:
@@ -28,7 +28,7 @@ class _CandidateScoped(filters.FilterSet):
     benchmark = filters.NumberFilter(min_value=1, max_value=MAX_ID, method="_benchmark", help_text="Benchmark id.")
     modality = filters.ChoiceFilter(choices=Modality.choices, method="_modality")
     category = filters.CharFilter(method="_category")
-    lalm = filters.CharFilter(method="_lalm", help_text="LALM name.")
+    lalm = filters.CharFilter(method="_lalm", help_text="LALM name (experts and admins only).")
 
     def _path(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -48,7 +48,8 @@ class _CandidateScoped(filters.FilterSet):
 
 class CandidateAnswerFilter(_CandidateScoped):
     status = filters.ChoiceFilter(
-        choices=Question.Status.choices, field_name="question_version__question__status", help_text="Question status."
+        choices=Question.Status.choices, field_name="question_version__question__status",
+        help_text="Question status (experts and admins only).",
     )
     question = filters.NumberFilter(
         min_value=1, max_value=MAX_ID, field_name="question_version__question_id", help_text="Question id."

@@ -1,5 +1,6 @@
 """Serializers of the API. Read serializers mirror the rows; write serializers only validate input for a service."""
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.api.routers import MAX_ID
@@ -26,25 +27,61 @@ class BenchmarkSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "version", "source", "description", "licence", "target_ratings", "created_at"]
 
 
-class QuestionVersionSerializer(serializers.ModelSerializer):
+class RaterQuestionVersionSerializer(serializers.ModelSerializer):
+    """A version's texts as a rater sees them: no ``reason`` (a correction's reason names the expert and the
+    ratings that prompted it)."""
+
     class Meta:
         model = QuestionVersion
         fields = [
             "id", "number", "question_text", "reference_answer", "rationale", "transcript", "transcript_language",
-            "source", "reason", "created_at",
+            "source", "created_at",
         ]
 
 
-class QuestionSerializer(serializers.ModelSerializer):
+class QuestionVersionSerializer(RaterQuestionVersionSerializer):
+    class Meta(RaterQuestionVersionSerializer.Meta):
+        fields = [*RaterQuestionVersionSerializer.Meta.fields, "reason"]
+
+
+class RaterQuestionSerializer(serializers.ModelSerializer):
+    """The question of an item to rate: no ``status`` (whether it is under correction) and no version list."""
+
     benchmark = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Benchmark name.")
-    current_version = QuestionVersionSerializer(read_only=True)
 
     class Meta:
         model = Question
         fields = [
             "id", "benchmark", "external_id", "modality", "modality_detail", "category", "sub_category", "choices",
-            "status", "audio", "current_version", "created_at",
+            "audio", "created_at",
         ]
+
+
+class QuestionSerializer(RaterQuestionSerializer):
+    """A question with its status and current version (experts and admins)."""
+
+    current_version = QuestionVersionSerializer(read_only=True)
+
+    class Meta(RaterQuestionSerializer.Meta):
+        fields = [*RaterQuestionSerializer.Meta.fields, "status", "current_version"]
+
+
+class AnnotatorQuestionSerializer(RaterQuestionSerializer):
+    """A question as an annotator sees it: at the version of their own rating or assignment, without ``status``,
+    the list of versions or correction reasons. Needs ``rated_version_id`` and prefetched ``versions``
+    (``annotation.api.selectors.question_list_for_user``)."""
+
+    version = serializers.SerializerMethodField(
+        help_text="The version you rated or were assigned (the newest of them); not necessarily the current one."
+    )
+
+    class Meta(RaterQuestionSerializer.Meta):
+        fields = [*RaterQuestionSerializer.Meta.fields, "version"]
+
+    @extend_schema_field(RaterQuestionVersionSerializer)
+    def get_version(self, question: Question) -> dict:
+        version = next(v for v in question.versions.all() if v.pk == question.rated_version_id)
+        return RaterQuestionVersionSerializer(version).data
 
 
 class QuestionDetailSerializer(QuestionSerializer):
@@ -60,17 +97,34 @@ class LALMSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "provider", "is_active", "description", "created_at"]
 
 
-class CandidateAnswerSerializer(serializers.ModelSerializer):
+class BlindCandidateAnswerSerializer(serializers.ModelSerializer):
+    """A candidate answer as a rater sees it: no LALM and no count of others' ratings (blind rating)."""
+
     question = serializers.IntegerField(source="question_version.question_id", read_only=True, help_text="Question id.")
-    lalm = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="LALM name.")
 
     class Meta:
         model = CandidateAnswer
+        fields = ["id", "question", "question_version", "text", "created_at"]
+
+
+class CandidateAnswerSerializer(BlindCandidateAnswerSerializer):
+    """A candidate answer with its LALM and valid rating count (experts and admins)."""
+
+    lalm = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="LALM name.")
+
+    class Meta(BlindCandidateAnswerSerializer.Meta):
         fields = ["id", "question", "question_version", "lalm", "text", "valid_rating_count", "created_at"]
 
 
+#: What an annotator reads as the reason their rating stopped counting; the stored reason names the expert.
+ANNOTATOR_INVALID_REASON = "The item was corrected after you rated it, so this rating no longer counts."
+
+
 class RatingSerializer(serializers.ModelSerializer):
+    """A rating. With ``context["blind"]`` (annotators) ``invalid_reason`` is a neutral sentence that names no one."""
+
     annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    invalid_reason = serializers.SerializerMethodField(help_text="Why the rating stopped counting (empty while valid).")
 
     class Meta:
         model = Rating
@@ -79,6 +133,11 @@ class RatingSerializer(serializers.ModelSerializer):
             "audio_seconds_played", "source", "is_valid", "invalid_reason", "created_at",
         ]
         read_only_fields = fields
+
+    def get_invalid_reason(self, rating: Rating) -> str:
+        if self.context.get("blind") and not rating.is_valid:
+            return ANNOTATOR_INVALID_REASON
+        return rating.invalid_reason
 
 
 class RatingSubmitSerializer(serializers.Serializer):
@@ -102,11 +161,12 @@ class RatingSubmitSerializer(serializers.Serializer):
 
 
 class AssignmentSerializer(serializers.ModelSerializer):
-    """An item to rate: the assignment and everything the annotator sees (no other ratings, no model scores)."""
+    """An item to rate: the assignment and everything the rater sees, for every role (the queue is blind like the
+    rating page: no LALM, no rating counts, no question status or correction reasons, no model scores)."""
 
-    candidate = CandidateAnswerSerializer(read_only=True)
-    question = QuestionSerializer(source="candidate.question_version.question", read_only=True)
-    question_version = QuestionVersionSerializer(source="candidate.question_version", read_only=True)
+    candidate = BlindCandidateAnswerSerializer(read_only=True)
+    question = RaterQuestionSerializer(source="candidate.question_version.question", read_only=True)
+    question_version = RaterQuestionVersionSerializer(source="candidate.question_version", read_only=True)
 
     class Meta:
         model = Assignment

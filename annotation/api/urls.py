@@ -1,7 +1,6 @@
 """``/api/``: the annotation resources, the token endpoint, the OpenAPI schema and its UIs (served locally)."""
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
-from rest_framework.authtoken.views import obtain_auth_token
 
 from annotation.api import views
 from annotation.api.routers import IdRouter
@@ -19,7 +18,7 @@ router.register("exports", views.ExportViewSet, basename="api-export")
 router.register("audit-events", views.AuditEventViewSet, basename="api-audit-event")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("auth/token/", views.TokenObtainView.as_view(), name="api-token"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),  # CSP: no inline JS
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -1,17 +1,26 @@
 """API views: thin. Reads go through scoped selectors; writes validate input and call the browser's services
 (``rating_submit``, ``assignment_next_for_annotator``, ``job_start``/``job_cancel``, ``export_start``)."""
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse, Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, Throttled, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from annotation.api import filters, serializers
 from annotation.api.permissions import IsAdminRole, IsExpertOrAdmin, IsRater
-from annotation.api.selectors import candidate_list_for_user, rating_list_for_user
+from annotation.api.selectors import (
+    candidate_list_for_user,
+    question_list_for_user,
+    rating_list_for_user,
+    user_sees_blind,
+)
+from annotation.api.throttles import TokenObtainThrottle
 from annotation.models import (
     LALM,
     Assignment,
@@ -45,6 +54,62 @@ def _get_or_400(queryset, pk, field: str):
     return obj
 
 
+def _schema_by_role(name: str, staff, annotator, *, detail_name: str = "", staff_detail=None):
+    """Schema of a read-only viewset whose responses depend on the role: experts and admins get ``staff``
+    (``staff_detail`` for one object), annotators the blind ``annotator`` serializer. Each response is a oneOf
+    listing the fuller shape first, so a generated client tries it first."""
+
+    def one_of(component: str, staff_serializer, many: bool) -> PolymorphicProxySerializer:
+        return PolymorphicProxySerializer(component_name=component, serializers=[staff_serializer, annotator],
+                                          resource_type_field_name=None, many=many)
+
+    return extend_schema_view(
+        list=extend_schema(responses=one_of(name, staff, many=True)),
+        retrieve=extend_schema(responses=one_of(detail_name or name, staff_detail or staff, many=False)),
+    )
+
+
+class StaffOnlyFiltersMixin:
+    """Refuses an annotator's filter on ``staff_only_filters``: filtering by LALM or status would tell them what
+    blind rating hides, even with those fields left out of the response."""
+
+    staff_only_filters: tuple[str, ...] = ()
+
+    def filter_queryset(self, queryset):
+        if self.staff_only_filters and user_sees_blind(self.request.user):
+            used = sorted(set(self.staff_only_filters) & set(self.request.query_params))
+            if used:
+                raise PermissionDenied(f"Only experts and admins may filter by {', '.join(used)}.")
+        return super().filter_queryset(queryset)
+
+
+class TokenObtainView(ObtainAuthToken):
+    """``POST /api/auth/token/`` with a JSON body ``{"username", "password"}`` gives ``{"token"}``.
+
+    DRF's view with JSON only (one content type keeps the schema's request body single), a rate per client address
+    (``TokenObtainThrottle``) and the login form's lockout: django-axes counts its failures with the form's, and a
+    locked username + address gets 429 with ``Retry-After``, even with the right password.
+    """
+
+    parser_classes = [JSONParser]
+    authentication_classes = []  # anyone may ask; a session cookie must not make it a CSRF-checked request
+    throttle_classes = [TokenObtainThrottle]
+    throttle_scope = "auth-token"
+
+    def post(self, request, *args, **kwargs):
+        try:
+            return super().post(request, *args, **kwargs)
+        except ValidationError:
+            # django-axes marks the request it was given (DRF's, here) instead of answering it.
+            if getattr(request, "axes_locked_out", False):
+                cool_off_s = int(settings.AXES_COOLOFF_TIME * 3600)
+                raise Throttled(wait=cool_off_s, detail=(
+                    f"Too many failed logins for this account from your address; try again in "
+                    f"{max(1, cool_off_s // 60)} minutes."
+                )) from None
+            raise
+
+
 class BenchmarkViewSet(viewsets.ReadOnlyModelViewSet):
     """Benchmarks (any role)."""
 
@@ -54,44 +119,58 @@ class BenchmarkViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["name"]
 
 
-class QuestionViewSet(viewsets.ReadOnlyModelViewSet):
-    """Questions at their current version; the detail lists every version (any role)."""
+@_schema_by_role("QuestionForRole", serializers.QuestionSerializer, serializers.AnnotatorQuestionSerializer,
+                 detail_name="QuestionDetailForRole", staff_detail=serializers.QuestionDetailSerializer)
+class QuestionViewSet(StaffOnlyFiltersMixin, viewsets.ReadOnlyModelViewSet):
+    """Questions. Experts and admins: every question at its current version, the detail with every version.
+    Annotators: the questions of their own ratings and assignments at the version they rated, without status,
+    versions or correction reasons."""
 
     permission_classes = [IsRater]
     filterset_class = filters.QuestionFilter
+    staff_only_filters = ("status",)
 
     def get_queryset(self):
-        questions = Question.objects.select_related("benchmark", "current_version").order_by("id")
-        if self.action == "retrieve":
-            questions = questions.prefetch_related("versions")
-        return questions
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Question.objects.none()
+        return question_list_for_user(user=self.request.user, detail=self.action == "retrieve")
 
     def get_serializer_class(self):
+        if not getattr(self, "swagger_fake_view", False) and user_sees_blind(self.request.user):
+            return serializers.AnnotatorQuestionSerializer
         if self.action == "retrieve":
             return serializers.QuestionDetailSerializer
         return serializers.QuestionSerializer
 
 
 class LALMViewSet(viewsets.ReadOnlyModelViewSet):
-    """LALMs (any role)."""
+    """LALMs (experts and admins; annotators rate blind)."""
 
-    permission_classes = [IsRater]
+    permission_classes = [IsExpertOrAdmin]
     serializer_class = serializers.LALMSerializer
     queryset = LALM.objects.order_by("name")
     filterset_fields = ["name", "provider", "is_active"]
 
 
-class CandidateAnswerViewSet(viewsets.ReadOnlyModelViewSet):
-    """Candidate answers: experts and admins see all; annotators the ones they were assigned or rated."""
+@_schema_by_role("CandidateAnswerForRole", serializers.CandidateAnswerSerializer,
+                 serializers.BlindCandidateAnswerSerializer)
+class CandidateAnswerViewSet(StaffOnlyFiltersMixin, viewsets.ReadOnlyModelViewSet):
+    """Candidate answers: experts and admins see all, with LALM and valid rating count; annotators the ones they
+    were assigned or rated, blind (no LALM, no count)."""
 
     permission_classes = [IsRater]
-    serializer_class = serializers.CandidateAnswerSerializer
     filterset_class = filters.CandidateAnswerFilter
+    staff_only_filters = ("lalm", "status")
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return CandidateAnswer.objects.none()
         return candidate_list_for_user(user=self.request.user)
+
+    def get_serializer_class(self):
+        if not getattr(self, "swagger_fake_view", False) and user_sees_blind(self.request.user):
+            return serializers.BlindCandidateAnswerSerializer
+        return serializers.CandidateAnswerSerializer
 
 
 @extend_schema_view(
@@ -102,17 +181,23 @@ class CandidateAnswerViewSet(viewsets.ReadOnlyModelViewSet):
         "annotator): a repeat returns the existing rating with 200.",
     )
 )
-class RatingViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class RatingViewSet(StaffOnlyFiltersMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Ratings: annotators see their own; experts theirs and those of questions in refinement queues; admins all."""
 
     permission_classes = [IsRater]
     serializer_class = serializers.RatingSerializer
     filterset_class = filters.RatingFilter
+    staff_only_filters = ("lalm",)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Rating.objects.none()
         return rating_list_for_user(user=self.request.user)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["blind"] = not getattr(self, "swagger_fake_view", False) and user_sees_blind(self.request.user)
+        return context
 
     def create(self, request, *args, **kwargs):
         data = serializers.RatingSubmitSerializer(data=request.data)
@@ -143,7 +228,7 @@ class RatingViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except DjangoValidationError as error:
             raise _drf_validation_error(error) from error
         code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED
-        return Response(serializers.RatingSerializer(rating).data, status=code)
+        return Response(serializers.RatingSerializer(rating, context=self.get_serializer_context()).data, status=code)
 
 
 class AssignmentViewSet(viewsets.GenericViewSet):
@@ -168,8 +253,7 @@ class AssignmentViewSet(viewsets.GenericViewSet):
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         assignment = Assignment.objects.select_related(
-            "candidate__lalm", "candidate__question_version__question__benchmark",
-            "candidate__question_version__question__current_version",
+            "candidate__question_version__question__benchmark",
         ).get(pk=assignment.pk)
         return Response(serializers.AssignmentSerializer(assignment).data)
 

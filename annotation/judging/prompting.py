@@ -8,6 +8,7 @@ JSON or brackets freely. ``JUDGE_PROMPT_DIR`` (setting) points at another folder
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
@@ -43,12 +44,31 @@ def prompt_template(variant: str) -> str:
     return text
 
 
+#: One pass over the template: every placeholder is found in the template text only, never in a filled-in value.
+_PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+#: A tag of ours inside a text (opening or closing, any case), which would let the text end its own delimiters.
+_OUR_TAG_RE = re.compile(r"<(/?)(" + "|".join(PLACEHOLDERS) + r")\b", re.IGNORECASE)
+
+
+def prompt_delimit(*, name: str, text: str) -> str:
+    """``text`` (untrusted: from a benchmark, an LALM or an expert) between ``<name>`` and ``</name>`` tags.
+
+    Empty text becomes ``(none)``. A tag of ours inside the text (``</candidate_answer>``, any case) has its ``<``
+    written ``&lt;``, so the text cannot close its delimiter and pose as instructions or as another field.
+    """
+    body = _OUR_TAG_RE.sub(r"&lt;\1\2", (text or "").strip()) or EMPTY
+    return f"<{name}>{body}</{name}>"
+
+
 def prompt_render(
     *, variant: str, question: str, reference_answer: str, candidate_answer: str, rationale: str = "", transcript: str = ""
 ) -> str:
     """The judge prompt for one candidate answer: the variant's template with the five texts filled in.
 
-    Empty texts become ``(none)``. Raises :class:`PromptTemplateError` (see :func:`prompt_template`).
+    Placeholders are substituted in one pass (``re.sub`` over the template), so a text containing ``{rationale}``
+    or another placeholder stays as written; each text is delimited by :func:`prompt_delimit`
+    (``<candidate_answer>...</candidate_answer>``), and the templates tell the judge that what is inside the tags
+    is data. Raises :class:`PromptTemplateError` (see :func:`prompt_template`).
     """
     values = {
         "question": question,
@@ -57,7 +77,6 @@ def prompt_render(
         "rationale": rationale,
         "transcript": transcript,
     }
-    text = prompt_template(variant)
-    for name in PLACEHOLDERS:
-        text = text.replace("{" + name + "}", (values[name] or "").strip() or EMPTY)
-    return text
+    return _PLACEHOLDER_RE.sub(
+        lambda match: prompt_delimit(name=match[1], text=values[match[1]]), prompt_template(variant)
+    )

@@ -7,7 +7,8 @@ Each ``LALM`` row names its provider and settings, so adding a model is a form i
 * ``base_url``: the server (OpenAI-compatible: required unless ``OPENAI_COMPAT_BASE_URL`` is set; Gemini: a
   proxy or test server, default Google's);
 * ``api_key_env``: the name of the environment variable holding the key (default ``GEMINI_API_KEY`` /
-  ``OPENAI_COMPAT_API_KEY``); keys are never stored in the database;
+  ``OPENAI_COMPAT_API_KEY``), matching ``PROVIDER_API_KEY_ENV_PATTERN`` (:mod:`.keys`); keys are never stored in
+  the database;
 * ``requests_per_minute``: rate limit for this LALM (default the provider's setting);
 * ``system_prompt``, ``prompt_template`` (``{question}`` is replaced), ``temperature``, ``max_tokens``.
 
@@ -15,24 +16,20 @@ LALMs with provider ``import`` have their answers imported from JSONL (``annotat
 """
 from __future__ import annotations
 
-import os
-
 from django.conf import settings
 
 from annotation.models import LALM
 
 from .base import Availability, Generation, ProviderUnavailable, RateLimiter, RetryPolicy
 from .gemini import GeminiAudioChat
+from .keys import api_key_env_error, api_key_from_env
 from .openai_compat import OpenAICompatAudioChat
 
 DEFAULT_PROMPT_TEMPLATE = "{question}"
 
 
 def _api_key(lalm: LALM, default: str) -> str:
-    name = lalm.settings.get("api_key_env")
-    if name:
-        return os.environ.get(name, "")
-    return default
+    return api_key_from_env(provider_settings=lalm.settings, default=default)
 
 
 def answer_availability(*, lalm: LALM) -> Availability:
@@ -41,6 +38,8 @@ def answer_availability(*, lalm: LALM) -> Availability:
     name = f"{lalm.name} ({lalm.get_provider_display()})"
     if lalm.provider == LALM.Provider.IMPORT:
         return Availability(name, False, "answers of this LALM are imported from JSONL, not generated")
+    if key_error := api_key_env_error(conf):
+        return Availability(name, False, key_error)
     if lalm.provider == LALM.Provider.GEMINI:
         if not _api_key(lalm, settings.GEMINI_API_KEY):
             return Availability(name, False, f"{conf.get('api_key_env') or 'GEMINI_API_KEY'} is not set")

@@ -26,6 +26,7 @@ import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
@@ -478,8 +479,20 @@ TABLE_COLUMNS = (
 _CSV_JSON_COLUMNS = frozenset({"choices", "ratings", "codes", "comments", "annotators", "judge_scores", "invalidated"})
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+CSV_FORMULA_STARTS = frozenset("=+-@\t\r")
+
+
+def csv_cell(value: str) -> str:
+    """``value`` made safe for a spreadsheet: text starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return
+    gets a leading apostrophe (OWASP, "CSV injection"), so Excel, LibreOffice and Google Sheets show it as text
+    instead of running it. Other text is returned unchanged."""
+    return "'" + value if value and value[0] in CSV_FORMULA_STARTS else value
+
+
 def _csv_rows(records: list[dict]) -> Iterator[list]:
-    """CSV rows of ``records`` in ``TABLE_COLUMNS`` order: lists and objects as JSON text, None as "".
+    """CSV rows of ``records`` in ``TABLE_COLUMNS`` order: lists and objects as JSON text, None as "", text made
+    safe for spreadsheets (:func:`csv_cell`).
 
     A per-column decision instead of a type test per cell (2.6 million cells for 100,000 rows).
     """
@@ -487,7 +500,10 @@ def _csv_rows(records: list[dict]) -> Iterator[list]:
     kinds = [(column, column in _CSV_JSON_COLUMNS) for column in TABLE_COLUMNS]
     for record in records:
         yield [
-            (encode(value) if value else "[]") if is_json else ("" if value is None else value)
+            (encode(value) if value else "[]") if is_json
+            else "" if value is None
+            else csv_cell(value) if type(value) is str
+            else value
             for column, is_json in kinds
             for value in (record[column],)
         ]
@@ -1177,6 +1193,64 @@ def export_run(*, job_pk: int) -> str:
         export_archive_path(job).unlink(missing_ok=True)
         return Job.Status.CANCELLED
     return Job.Status.DONE
+
+
+#: Times a silent export is sent again before it is failed (a worker killed for memory would die each time).
+EXPORT_MAX_RECLAIMS = 2
+
+
+def exports_reclaim_stale(*, now: datetime | None = None) -> int:
+    """Reclaim export jobs whose worker went silent, as ``job_items_requeue_stale`` does for Stage 1 items.
+
+    An export is silent when it is ``running`` and its heartbeat (written after every chunk) is older than
+    ``EXPORT_LEASE_S``, which is longer than the export task's hard time limit, so the old execution is gone.
+    Each one is put back to ``queued`` (its partial folder removed, progress reset, ``params["reclaims"]`` + 1) and
+    sent to a worker again after the commit; one already reclaimed ``EXPORT_MAX_RECLAIMS`` times is failed with a
+    message saying so. An export still ``queued`` a lease after it was created or last sent (its message was lost,
+    e.g. the broker was down when the request committed) is sent again; a duplicate message is harmless, as
+    :func:`export_run` claims the job with a conditional update. Beat runs this every 5 minutes
+    (``annotation.tasks.exports_reclaim_stale_task``).
+
+    Returns:
+        The number of exports reclaimed, failed or sent again.
+    """
+    from annotation.tasks import export_job_task
+
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EXPORT_LEASE_S)
+    changed = 0
+    for job in Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.RUNNING, heartbeat_at__lt=stale):
+        reclaims = int((job.params or {}).get("reclaims", 0))
+        silent = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, heartbeat_at__lt=stale)
+        with transaction.atomic():
+            if reclaims >= EXPORT_MAX_RECLAIMS:
+                error = (f"The worker running this export stopped answering {reclaims + 1} times (last sign of life "
+                         f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC); check the worker's log (memory, time limit) "
+                         "and start the export again.")
+                if not silent.update(status=Job.Status.FAILED, error=error, finished_at=now):
+                    continue
+                new = {"status": Job.Status.FAILED, "error": error}
+            else:
+                if not silent.update(status=Job.Status.QUEUED, started_at=None, heartbeat_at=now, done=0,
+                                     params={**job.params, "reclaims": reclaims + 1}):
+                    continue
+                transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
+                new = {"status": Job.Status.QUEUED, "reclaims": reclaims + 1}
+            # Before the commit, so the new execution never finds (or loses) the dead one's partial files.
+            shutil.rmtree(_export_folder(job.pk), ignore_errors=True)
+            audit_record(actor=None, actor_label="system", action="export.reclaim", obj=job,
+                         old={"status": Job.Status.RUNNING}, new=new)
+        changed += 1
+    # heartbeat_at of a queued export: when its message was last sent again (None: only at creation).
+    unsent = Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.QUEUED).filter(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
+    )
+    for job in unsent:
+        with transaction.atomic():
+            if Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(heartbeat_at=now):
+                transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
+                changed += 1
+    return changed
 
 
 def export_download_path(*, user, job: Job) -> Path:

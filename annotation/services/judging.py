@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import statistics
 from dataclasses import dataclass, field
 
@@ -30,8 +29,9 @@ from annotation.judging.clients import (
 )
 from annotation.judging.parsing import parse_judge_reply
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
-from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question, Rating
+from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question
 from annotation.providers.base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
+from annotation.providers.keys import api_key_env_error, api_key_from_env
 from annotation.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
@@ -39,14 +39,15 @@ logger = logging.getLogger(__name__)
 
 # --- providers ----------------------------------------------------------------------------------------------
 def _api_key(judge: Judge, default: str) -> str:
-    name = (judge.settings or {}).get("api_key_env")
-    return os.environ.get(name, "") if name else default
+    return api_key_from_env(provider_settings=judge.settings, default=default)
 
 
 def judge_availability(*, judge: Judge) -> Availability:
     """Whether ``judge`` can run here (API key / server URL / local model present), and why not."""
     conf = judge.settings or {}
     name = f"{judge.name} ({judge.get_provider_display()}, {judge.model})"
+    if key_error := api_key_env_error(conf):
+        return Availability(name, False, key_error)
     if judge.provider == Judge.Provider.GEMINI:
         if not _api_key(judge, settings.GEMINI_API_KEY):
             return Availability(name, False, f"{conf.get('api_key_env') or 'GEMINI_API_KEY'} is not set")
@@ -306,8 +307,11 @@ def judge_list_for_staff(*, user):
 
 
 def human_means(*, benchmark: Benchmark | None = None, min_ratings: int = 2) -> dict[int, float]:
-    """``{candidate_id: mean valid human score}`` for candidates with at least ``min_ratings`` valid scores."""
-    qs = Rating.objects.filter(is_valid=True, score__isnull=False)
+    """``{candidate_id: mean valid human score}`` for candidates with at least ``min_ratings`` valid scores (on
+    current question versions: ``annotation.selectors.rating_counting_queryset``)."""
+    from annotation.selectors import rating_counting_queryset
+
+    qs = rating_counting_queryset().filter(score__isnull=False)
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
     rows = qs.values("candidate_id").annotate(n=Count("pk"), mean=Avg("score")).filter(n__gte=min_ratings).order_by()

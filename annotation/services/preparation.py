@@ -25,7 +25,7 @@ from annotation.providers.base import Availability, PermanentProviderError, Prov
 from annotation.providers.packing import pack_plan
 from annotation.providers.rationale import rationale_availability, rationale_writer_from_settings
 from annotation.providers.transcribers import FASTER_WHISPER, transcriber_availability, transcriber_from_settings
-from annotation.services.versions import question_version_create
+from annotation.services.versions import question_version_create, version_supersede
 
 PREPARATION_KINDS = (Job.Kind.TRANSCRIBE, Job.Kind.RATIONALE, Job.Kind.CANDIDATES)
 
@@ -236,13 +236,43 @@ def preparation_run_transcripts(*, questions: list[Question], params: dict) -> l
     return results
 
 
+def _job_marker(job_pk: int) -> str:
+    """The part of an invalidation reason that names the Stage 1 job (see :func:`preparation_rerating_counts`)."""
+    return f"by job {job_pk} ("
+
+
+@dataclass(frozen=True)
+class RerateCounts:
+    """What a transcript or rationale job did to questions already in Stage 2 (shown on the job page)."""
+
+    ratings_invalidated: int
+    candidates_on_new_versions: int
+
+
+def preparation_rerating_counts(*, job: Job) -> RerateCounts | None:
+    """For a transcript or rationale ``job``: ratings it made stop counting (their old version was superseded) and
+    candidate answers on the versions it made (copied there for re-rating, or answered since). None for other
+    kinds."""
+    if job.kind not in (Job.Kind.TRANSCRIBE, Job.Kind.RATIONALE):
+        return None
+    from annotation.models import Rating
+
+    return RerateCounts(
+        ratings_invalidated=Rating.objects.filter(is_valid=False, invalid_reason__contains=_job_marker(job.pk)).count(),
+        candidates_on_new_versions=CandidateAnswer.objects.filter(question_version__job=job).count(),
+    )
+
+
 def preparation_store(
     *, kind: str, question: Question, lalm: LALM | None, job: Job, result: PreparationResult
 ) -> QuestionVersion | CandidateAnswer:
     """Write one result; call inside the transaction that marks the job item done.
 
     Transcript/rationale: a new current ``QuestionVersion`` with the other fields copied from the current version
-    (source ``transcription``/``rationale``, linked to ``job``). A rationale is only stored if the question is still
+    (source ``transcription``/``rationale``, linked to ``job``). Annotators see both texts, so on a question already
+    in Stage 2 this works like a correction of them (``annotation.services.versions.version_supersede``): the old
+    version's valid ratings stop counting (kept, with the job as the reason) and its candidate answers are copied
+    onto the new version for re-rating. A rationale is only stored if the question is still
     at the version it was written for (it depends on the question and reference answer); a transcript depends on the
     audio only and is applied to whatever version is current. Candidates: a ``CandidateAnswer`` for the version the
     LALM was asked.
@@ -261,10 +291,19 @@ def preparation_store(
             f"question {question.external_id} changed while its rationale was written; retry the item"
         )
     source = QuestionVersion.Source.TRANSCRIPTION if kind == Job.Kind.TRANSCRIBE else QuestionVersion.Source.RATIONALE
-    return question_version_create(
+    version = question_version_create(
         question=question,
         source=source,
         reason=f"{Job.Kind(kind).label} by {result.producer} (job {job.pk})",
         job=job,
         **result.changes,
     )
+    # The version it replaced (a concurrent correction may have come between the read above and the lock).
+    old = QuestionVersion.objects.get(question=question, number=version.number - 1)
+    what = "transcript" if kind == Job.Kind.TRANSCRIBE else "rationale"
+    version_supersede(
+        old=old, new=version,
+        reason=f"New {what} in v{version.number} {_job_marker(job.pk)}{result.producer}); rated again on "
+               f"v{version.number}",
+    )
+    return version

@@ -16,7 +16,7 @@ from annotation.models import Assignment, CandidateAnswer, Question, Rating
 from annotation.quality.items import quality_check_record, quality_item_for_candidate
 from annotation.quality.models import QUALITY_INVALID_REASON
 from annotation.services import queue_sql
-from annotation.services.assignment import insert_unless_raced, slot_is_free, target_ratings_expression
+from annotation.services.assignment import insert_unless_raced, target_ratings_expression
 from annotation.services.audit import audit_record
 
 
@@ -35,6 +35,29 @@ def _clean_seconds(value: float | None, *, field: str) -> float | None:
 def _candidate_error(message: str, *, code: str) -> ValidationError:
     """A ``{"candidate": ...}`` error whose ``code`` says why the item cannot be rated."""
     return ValidationError({"candidate": ValidationError(message, code=code)})
+
+
+def _no_open_assignment_error(*, candidate_id: int, annotator, now) -> ValidationError:
+    """The ``{"assignment": ...}`` error for a rating without the rater's open, unexpired assignment on the
+    candidate; its code says which case: ``skipped``, ``expired`` or ``no_assignment``."""
+    last = (
+        Assignment.objects.filter(candidate_id=candidate_id, annotator=annotator)
+        .order_by("-created_at", "-id")
+        .only("status", "expires_at")
+        .first()
+    )
+    if last is not None and last.status == Assignment.Status.SKIPPED:
+        message, code = "You skipped this item, so it cannot be rated; take the next item.", "skipped"
+    elif last is not None and (last.status == Assignment.Status.EXPIRED or last.expires_at <= now):
+        when = timezone.localtime(last.expires_at).strftime("%H:%M")
+        message = (f"Your time on this item ran out at {when} and it went back to the queue, so this rating was "
+                   "not saved; take the next item.")
+        code = "expired"
+    else:
+        message = ("You have no open assignment for this candidate answer; every rating is made on an item the "
+                   "queue hands out (the rating page, or POST /api/assignments/next/).")
+        code = "no_assignment"
+    return ValidationError({"assignment": ValidationError(message, code=code)})
 
 
 def rating_validate(*, score: int | None, codes) -> str:
@@ -85,14 +108,16 @@ def rating_submit(
         audio_seconds_played: seconds of audio the annotator played (>= 0), None if unmeasured.
         assignment: the assignment being answered; it must be the annotator's own on this candidate.
 
-    Without an open, unexpired assignment the rating is accepted only while the candidate still has a free slot
-    (valid ratings + slots held by others < k), so an item released after a timeout never gets more than k.
+    Every rating needs the annotator's own open, unexpired assignment on the candidate (handed out by the queue,
+    which shows neither the LALM, other ratings, judge scores nor predictions): so rating stays blind for every
+    role, and a skipped or expired assignment cannot be rated (its slot may already be someone else's).
 
     Raises:
         ValidationError: with field names: ``score``/``codes``/``seconds_on_task``/``audio_seconds_played``
             for bad values, ``candidate`` when the question version is no longer current, the question is not
-            active or the candidate has all its ratings, ``assignment`` when it belongs to someone or something
-            else. ``candidate`` errors carry a code: ``stale_version``, ``inactive_question`` or ``full``.
+            active; ``assignment`` when it belongs to someone or something else, or the annotator holds no open,
+            unexpired assignment on the candidate (code ``skipped``, ``expired`` or ``no_assignment``).
+            ``candidate`` errors carry a code: ``stale_version`` or ``inactive_question``.
     """
     code_string = rating_validate(score=score, codes=codes)
     seconds_on_task = _clean_seconds(seconds_on_task, field="seconds_on_task")
@@ -121,10 +146,8 @@ def rating_submit(
                 f"This question is {Question.Status(state['question_status']).label.lower()} and cannot be rated now.",
                 code="inactive_question",
             )
-        if not state["own_slot"] and not slot_is_free(
-            valid_rating_count=state["valid_rating_count"], k=state["k"], held=state["held"]
-        ):
-            raise _candidate_error("Your time on this item ran out and it has all its ratings now.", code="full")
+        if not state["own_slot"]:
+            raise _no_open_assignment_error(candidate_id=candidate.pk, annotator=annotator, now=now)
 
         # A gold item or attention check: stored like any rating, but never valid (quality/models.py).
         quality_item = quality_item_for_candidate(candidate_id=candidate.pk)

@@ -72,15 +72,62 @@ def question_version_create(
 def ratings_invalidate_for_version(*, version: QuestionVersion, reason: str) -> int:
     """Mark every valid rating made on ``version`` invalid (kept, never deleted) and refresh candidate counts.
 
+    Precondition: ``version`` is no longer its question's current version in this transaction (the caller made the
+    new one current first, under the question's row lock).
+
+    The candidate answers of ``version`` are locked (``SELECT ... FOR UPDATE``, in primary-key order) *before* the
+    ratings are read. ``rating_submit`` checks the version under the same candidate lock, so a concurrent rating
+    either committed before this statement reads the ratings (and is invalidated here) or waits for this
+    transaction and then finds the version superseded (and is refused): no valid rating on an old version.
+
     Returns:
         The number of ratings invalidated.
     """
     with transaction.atomic():
+        list(CandidateAnswer.objects.filter(question_version=version).order_by("pk").select_for_update()
+             .values_list("pk", flat=True))
+        # A new statement, so under READ COMMITTED it sees every rating committed while we waited for the locks.
         changed = Rating.objects.filter(question_version=version, is_valid=True).update(
             is_valid=False, invalid_reason=reason
         )
         candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(question_version=version))
     return changed
+
+
+def candidates_copy_to_version(*, candidates, version: QuestionVersion) -> list[CandidateAnswer]:
+    """Copy ``candidates`` (candidate answers of an older version) onto ``version`` for re-rating: new rows with
+    the same LALM, text, source job, k and priority, and no ratings (``valid_rating_count`` 0). ORCA paper, section
+    3.3: an item whose context changed goes back to Stage 2.
+
+    Returns:
+        The new candidate answers, in the order given.
+    """
+    return [
+        CandidateAnswer.objects.create(
+            question_version=version,
+            lalm=candidate.lalm,
+            text=candidate.text,
+            source_job=candidate.source_job,
+            target_ratings=candidate.target_ratings,
+            priority=candidate.priority,
+        )
+        for candidate in candidates
+    ]
+
+
+def version_supersede(*, old: QuestionVersion, new: QuestionVersion, reason: str) -> tuple[int, list[CandidateAnswer]]:
+    """What a new version of a question already in Stage 2 does to the old one's work, as a correction does when
+    only the rationale or transcript changed: the old version's valid ratings stop counting (kept, with
+    ``reason``) and its candidate answers are copied onto ``new`` for re-rating.
+
+    Call inside the transaction that made ``new`` current. Returns ``(ratings invalidated, copied candidates)``.
+    """
+    invalidated = ratings_invalidate_for_version(version=old, reason=reason)
+    copied = candidates_copy_to_version(
+        candidates=CandidateAnswer.objects.filter(question_version=old).select_related("lalm").order_by("pk"),
+        version=new,
+    )
+    return invalidated, copied
 
 
 def candidate_counts_refresh(*, candidates) -> int:

@@ -18,7 +18,8 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="django-insecure-local-development-only")
+# Empty (as in .env.example) means "not set": the local development key; production reads and checks its own.
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="") or "django-insecure-local-development-only"
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
@@ -57,7 +58,11 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
+    # Database or broker unreachable in a view: 503 with Retry-After instead of a 500 (config/unavailable.py).
+    "config.unavailable.ServiceUnavailableMiddleware",
 ]
+#: Seconds a client should wait before retrying a request answered 503 (database or broker unavailable).
+SERVICE_UNAVAILABLE_RETRY_AFTER_S = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_S", default=5)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -78,6 +83,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+# API throttle counters (DRF) and provider rate limits (annotation/providers/base.py). Per process by default;
+# CACHE_URL=redis://... shares them between all web and worker processes (docker/compose.yaml does).
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("TEST", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -147,6 +155,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.job_items_requeue_stale_task",
         "schedule": 300.0,
     },
+    # Export jobs whose worker died after it set them running (annotation.services.exports).
+    "reclaim-stale-exports": {
+        "task": "annotation.tasks.exports_reclaim_stale_task",
+        "schedule": 300.0,
+    },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
     "agreement-snapshot-when-due": {
         "task": "modelling.tasks.agreement_snapshot_task",
@@ -207,6 +220,17 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON bodies only, so the OpenAPI schema offers one content type per request body (generated clients build one
+    # body type per operation). An endpoint that takes a file sets its own parsers (multipart).
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Per client address (config.proxies.client_ip) without a login, per user with one; the token endpoint has its
+    # own, lower rate per address on top of the login lockout (django-axes).
+    "DEFAULT_THROTTLE_CLASSES": ["annotation.api.throttles.AnonThrottle", "annotation.api.throttles.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("API_THROTTLE_ANON", default="120/minute"),
+        "user": env("API_THROTTLE_USER", default="1200/minute"),
+        "auth-token": env("API_THROTTLE_TOKEN", default="20/minute"),
+    },
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
@@ -223,6 +247,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "QuestionStatusEnum": "annotation.models.Question.Status",
+        "QuestionVersionSourceEnum": "annotation.models.QuestionVersion.Source",
         "JobStatusEnum": "annotation.models.Job.Status",
         "JobKindEnum": "annotation.models.Job.Kind",
         "CorrectionItemStatusEnum": "refinement.models.CorrectionItem.Status",
@@ -232,6 +257,9 @@ SPECTACULAR_SETTINGS = {
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
+# Seconds without a heartbeat after which a running export is sent again; longer than the export task's hard time
+# limit (3700 s), so the old execution is gone.
+EXPORT_LEASE_S = env.int("EXPORT_LEASE_S", default=3900)
 
 # --- Annotation ---------------------------------------------------------------------------------------------
 # k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.
@@ -270,6 +298,9 @@ GEMINI_REQUESTS_PER_MINUTE = env.int("GEMINI_REQUESTS_PER_MINUTE", default=60)
 # OpenAI-compatible chat server with audio input (vLLM, Ollama, llama.cpp): rationales and default for LALMs.
 OPENAI_COMPAT_BASE_URL = env("OPENAI_COMPAT_BASE_URL", default="")
 OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
+# The environment variables an LALM's or judge's settings.api_key_env may name (shell glob, case-sensitive): only
+# these are ever sent to a provider (annotation.providers.keys).
+PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_API_KEY")
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
 OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)
 # Retries of transient provider errors (HTTP 429/5xx, timeouts): attempts, backoff base and cap in seconds.
@@ -357,6 +388,9 @@ AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15.0) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The client address behind TRUSTED_PROXY_COUNT reverse proxies (config/proxies.py); the API throttles use it too.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+AXES_CLIENT_IP_CALLABLE = "config.proxies.client_ip"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Scripts only from our own origin (no inline scripts or event handlers anywhere); styles may be inline because the

@@ -1,14 +1,24 @@
 """Production: secrets and hosts come from the environment, with no defaults.
 
 ``python manage.py check --deploy --settings=config.settings.production`` is clean with ``.env.example``'s values
-(a real ``DJANGO_SECRET_KEY`` of 50+ random characters). Scaling out (README, "Scaling out"): PostgreSQL
+and a real ``DJANGO_SECRET_KEY`` of 50+ random characters; a shorter or published key (``config.secret_key``) stops
+every production process (web, workers, beat, migrate) at start. Scaling out (README, "Scaling out"): PostgreSQL
 connection pooling (``DATABASE_POOL``) and S3-compatible media storage (``MEDIA_STORAGE=s3``) switch on here.
 """
+from django.core.exceptions import ImproperlyConfigured
+
+from config.secret_key import GENERATE_HINT, secret_key_problem
+
 from .base import *  # noqa: F403
 from .base import STORAGES, env, logging_config
 
 DEBUG = False
 SECRET_KEY = env("DJANGO_SECRET_KEY")
+if _secret_key_problem := secret_key_problem(SECRET_KEY):
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY {_secret_key_problem}: refusing to start with production settings. Generate one with "
+        f"{GENERATE_HINT}"
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
 
 # --- Database: persistent connections (default) or psycopg's connection pool (Django >= 5.1) ------------------
@@ -65,11 +75,5 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-# Login rate limiting behind a reverse proxy: count this many proxies in X-Forwarded-For, so lockouts are per client
-# address and not per proxy (0: the direct peer address, REMOTE_ADDR).
-AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
-if AXES_IPWARE_PROXY_COUNT:
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
-
 LOG_FORMAT = env("LOG_FORMAT", default="json")
 LOGGING = logging_config(fmt=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))

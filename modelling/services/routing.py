@@ -282,13 +282,13 @@ def _current_predictions(model_version) -> dict[int, tuple[float, float]]:
 
 
 def _scores_in_arrival_order(candidate_ids: Sequence[int]) -> dict[int, list[int]]:
-    from annotation.models import Rating
+    from annotation.selectors import rating_counting_queryset
 
     scores: dict[int, list[int]] = defaultdict(list)
     for start in range(0, len(candidate_ids), 5000):
         rows = (
-            Rating.objects.filter(candidate_id__in=candidate_ids[start:start + 5000], is_valid=True,
-                                  score__isnull=False)
+            rating_counting_queryset().filter(candidate_id__in=candidate_ids[start:start + 5000],
+                                              score__isnull=False)
             .order_by("created_at", "id")
             .values_list("candidate_id", "score")
         )

@@ -31,7 +31,11 @@ from annotation.models import LALM, CandidateAnswer, Job, Question, QuestionVers
 from annotation.providers.answers import answer_availability
 from annotation.services.audit import audit_record
 from annotation.services.jobs import job_start
-from annotation.services.versions import question_version_create, ratings_invalidate_for_version
+from annotation.services.versions import (
+    candidates_copy_to_version,
+    question_version_create,
+    ratings_invalidate_for_version,
+)
 from refinement.diffs import DiffPart, word_diff
 from refinement.models import Correction, CorrectionItem, Field, Suggestion
 from refinement.services.queues import question_claim, question_release
@@ -238,17 +242,7 @@ def correction_save(
         invalidated = ratings_invalidate_for_version(
             version=base_version, reason=f"Question corrected in v{version.number} ({fields}) by {expert}: {reason}"
         )
-        copied = [
-            CandidateAnswer.objects.create(
-                question_version=version,
-                lalm=candidate.lalm,
-                text=candidate.text,
-                source_job=candidate.source_job,
-                target_ratings=candidate.target_ratings,
-                priority=candidate.priority,
-            )
-            for candidate in plan.copy_candidates
-        ]
+        copied = candidates_copy_to_version(candidates=plan.copy_candidates, version=version)
         jobs = candidates_reentry_start(version=version, lalms=plan.regenerate_lalms, created_by=expert)
         now = timezone.now()
         closed = CorrectionItem.objects.filter(question=locked, status=CorrectionItem.Status.OPEN).update(

@@ -4,7 +4,8 @@
  *    so a reload or a form error does not restart the clock);
  *  - seconds of audio played: media time actually played (seeks are not counted), also kept per assignment;
  *  - the keyboard: 1-5 score, q/a/r/u/e codes, space play/pause, Enter submit, s skip, c comment, ? keys;
- *  - after htmx swaps in the next item, focus its heading and scroll to the top.
+ *  - after htmx swaps in the next item, focus its heading and scroll to the top;
+ *  - a submit that fails (5xx, network error, timeout) says so, keeps the form and is retried once.
  */
 (function () {
   "use strict";
@@ -269,6 +270,74 @@
       toggleKeys();
       event.preventDefault();
     }
+  });
+
+  /*
+   * A submit that failed (HTTP 5xx, network error, timeout): htmx swaps nothing, so the form keeps the score, codes
+   * and comment. Say so where the annotator looks, and send it once more after the server's Retry-After (2 s when
+   * there is none, 10 s at most). The retry is safe: the server keeps one rating per annotator and item, so a
+   * retry after a response that was lost on the way returns the rating already saved instead of a second one.
+   */
+  var RETRY_DEFAULT_MS = 2000;
+  var RETRY_MAX_MS = 10000;
+
+  function showSubmitStatus(form, text) {
+    var box = form.querySelector("[data-submit-status]");
+    if (box) {
+      box.textContent = text;
+      box.hidden = false;
+    }
+  }
+
+  function retryDelayMs(xhr) {
+    var seconds = parseInt(xhr && xhr.getResponseHeader ? xhr.getResponseHeader("Retry-After") : "", 10);
+    return isNaN(seconds) ? RETRY_DEFAULT_MS : Math.min(Math.max(seconds, 0) * 1000, RETRY_MAX_MS);
+  }
+
+  function submitFailed(event, kind) {
+    var form = event.detail && event.detail.elt;
+    if (!form || !form.matches || !form.matches("form[data-rating-form]")) {
+      return;
+    }
+    var xhr = event.detail.xhr;
+    var reason;
+    if (kind === "status") {
+      if (xhr.status < 500) {
+        showSubmitStatus(form, "Your rating was not saved: the server answered " + xhr.status +
+          ". Reload the page (you may have been logged out) and submit again.");
+        return;
+      }
+      reason = xhr.status === 503 ? "the service is briefly unavailable" : "the server had an error (" + xhr.status + ")";
+    } else if (kind === "timeout") {
+      reason = "the server did not answer in time";
+    } else {
+      reason = "the connection failed";
+    }
+    if (form.dataset.retried === "1") {
+      delete form.dataset.retried;
+      showSubmitStatus(form, "Your rating is still not saved: " + reason + ". Your answers are kept here; " +
+        "press Submit rating again in a moment.");
+      return;
+    }
+    form.dataset.retried = "1";
+    var delay = retryDelayMs(xhr);
+    showSubmitStatus(form, "Your rating was not saved yet: " + reason + ". Your answers are kept; trying again in " +
+      Math.round(delay / 1000) + " s…");
+    window.setTimeout(function () {
+      if (form.isConnected) {
+        submitRating(form);
+      }
+    }, delay);
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    submitFailed(event, "status");
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    submitFailed(event, "network");
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    submitFailed(event, "timeout");
   });
 
   document.addEventListener("click", function (event) {

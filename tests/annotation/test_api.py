@@ -70,7 +70,7 @@ def test_questions_are_paginated_and_filtered_by_benchmark_modality_and_category
         QuestionFactory(benchmark=bench, modality="speech", category="Counting", external_id=f"s{i}")
     QuestionFactory(benchmark=bench, modality="music", category="Genre")
     QuestionFactory()
-    api = _client(AnnotatorFactory())
+    api = _client(UserFactory(roles=["expert"]))
     page = api.get("/api/questions/", {"benchmark": bench.pk, "modality": "speech", "page_size": 2}).json()
     assert page["count"] == 3 and {q["modality"] for q in page["results"]} == {"speech"}
     assert api.get("/api/questions/", {"category": "Genre"}).json()["count"] == 1
@@ -128,7 +128,7 @@ def test_a_job_start_error_is_a_400_with_the_reason():
 def test_the_token_endpoint_and_the_schema_and_docs_are_served_without_a_cdn():
     UserFactory(username="ann", roles=["annotator"])
     client = Client()
-    token = client.post("/api/auth/token/", {"username": "ann", "password": "pw"})
+    token = client.post("/api/auth/token/", {"username": "ann", "password": "pw"}, content_type="application/json")
     assert token.status_code == 200 and token.json()["token"]
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200 and "/api/ratings/" in schema.json()["paths"]

@@ -18,7 +18,7 @@ from annotation.services.assignment import (
 )
 from annotation.services.rating import rating_submit
 from annotation.tasks import assignment_expire_task
-from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory
+from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, rate
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +95,7 @@ def test_it_offers_the_candidate_closest_to_done_first(settings):
     nearly_done = CandidateAnswerFactory()
     for _ in range(2):
         annotator = AnnotatorFactory()
-        rating_submit(candidate=nearly_done, annotator=annotator, score=3, codes="")
+        rate(candidate=nearly_done, annotator=annotator, score=3, codes="")
     annotator = AnnotatorFactory()
     assert assignment_next_for_annotator(annotator=annotator).candidate_id == nearly_done.pk
     assert fresh.pk != nearly_done.pk
@@ -417,12 +417,12 @@ def test_the_queue_sql_and_the_orm_agree_on_which_candidates_are_open(settings, 
     on_benchmark = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=benchmark).current_version)
     routed = CandidateAnswerFactory(target_ratings=4)
     rated, skipped, held_full, stale, paused = CandidateAnswerFactory.create_batch(5)
-    rating_submit(candidate=rated, annotator=annotator, score=3, codes="")
-    rating_submit(candidate=routed, annotator=other, score=3, codes="")
-    rating_submit(candidate=routed, annotator=third, score=4, codes="")
+    rate(candidate=rated, annotator=annotator, score=3, codes="")
+    rate(candidate=routed, annotator=other, score=3, codes="")
+    rate(candidate=routed, annotator=third, score=4, codes="")
     Assignment.objects.create(candidate=skipped, annotator=annotator, status=Assignment.Status.SKIPPED,
                               expires_at=timezone.now())
-    rating_submit(candidate=held_full, annotator=other, score=3, codes="")
+    rate(candidate=held_full, annotator=other, score=3, codes="")
     Assignment.objects.create(candidate=held_full, annotator=third, expires_at=timezone.now() + timedelta(hours=1))
     question = stale.question_version.question
     question.current_version = QuestionVersion.objects.create(

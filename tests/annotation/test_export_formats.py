@@ -239,3 +239,85 @@ def test_export_dataset_command_writes_several_formats_and_splits(tmp_path, caps
         "README.md", "train.csv", "dev.csv", "test.csv", "train.jsonl", "dev.jsonl", "test.jsonl"
     }
     assert "30 rows" in capsys.readouterr().out
+
+
+def test_an_export_whose_worker_died_or_whose_message_was_lost_is_sent_again_then_failed(
+    tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """A RUNNING export with a stale heartbeat (its worker was killed) is reclaimed like a Stage 1 item: queued and
+    sent again (the new run finishes it), and after EXPORT_MAX_RECLAIMS reclaims it is failed with the reason.
+    A running export with a fresh heartbeat is left alone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import AuditEvent
+    from annotation.services.exports import EXPORT_MAX_RECLAIMS, exports_reclaim_stale
+    from annotation.tasks import exports_reclaim_stale_task
+
+    settings.EXPORT_DIR = tmp_path
+    settings.EXPORT_INLINE_MAX_CANDIDATES = 2
+    settings.EXPORT_LEASE_S = 600
+    _rated_dataset(n_questions=3)
+    admin = UserFactory(roles=["admin"])
+    with django_capture_on_commit_callbacks(execute=False):
+        dead = export_start(requested_by=admin, formats=["orca-jsonl"])
+        alive = export_start(requested_by=admin, formats=["orca-jsonl"])
+    long_ago = timezone.now() - timedelta(seconds=601)
+    # What a worker killed after the claim leaves: running, a partial folder, a heartbeat nobody renews.
+    Job.objects.filter(pk=dead.pk).update(status=Job.Status.RUNNING, started_at=long_ago, heartbeat_at=long_ago, done=4)
+    Job.objects.filter(pk=alive.pk).update(status=Job.Status.RUNNING, heartbeat_at=timezone.now())
+    (tmp_path / f"job-{dead.pk}").mkdir()
+    (tmp_path / f"job-{dead.pk}" / "dataset.jsonl").write_text("half a line")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert exports_reclaim_stale_task() == 1
+    dead.refresh_from_db()
+    assert dead.status == Job.Status.DONE and dead.params["result"]["rows"] == 9 and dead.params["reclaims"] == 1
+    assert zipfile.ZipFile(export_download_path(user=admin, job=dead)).read("dataset.jsonl").count(b"\n") == 9
+    assert Job.objects.get(pk=alive.pk).status == Job.Status.RUNNING
+    assert AuditEvent.objects.filter(action="export.reclaim", object_id=str(dead.pk)).count() == 1
+
+    # An export whose message never reached a worker (broker down at the commit) is sent again.
+    with django_capture_on_commit_callbacks(execute=False):
+        lost = export_start(requested_by=admin, formats=["orca-jsonl"])
+    Job.objects.filter(pk=lost.pk).update(created_at=long_ago)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert exports_reclaim_stale() == 1
+    lost.refresh_from_db()
+    assert lost.status == Job.Status.DONE and lost.params["result"]["rows"] == 9
+
+    Job.objects.filter(pk=dead.pk).update(status=Job.Status.RUNNING, heartbeat_at=long_ago,
+                                          params={**dead.params, "reclaims": EXPORT_MAX_RECLAIMS})
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        assert exports_reclaim_stale() == 1
+    assert not callbacks
+    dead.refresh_from_db()
+    assert dead.status == Job.Status.FAILED and "stopped answering 3 times" in dead.error
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(tmp_path):
+    """OWASP CSV injection: every text cell starting with =, +, -, @, tab or CR gets a leading apostrophe in the
+    CSV; the JSONL keeps the text as it is."""
+    import csv as csv_module
+
+    benchmark = BenchmarkFactory(name="@bench")
+    question = QuestionFactory(benchmark=benchmark, external_id="-q1", category="+cat", version__question_text=
+                               "=1+1", version__reference_answer="\tA dog", version__rationale="\rThree barks")
+    candidate = CandidateAnswerFactory(question_version=question.current_version, lalm=LALMFactory(name="-M1"),
+                                       text='=HYPERLINK("http://x","y")')
+    RatingFactory(candidate=candidate, score=2, comment="=cmd|' /C calc'!A0")
+    dataset_export(out_dir=tmp_path, formats=["orca-jsonl", "csv"])
+
+    with (tmp_path / "dataset.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv_module.DictReader(fh))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["candidate"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert (row["question"], row["reference"], row["rationale"]) == ("'=1+1", "'\tA dog", "'\rThree barks")
+    assert (row["benchmark"], row["lalm"], row["category"]) == ("'@bench", "'-M1", "'+cat")
+    assert row["id"].startswith("'-q1")
+    for column, cell in row.items():
+        assert not cell or cell[0] not in "=+-@\t\r", (column, cell)
+    jsonl = json.loads((tmp_path / "dataset.jsonl").read_text().splitlines()[0])
+    assert jsonl["candidate"] == '=HYPERLINK("http://x","y")'

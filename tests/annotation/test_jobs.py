@@ -287,3 +287,44 @@ def test_items_of_a_silent_worker_are_sent_again_after_the_lease(benchmark, gemi
     second.refresh_from_db()
     assert (first.status, first.attempts) == (JobItem.Status.DONE, 2)
     assert second.status == JobItem.Status.RUNNING
+
+
+def test_a_new_rationale_on_a_rated_question_works_like_a_correction(
+    benchmark, gemini, django_capture_on_commit_callbacks, client
+):
+    """overwrite on a question in Stage 2: the old version's ratings stop counting with the job as the reason,
+    its candidate answers are copied onto the new version and offered again, and the job page says so."""
+    from annotation.models import Assignment, Rating
+    from annotation.services.assignment import assignment_next_for_annotator
+    from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory, rate
+
+    question = benchmark.questions.get(external_id="q0")
+    old = question.current_version
+    rated = CandidateAnswerFactory(question_version=old, text="Three barks.")
+    first = rate(candidate=rated, annotator=AnnotatorFactory(), score=4)
+    waiting = AnnotatorFactory()
+    held = assignment_next_for_annotator(annotator=waiting)
+    assert held.candidate_id == rated.pk
+
+    job = run_job(django_capture_on_commit_callbacks, kind=Job.Kind.RATIONALE, benchmark=benchmark,
+                  external_ids=["q0"], overwrite=True)
+
+    question.refresh_from_db()
+    new = question.current_version
+    assert job.items.get().status == JobItem.Status.DONE and new.number == 2
+    first.refresh_from_db()
+    assert not first.is_valid and f"by job {job.pk} (" in first.invalid_reason and "v2" in first.invalid_reason
+    assert Rating.objects.filter(pk=first.pk).exists()  # kept
+    copy = CandidateAnswer.objects.get(question_version=new)
+    assert (copy.lalm_id, copy.text, copy.valid_rating_count) == (rated.lalm_id, "Three barks.", 0)
+    assert CandidateAnswer.objects.get(pk=rated.pk).valid_rating_count == 0
+    # The annotator whose item was superseded gets the copy on the new version instead.
+    again = assignment_next_for_annotator(annotator=waiting)
+    assert again.candidate_id == copy.pk
+    assert Assignment.objects.get(pk=held.pk).status == Assignment.Status.EXPIRED
+
+    client.force_login(UserFactory(is_staff=True))
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "works like a correction" in page
+    assert "<strong>1</strong> rating of the replaced versions stopped counting" in page
+    assert "<strong>1</strong> candidate answer on the new versions waits to be rated" in page

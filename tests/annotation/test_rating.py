@@ -6,9 +6,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
-from annotation.services.assignment import assignment_next_for_annotator
+from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
 from annotation.services.rating import rating_submit
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory, rate
 
 pytestmark = pytest.mark.django_db
 
@@ -42,8 +42,8 @@ def test_a_submitted_rating_is_stored_on_the_current_version_and_counted():
 def test_a_double_submit_returns_the_same_rating_unchanged():
     annotator = AnnotatorFactory()
     candidate = CandidateAnswerFactory()
-    first = rating_submit(candidate=candidate, annotator=annotator, score=2, codes="", comment="first")
-    second = rating_submit(candidate=candidate, annotator=annotator, score=5, codes="Q", comment="second")
+    first = rate(candidate=candidate, annotator=annotator, score=2, codes="", comment="first")
+    second = rate(candidate=candidate, annotator=annotator, score=5, codes="Q", comment="second")
     assert second.pk == first.pk
     assert (second.score, second.codes, second.comment) == (2, "", "first")
     assert Rating.objects.filter(candidate=candidate).count() == 1
@@ -56,7 +56,7 @@ def test_a_null_score_needs_u_or_e():
         rating_submit(candidate=candidate, annotator=AnnotatorFactory(), score=None, codes="AR")
     assert "score" in _errors(excinfo)
     assert not Rating.objects.exists()
-    rating = rating_submit(candidate=candidate, annotator=AnnotatorFactory(), score=None, codes="e")
+    rating = rate(candidate=candidate, annotator=AnnotatorFactory(), score=None, codes="e")
     assert rating.score is None and rating.codes == "E"
 
 
@@ -116,21 +116,55 @@ def test_a_late_submit_after_the_slot_went_to_someone_else_is_refused(settings):
     assert taken.candidate_id == candidate.pk
     with pytest.raises(ValidationError) as excinfo:
         rating_submit(candidate=candidate, annotator=slow, score=3, codes="", assignment=held)
-    assert excinfo.value.error_dict["candidate"][0].code == "full"
+    assert excinfo.value.error_dict["assignment"][0].code == "expired"
     rating_submit(candidate=candidate, annotator=quick, score=3, codes="", assignment=taken)
     assert CandidateAnswer.objects.get(pk=candidate.pk).valid_rating_count == 1
 
 
-def test_a_late_submit_is_accepted_while_the_slot_is_still_free():
+@pytest.mark.parametrize("marked_expired", [False, True])
+def test_an_expired_assignment_cannot_be_rated_even_while_the_slot_is_free(marked_expired):
+    """Expired by the clock alone (the beat task has not run yet) or already marked expired: refused with a
+    message that says the time ran out, and nothing is written."""
     candidate = CandidateAnswerFactory()
     annotator = AnnotatorFactory()
     held = assignment_next_for_annotator(annotator=annotator)
     Assignment.objects.filter(pk=held.pk).update(
-        expires_at=timezone.now() - timedelta(minutes=1), status=Assignment.Status.EXPIRED
+        expires_at=timezone.now() - timedelta(minutes=1),
+        status=Assignment.Status.EXPIRED if marked_expired else Assignment.Status.OPEN,
     )
     held.refresh_from_db()
-    rating = rating_submit(candidate=candidate, annotator=annotator, score=5, codes="", assignment=held)
-    assert rating.score == 5
+    with pytest.raises(ValidationError) as excinfo:
+        rating_submit(candidate=candidate, annotator=annotator, score=5, codes="", assignment=held)
+    error = excinfo.value.error_dict["assignment"][0]
+    assert error.code == "expired" and "time on this item ran out" in error.message
+    assert not Rating.objects.exists()
+    assert CandidateAnswer.objects.get(pk=candidate.pk).valid_rating_count == 0
+
+
+def test_a_skipped_assignment_cannot_be_rated():
+    candidate = CandidateAnswerFactory()
+    annotator = AnnotatorFactory()
+    held = assignment_next_for_annotator(annotator=annotator)
+    skipped = assignment_skip(assignment=held, reason="Audio does not play")
+    with pytest.raises(ValidationError) as excinfo:
+        rating_submit(candidate=candidate, annotator=annotator, score=4, codes="", assignment=skipped)
+    error = excinfo.value.error_dict["assignment"][0]
+    assert error.code == "skipped" and "skipped" in error.message
+    assert not Rating.objects.exists()
+
+
+@pytest.mark.parametrize("role", ["annotator", "expert", "admin"])
+def test_no_one_rates_without_an_assignment_the_queue_handed_out(role):
+    """Experts and admins can see predictions, judge scores and others' ratings: they too rate only what the
+    blind queue hands them, never a candidate they picked."""
+    candidate = CandidateAnswerFactory()
+    user = UserFactory(roles=[role])
+    with pytest.raises(ValidationError) as excinfo:
+        rating_submit(candidate=candidate, annotator=user, score=4, codes="")
+    assert excinfo.value.error_dict["assignment"][0].code == "no_assignment"
+    assert not Rating.objects.exists()
+    held = assignment_next_for_annotator(annotator=user)
+    assert rating_submit(candidate=candidate, annotator=user, score=4, codes="", assignment=held).is_valid
 
 
 def test_someone_elses_assignment_is_refused():

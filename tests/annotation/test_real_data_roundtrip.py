@@ -13,7 +13,7 @@ from django.db.models import Count, F, Q
 from annotation.models import CandidateAnswer, Modality, Question, Rating
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.importers import benchmark_import, candidate_answers_import, ratings_import_orca
-from tests.factories import AnnotatorFactory
+from tests.factories import AnnotatorFactory, rate
 
 pytestmark = [pytest.mark.django_db, pytest.mark.shared_data]
 
@@ -59,7 +59,6 @@ def _import_benchmarks(data_dir):
 
 
 def test_seed_108_dev_survives_import_and_export_rating_by_rating(shared_data):
-    from annotation.services.rating import rating_submit  # the web's rating service
 
     _import_benchmarks(shared_data)
     dev_path = shared_data / "orca_seed108" / "seed_108_dev.json"
@@ -92,7 +91,7 @@ def test_seed_108_dev_survives_import_and_export_rating_by_rating(shared_data):
         question_version=Question.objects.get(external_id=match["question_id"]).current_version,
         lalm__name=match["tag"],
     )
-    rating_submit(candidate=candidate, annotator=AnnotatorFactory(), score=3, codes=["a"], comment="heard it twice")
+    rate(candidate=candidate, annotator=AnnotatorFactory(), score=3, codes=["a"], comment="heard it twice")
     after = _export()
     assert after[key]["ratings"] == [*rows[key]["ratings"], 3]
     assert after[key]["feedback"] == [*rows[key]["feedback"], ["a", "heard it twice"]]

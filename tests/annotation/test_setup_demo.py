@@ -1,7 +1,7 @@
 """`make run`'s setup: demo accounts and the bundled demo benchmark."""
 import pytest
-from django.contrib.auth import authenticate
-from django.core.management import call_command
+from django.contrib.auth import authenticate, get_user_model
+from django.core.management import CommandError, call_command
 
 from annotation import demo
 from annotation.models import Benchmark, CandidateAnswer, Question
@@ -14,6 +14,23 @@ pytestmark = pytest.mark.django_db
 def _var_dir(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.DEBUG = True  # as in `make run` (config.settings.local)
+
+
+def test_setup_demo_refuses_the_demo_accounts_with_debug_off(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="refusing to create the demo accounts"):
+        call_command("setup_demo")
+    assert not get_user_model().objects.exists() and not Question.objects.exists()
+
+    call_command("setup_demo", "--i-know-this-is-not-production")
+    assert authenticate(username="admin", password=DEMO_PASSWORD) is not None
+
+
+def test_setup_demo_without_accounts_imports_the_demo_under_any_settings(settings):
+    settings.DEBUG = False
+    call_command("setup_demo", "--no-accounts")
+    assert Question.objects.exists() and not get_user_model().objects.exists()
 
 
 def test_setup_demo_creates_the_accounts_and_imports_the_demo_benchmark(capsys):

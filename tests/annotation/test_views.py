@@ -5,13 +5,13 @@ from django.urls import reverse
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.models import Assignment, JudgeRating, Rating
 from annotation.services.assignment import assignment_next_for_annotator
-from annotation.services.rating import rating_submit
 from tests.factories import (
     AnnotatorFactory,
     AudioClipFactory,
     CandidateAnswerFactory,
     QuestionFactory,
     UserFactory,
+    rate,
 )
 
 pytestmark = pytest.mark.django_db
@@ -198,7 +198,7 @@ def test_someone_elses_assignment_cannot_be_posted_to(annotator_client):
 def test_the_page_is_blind_to_other_ratings_judges_and_the_model_name(annotator_client, settings):
     settings.ANNOTATION_TARGET_RATINGS = 5
     candidate = CandidateAnswerFactory(text="A small dog.", lalm__name="SecretModel-7B")
-    rating_submit(candidate=candidate, annotator=AnnotatorFactory(), score=1, codes="R", comment="OTHER-PERSON-NOTE")
+    rate(candidate=candidate, annotator=AnnotatorFactory(), score=1, codes="R", comment="OTHER-PERSON-NOTE")
     JudgeRating.objects.create(candidate=candidate, judge_name="judge-x", score=4.5, explanation="JUDGE-REASONING")
     html = annotator_client.get(reverse("annotation:next")).content.decode()
     assert "A small dog." in html
@@ -210,7 +210,7 @@ def test_the_page_is_blind_to_other_ratings_judges_and_the_model_name(annotator_
 def test_the_home_page_shows_progress_and_staff_see_the_admin_link(client):
     candidates = CandidateAnswerFactory.create_batch(3)
     user = AnnotatorFactory()
-    rating_submit(candidate=candidates[0], annotator=user, score=3, codes="")
+    rate(candidate=candidates[0], annotator=user, score=3, codes="")
     client.force_login(user)
     response = client.get(reverse("annotation:home"))
     html = response.content.decode()

@@ -5,15 +5,15 @@ from django.urls import reverse
 
 from annotation.models import AuditEvent, CandidateAnswer, Judge, JudgeRating, Rating
 from annotation.services.assignment import assignment_next_for_annotator
-from annotation.services.rating import rating_submit, rating_update
+from annotation.services.rating import rating_update
 from annotation.services.versions import question_version_create
-from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory
+from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory, rate
 
 pytestmark = pytest.mark.django_db
 
 
 def _rate(candidate, annotator, score=3, codes="", seconds=None):
-    return rating_submit(candidate=candidate, annotator=annotator, score=score, codes=codes, seconds_on_task=seconds)
+    return rate(candidate=candidate, annotator=annotator, score=score, codes=codes, seconds_on_task=seconds)
 
 
 def test_editing_a_rating_of_an_incomplete_item_changes_it_in_place_and_keeps_the_count(settings):

@@ -1,5 +1,5 @@
 """PostgreSQL going away under a running gunicorn: /readyz says so (503) and recovers without a restart; a rating
-whose transaction is cut off leaves nothing behind and can be submitted again.
+whose transaction is cut off is answered 503 with Retry-After, leaves nothing behind and can be submitted again.
 
 - A private PostgreSQL cluster (``initdb`` in a temporary folder, its own port) is stopped for a few seconds under
   gunicorn with persistent, health-checked connections (as in production).
@@ -104,9 +104,10 @@ def test_readyz_is_503_while_postgres_is_down_and_recovers_without_a_restart(pri
         private_cluster.stop()
         down = requests.get(f"{url}/readyz", timeout=10)
         assert down.status_code == 503
-        assert down.json()["status"] == "unavailable"
-        assert down.json()["checks"]["broker"] == "ok"
-        assert re.search(r"(?i)operational|connect", down.json()["checks"]["database"])
+        assert down.json() == {"status": "unavailable"}  # public probe: the reason is logged, not sent
+        wait_for(lambda: re.search(r"not ready: \{'database': '[^']*(?i:operational|connect)", log.read_text()),
+                 timeout_s=10, what="the failed database check in the log", log=log)
+        assert "'broker'" not in log.read_text().split("not ready:", 1)[1].splitlines()[0]
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200  # the process itself is fine
 
         time.sleep(3)
@@ -176,7 +177,9 @@ def test_a_rating_cut_off_by_a_lost_connection_leaves_nothing_and_is_accepted_af
             holder.close()
             watcher.close()
 
-        assert result["response"].status_code == 500
+        # A lost database connection is "try again", not a server bug: 503 with Retry-After (config/unavailable.py).
+        assert result["response"].status_code == 503, result["response"].text[:500]
+        assert int(result["response"].headers["Retry-After"]) > 0
         assert not Rating.objects.filter(candidate=candidate).exists()
         assert CandidateAnswer.objects.get(pk=candidate.pk).valid_rating_count == 0
         assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.OPEN

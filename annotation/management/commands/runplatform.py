@@ -14,6 +14,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 
+def platform_env() -> dict[str, str]:
+    """Environment of the three processes: this one's, with its settings module named explicitly (the Celery app
+    alone would default to production settings)."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE}
+
+
 class Command(BaseCommand):
     help = "Start the web server, a Celery worker and Celery beat together (Ctrl-C stops all)."
 
@@ -33,7 +39,7 @@ class Command(BaseCommand):
                      "--schedule", str(var / "celerybeat-schedule")],
             "web": [python, "manage.py", "runserver", addrport, "--noreload"],
         }
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = platform_env()
         processes = {name: subprocess.Popen(cmd, env=env) for name, cmd in commands.items()}
         self.stdout.write(self.style.SUCCESS(f"Platform running on http://{addrport}/ (Ctrl-C to stop)"))
 

@@ -1,6 +1,8 @@
 """Create the demo accounts and import the demo benchmark, or the real data with ``--data``.
 
-Used by ``make run``; safe to run repeatedly (accounts are kept, imports are idempotent).
+Used by ``make run``; safe to run repeatedly (accounts are kept, imports are idempotent). The demo accounts share a
+published password (``admin`` / ``orca-demo``), so they are created only with ``DEBUG`` on (the local settings of
+``make run``) or with ``--i-know-this-is-not-production``; ``--no-accounts`` imports data under any settings.
 """
 from pathlib import Path
 
@@ -11,6 +13,9 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation import demo
 from annotation.demo.synth import write_demo_clips
 from annotation.services.accounts import DEMO_PASSWORD, demo_accounts_create
+
+#: The flag that creates the demo accounts with DEBUG off.
+UNSAFE_FLAG = "--i-know-this-is-not-production"
 
 #: The real data files ``--data DIR`` imports, relative to DIR (see ../shared/data/README.md).
 REAL_DATA = {
@@ -30,8 +35,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--data", type=Path, help="Folder laid out like ../shared/data: import real data.")
         parser.add_argument("--no-accounts", action="store_true", help="Do not create the demo accounts.")
+        parser.add_argument(
+            UNSAFE_FLAG, action="store_true", dest="not_production",
+            help="Create the demo accounts (published password) although DEBUG is off.",
+        )
 
-    def handle(self, *args, data: Path | None, no_accounts: bool, **options):
+    def handle(self, *args, data: Path | None, no_accounts: bool, not_production: bool, **options):
+        if not no_accounts and not (settings.DEBUG or not_production):
+            raise CommandError(
+                f"refusing to create the demo accounts (admin / {DEMO_PASSWORD}, a published password) with DEBUG "
+                f"off, as under production settings. Import data without them (--no-accounts), create real "
+                f"accounts (manage.py createsuperuser), or pass {UNSAFE_FLAG} on a machine no one else can reach."
+            )
         if not no_accounts:
             self.stdout.write("Demo accounts (password for all: %s):" % DEMO_PASSWORD)
             for account in demo_accounts_create():

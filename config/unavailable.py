@@ -1,0 +1,79 @@
+"""503 Service Unavailable with ``Retry-After`` when PostgreSQL or the Celery broker is unreachable.
+
+A database restart or a broker outage is not a bug in the request: the client should try again shortly. Without
+this, the request ends as a 500, which an annotator reads as "my rating is broken" and a load balancer or client
+library does not retry. The rating page (``static/js/rating.js``) retries a failed submit once, after the
+``Retry-After`` delay; the submit is idempotent (one rating per annotator and candidate answer).
+
+The middleware handles exceptions raised by views (Django's and DRF's: DRF re-raises what its exception handler
+does not know). The detail (host, user, errno) goes to the log only, never into the response.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import InterfaceError as DjangoInterfaceError
+from django.db import OperationalError as DjangoOperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.html import escape
+
+logger = logging.getLogger(__name__)
+
+MESSAGE = "The service is briefly unavailable (database or task queue). Nothing was lost; try again in a moment."
+#: The HTML answer. Not a template extending base.html on purpose: that one reads the session and the user, which
+#: need the database that is down; and no form or htmx attribute here could post without base.html's CSRF header.
+PAGE = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Briefly unavailable · ORCA</title>'
+    '<meta name="viewport" content="width=device-width, initial-scale=1"></head>'
+    '<body><main><h1>Briefly unavailable</h1><p role="alert">{message}</p><p><a href="">Try again</a></p></main>'
+    "</body></html>\n"
+)
+
+
+def _unavailable_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes that mean "a backing service is unreachable"."""
+    import psycopg
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    errors: list[type[BaseException]] = [DjangoOperationalError, DjangoInterfaceError, psycopg.OperationalError,
+                                         psycopg.InterfaceError, KombuOperationalError]
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is in requirements.txt
+        pass
+    else:
+        errors += [RedisConnectionError, RedisTimeoutError]
+    return tuple(errors)
+
+
+def service_unavailable_response(request: HttpRequest) -> HttpResponse:
+    """The 503 answer: JSON ``{"detail": ...}`` for the API and JSON clients, else a short HTML page; both with
+    ``Retry-After: SERVICE_UNAVAILABLE_RETRY_AFTER_S`` seconds and ``Cache-Control: no-store``."""
+    wants_json = request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", "")
+    if wants_json:
+        response: HttpResponse = JsonResponse({"detail": MESSAGE}, status=503)
+    else:
+        response = HttpResponse(PAGE.format(message=escape(MESSAGE)), status=503)
+    response["Retry-After"] = str(settings.SERVICE_UNAVAILABLE_RETRY_AFTER_S)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class ServiceUnavailableMiddleware:
+    """Turn database and broker connection errors raised by a view into :func:`service_unavailable_response`."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.errors = _unavailable_errors()
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+        if not isinstance(exception, self.errors):
+            return None
+        logger.warning("503 for %s %s: %s: %s", request.method, request.path, type(exception).__name__, exception,
+                       exc_info=exception)
+        return service_unavailable_response(request)

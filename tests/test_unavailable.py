@@ -1,0 +1,104 @@
+"""Database unavailable mid-request: 503 with Retry-After (not 500), no detail leaked, and the next request works.
+
+The outage is real: a second connection terminates this process's PostgreSQL backend (``pg_terminate_backend``),
+so the view's next query fails exactly as it does when PostgreSQL restarts.
+"""
+import psycopg
+import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test import Client
+
+from annotation.services.accounts import ROLES
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="terminates a PostgreSQL backend"),
+]
+
+
+def _terminate_own_backend() -> None:
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as other:
+        assert other.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0] is True
+
+
+@pytest.fixture
+def annotator_client(settings):
+    settings.SERVICE_UNAVAILABLE_RETRY_AFTER_S = 7
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    CandidateAnswerFactory()
+    client = Client()
+    client.force_login(AnnotatorFactory())
+    return client
+
+
+@pytest.mark.parametrize("path,json", [("/rate/next/", False), ("/api/lalms/", True)])
+def test_a_lost_database_connection_is_a_503_with_retry_after_and_the_next_request_works(annotator_client, path,
+                                                                                        json):
+    _terminate_own_backend()
+    response = annotator_client.get(path, HTTP_ACCEPT="application/json" if json else "text/html")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "7" and response["Cache-Control"] == "no-store"
+    body = response.content.decode()
+    assert "briefly unavailable" in body.lower()
+    for leak in ("terminat", "psycopg", "OperationalError", connection.settings_dict["NAME"]):
+        assert leak not in body
+    if json:
+        assert response.json()["detail"].startswith("The service is briefly unavailable")
+    # At the end of a request Django drops a connection that errored and is unusable (close_old_connections,
+    # which the test client leaves out); the next request then reconnects.
+    connection.close_if_unusable_or_obsolete()
+    assert annotator_client.get("/rate/next/").status_code == 200
+
+
+@pytest.fixture
+def broker_down(monkeypatch):
+    """The Celery app pointed at a Redis port nobody listens on, tasks really sent (not eager), no publish retry:
+    what a request sees while the broker restarts."""
+    import socket
+
+    from config.celery import app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "task_publish_retry")}
+    def fresh_pools():
+        # Celery caches its connection and producer pools (built from broker_url) on first use.
+        if app._pool is not None:
+            app._pool.force_close_all()
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    # Celery reads CELERY_BROKER_URL from the environment before its own setting.
+    monkeypatch.setenv("CELERY_BROKER_URL", f"redis://127.0.0.1:{port}/0")
+    app.conf.update(broker_url=f"redis://127.0.0.1:{port}/0", task_always_eager=False, task_publish_retry=False)
+    fresh_pools()
+    try:
+        yield
+    finally:
+        app.conf.update(saved)
+        fresh_pools()
+
+
+def test_an_unreachable_broker_is_a_503_with_retry_after(broker_down, settings, tmp_path):
+    """An admin starts an export the worker should run: sending its message fails, the answer is a 503."""
+    settings.EXPORT_DIR = tmp_path
+    settings.EXPORT_INLINE_MAX_CANDIDATES = 0
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+    from tests.factories import RatingFactory, UserFactory
+
+    RatingFactory()
+    client = Client()
+    client.force_login(UserFactory(roles=["admin"]))
+    response = client.post("/api/exports/", {"formats": ["orca-jsonl"]}, content_type="application/json")
+    assert response.status_code == 503, response.content[:300]
+    assert response["Retry-After"] and "briefly unavailable" in response.json()["detail"]
