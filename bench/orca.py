@@ -9,7 +9,7 @@ Prints ONE JSON object on stdout::
 
     {"model", "device", "train_wall_s", "items_per_s", "dev": {rho, tau, mae_mu, mae_var},
      "dev_clamped": {...}, ...extra keys: config, best_epoch, clamp_threshold, concentration_scale,
-     mae_var_crossfit, n_dev, ...}
+     mae_var_crossfit, mae_var_by_definition (upstream Bessel and population variance), n_dev, ...}
 
 ``train_wall_s`` (``train_cpu_s``: process CPU time, all threads) is the whole ``train()`` call (loading the
 base model, tokenising, caching the frozen layers, all epochs with their dev evaluations, clamp tuning and
@@ -51,7 +51,9 @@ from modelling.orca import (  # noqa: E402
     clamp_predictions,
     evaluate_predictions,
     item_targets,
+    item_variance_targets,
     load_items,
+    mae_var_by_definition,
     predict,
     train,
     tune_concentration_scale,
@@ -106,18 +108,22 @@ def main() -> int:
     p.add_argument("--score-batch-size", type=int, default=32, help="items per forward pass when scoring")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--base-model", default="minilm")
-    p.add_argument("--head", default="beta")
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--head-lr", type=float, default=2e-3)
-    p.add_argument("--freeze-layers", type=int, default=2)
-    p.add_argument("--max-length", type=int, default=96)
-    p.add_argument("--with-rationale", action="store_true", help="add the rationale to the input (slower)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--var-weight", type=float, default=5.0)
+    # One recipe: every training default comes from modelling.orca's OrcaConfig / TrainConfig (as the CLI's and
+    # the platform's do), so the bench measures what a user gets.
+    p.add_argument("--base-model", default=OrcaConfig.base_model)
+    p.add_argument("--head", default=OrcaConfig.head)
+    p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
+    p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument("--head-lr", type=float, default=TrainConfig.head_lr)
+    p.add_argument("--freeze-layers", type=int, default=TrainConfig.freeze_layers)
+    p.add_argument("--max-length", type=int, default=OrcaConfig.max_length)
+    p.add_argument("--rationale", action=argparse.BooleanOptionalAction, default=OrcaConfig.rationale,
+                   help="add the rationale to the input (slower)")
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    p.add_argument("--var-weight", type=float, default=TrainConfig.var_weight)
     p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds")
-    p.add_argument("--rating-eps", type=float, default=0.01)
+    p.add_argument("--rating-eps", type=float, default=OrcaConfig.rating_eps)
+    p.add_argument("--select-epoch", choices=["last", "best"], default=TrainConfig.select_epoch)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
 
@@ -138,14 +144,15 @@ def main() -> int:
 
     if a.model is None:
         mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling="auto", max_length=a.max_length,
-                        rating_eps=a.rating_eps, rationale=a.with_rationale)
+                        rating_eps=a.rating_eps, rationale=a.rationale)
         tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, freeze_layers=a.freeze_layers,
                          batch_size=a.batch_size, var_weight=a.var_weight, seed=a.seed, device=a.device,
-                         threads=a.threads, time_budget_s=a.time_budget)
+                         threads=a.threads, time_budget_s=a.time_budget, select_epoch=a.select_epoch)
         t0, c0 = time.perf_counter(), time.process_time()
         res = train(tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True))
         train_wall, train_cpu = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
         epochs_run = len(res["history"])
+        dev_by_epoch = [e.get("dev", {}).get("rho") for e in res["history"]]
 
     models = {"scored": score_setup(out, a.device, a.threads, a.int8)}
     other = "fp32" if a.int8 else "int8"
@@ -156,12 +163,14 @@ def main() -> int:
     if a.model is not None:
         train_wall, train_cpu = settings.get("train_wall_s"), settings.get("train_cpu_s")
         epochs_run = None
+        dev_by_epoch = None
     items = load_items(dv)
     load_before = os.getloadavg()[0]
     best, best_cpu, preds = _time_scoring(models, items, a.device, a.score_batch_size)
     load_after = os.getloadavg()[0]
     pred = preds["scored"]
     hm, hv = item_targets(items)
+    targets = item_variance_targets(items)
     thr, kappa = model.config.clamp_threshold, model.config.concentration_scale
     result = {
         "model": f"{model.config.base_model} ({model.config.head} head, {model.config.pooling} pooling)",
@@ -177,8 +186,16 @@ def main() -> int:
         "concentration_scale": kappa,
         "mae_var_crossfit": crossfit_mae_var(pred["mu"], pred["var"], hm, hv, thr),
         "best_epoch": model.config.dev_metrics.get("best_epoch"),
+        "dev_rho_by_epoch": dev_by_epoch,
         "n_dev": len(items),
         "always_zero_var_baseline": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
+        # MAE_σ² under the ORCA authors' definitions (every item): Bessel-corrected sample variance (0 for one
+        # rating) first, then the population variance; unclamped, post-processed and the always-zero baseline
+        "mae_var_by_definition": {
+            "dev": mae_var_by_definition(pred["var"], targets),
+            "dev_clamped": mae_var_by_definition(model.config.postprocess(pred["mu"], pred["var"])[1], targets),
+            "always_zero": mae_var_by_definition([0.0] * len(items), targets),
+        },
         "load_avg": [load_before, load_after],
         "config": {"train": ({k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "model")}
                              if a.model is None else settings),

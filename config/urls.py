@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from config import health
+from config import dashboard, health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -11,6 +11,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Where a login lands (by role), and the expert/admin home: the pipeline dashboard.
+    path("start/", dashboard.start, name="start"),
+    path("dashboard/", dashboard.dashboard_page, name="dashboard"),
     # REST API (annotation/api, refinement/api.py, modelling/api.py); schema, Swagger UI and Redoc under /api/.
     path("api/", include("annotation.api.urls")),
     path("api/", include("refinement.api")),

@@ -35,7 +35,7 @@ class TrainingRunAdmin(_ReadOnlyAdmin):
 
 @admin.register(ModelVersion)
 class ModelVersionAdmin(_ReadOnlyAdmin):
-    list_display = ["name", "is_active", "activated_at", "activated_by", "created_at"]
+    list_display = ["name", "is_active", "training_run", "licence", "activated_at", "activated_by", "created_at"]
     list_filter = ["is_active"]
 
 

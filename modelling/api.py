@@ -2,7 +2,11 @@
 predictions, under ``/api/``."""
 import django_filters as filters
 from django.urls import include, path
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from annotation.api.permissions import IsExpertOrAdmin
 from annotation.api.routers import MAX_ID, IdRouter
@@ -28,7 +32,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 class ModelVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelVersion
-        fields = ["id", "training_run", "name", "metrics", "is_active", "activated_at", "created_at"]
+        fields = ["id", "training_run", "name", "metrics", "is_active", "activated_at", "created_at", "upstream_path",
+                  "source_url", "licence"]
 
 
 class PredictionSerializer(serializers.ModelSerializer):
@@ -87,9 +92,84 @@ class PredictionViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Prediction.objects.order_by("id")
 
 
+class LeaderboardQuerySerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, help_text="Benchmark name; default: all benchmarks.")
+    by = serializers.ChoiceField(choices=["modality", "category"], required=False,
+                                 help_text="Also break the table down by modality or category.")
+
+    def validate_benchmark(self, value):
+        from annotation.models import Benchmark
+
+        if not Benchmark.objects.filter(name=value).exists():
+            raise serializers.ValidationError(f"no benchmark named {value!r}")
+        return value
+
+
+_CI = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True,
+                            help_text="[low, high] 95 % CI on the normalised scale.")
+_ROW_FIELDS = {
+    "lalm": serializers.CharField(),
+    "answers": serializers.IntegerField(help_text="Candidate answers on current versions."),
+    "rated_answers": serializers.IntegerField(help_text="Answers with at least one valid scored rating."),
+    "ratings": serializers.IntegerField(help_text="Valid scored ratings."),
+    "mean_rating": serializers.FloatField(allow_null=True, help_text="Mean of the valid ratings, 1–5 (Table 5)."),
+    "sd_rating": serializers.FloatField(allow_null=True, help_text="Their standard deviation (1–5 scale)."),
+    "mean_correctness": serializers.FloatField(
+        allow_null=True, help_text="Mean over rated answers of their mean normalised rating (r − 1)/4."),
+    "ci": _CI,
+    "answer_words": serializers.FloatField(allow_null=True, help_text="Mean answer length in words."),
+    "judges": serializers.DictField(child=serializers.FloatField(allow_null=True),
+                                    help_text="Each active LLM judge's mean normalised score."),
+    "orca": inline_serializer("LeaderboardOrca", fields={
+        "mu": serializers.FloatField(), "var": serializers.FloatField()}, allow_null=True,
+        help_text="ORCA's mean μ and mean σ² over all the LALM's answers; null without predictions."),
+    "ppi": inline_serializer("LeaderboardPpi", fields={"estimate": serializers.FloatField(), "ci": _CI},
+                             allow_null=True,
+                             help_text="PPI++ estimate of the mean with its CI; null without cross-fitted predictions."),
+}
+
+
+class LeaderboardView(APIView):
+    """The LALM leaderboard (experts and admins): per-LALM human means with cluster-bootstrap CIs, judges, ORCA
+    and prediction-powered estimates, pairwise differences (Holm-corrected) and system-level agreement."""
+
+    permission_classes = [IsExpertOrAdmin]
+
+    @extend_schema(
+        parameters=[LeaderboardQuerySerializer],
+        responses=inline_serializer("Leaderboard", fields={
+            "benchmark": serializers.CharField(allow_null=True),
+            "model_version": serializers.CharField(allow_null=True, help_text="The ORCA model version used."),
+            "rows": inline_serializer("LeaderboardRow", fields=_ROW_FIELDS, many=True),
+            "by": serializers.CharField(required=False),
+            "groups": serializers.ListField(child=serializers.DictField(), required=False,
+                                            help_text="[{name, rows}] per modality or category."),
+            "prediction_source": serializers.ChoiceField(choices=["crossfit", "active", "none"]),
+            "ppi_note": serializers.CharField(help_text="Why PPI estimates are missing ('' when present)."),
+            "pairwise": serializers.ListField(child=serializers.DictField(), help_text=(
+                "[{a, b, n, mean_diff, ci, p_value, p_holm, verdict}] over shared rated questions.")),
+            "system_agreement": serializers.DictField(
+                child=serializers.DictField(allow_null=True),
+                help_text="{ORCA or judge: {rho, tau, n}} against the human ranking of LALMs."),
+            "generated_at": serializers.DateTimeField(),
+        }),
+    )
+    def get(self, request):
+        from modelling.leaderboard.services import leaderboard_compute
+
+        query = LeaderboardQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            raise ValidationError(query.errors)
+        board = leaderboard_compute(**query.validated_data)
+        return Response(board.as_api())
+
+
 router = IdRouter()
 router.register("agreement-snapshots", AgreementSnapshotViewSet, basename="api-agreement-snapshot")
 router.register("training-runs", TrainingRunViewSet, basename="api-training-run")
 router.register("model-versions", ModelVersionViewSet, basename="api-model-version")
 router.register("predictions", PredictionViewSet, basename="api-prediction")
-urlpatterns = [path("", include(router.urls))]
+urlpatterns = [
+    path("leaderboard/", LeaderboardView.as_view(), name="api-leaderboard"),
+    path("", include(router.urls)),
+]

@@ -10,3 +10,15 @@ class ModellingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "modelling"
     verbose_name = "Modelling"
+
+    def ready(self) -> None:
+        from annotation.services.exports import datasheet_section_register
+
+        datasheet_section_register(_leaderboard_datasheet_section)
+
+
+def _leaderboard_datasheet_section(benchmark) -> str:
+    """The leaderboard table for a dataset export's datasheet (imported on use: web processes stay light)."""
+    from modelling.leaderboard.services import leaderboard_datasheet_section
+
+    return leaderboard_datasheet_section(benchmark)

@@ -18,22 +18,47 @@ class TrainingRunForm(forms.Form):
                              help_text="beta: log α, log β of a Beta (paper); multinomial: 5 logits.")
     pooling = forms.ChoiceField(choices=[(p, p) for p in POOLINGS], initial=DEFAULT_CONFIG["pooling"],
                                 help_text="auto: mean for encoders, last token for decoders.")
-    epochs = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_CONFIG["epochs"])
+    epochs = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_CONFIG["epochs"],
+                                help_text="Passes over the training split; the best dev epoch is kept.")
     lr = forms.FloatField(min_value=1e-8, max_value=0.1, initial=DEFAULT_CONFIG["lr"], label="Learning rate",
                           help_text="Of the backbone (the head uses a higher one).")
-    batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=DEFAULT_CONFIG["batch_size"])
+    batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=DEFAULT_CONFIG["batch_size"],
+                                    help_text="Candidate answers per optimiser step (each with all its ratings).")
+    freeze_layers = forms.IntegerField(
+        min_value=0, max_value=1000, initial=DEFAULT_CONFIG["freeze_layers"], label="Frozen lower layers",
+        help_text="The embeddings and this many lowest layers stay fixed and are computed once (0 = full fine-tuning).",
+    )
+    var_weight = forms.FloatField(
+        min_value=0, max_value=1000, initial=DEFAULT_CONFIG["var_weight"], label="σ² penalty weight",
+        help_text="Weight of |σ² − s²| added to the rating likelihood on items with two or more ratings (0 = paper loss).",
+    )
     max_length = forms.IntegerField(min_value=16, max_value=32768, initial=DEFAULT_CONFIG["max_length"],
                                     help_text="Tokens per input; long fields are cut.")
-    rationale = forms.BooleanField(required=False, initial=True, label="Use the rationale")
-    question = forms.BooleanField(required=False, initial=True, label="Use the question")
-    transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript")
-    device = forms.ChoiceField(choices=[(d, d) for d in DEVICES])
-    split_kind = forms.ChoiceField(choices=SplitKind.choices, initial=SplitKind.UNSEEN_QUESTIONS, label="Split")
+    rationale = forms.BooleanField(required=False, initial=DEFAULT_CONFIG["rationale"], label="Use the rationale",
+                                   help_text="Off in the default recipe: slower, and weaker with the packaged MiniLM.")
+    question = forms.BooleanField(required=False, initial=True, label="Use the question",
+                                  help_text="The question text before the candidate answer.")
+    transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript",
+                                    help_text="The Whisper transcript of speech questions (empty for others).")
+    device = forms.ChoiceField(choices=[(d, d) for d in DEVICES],
+                               help_text="cuda needs a GPU worker (ORCA_TRAIN_QUEUE); cpu runs anywhere.")
+    split_kind = forms.ChoiceField(choices=SplitKind.choices, initial=SplitKind.UNSEEN_QUESTIONS, label="Split",
+                                   help_text="Unseen questions: the paper's setting; held-out LALMs: test on "
+                                   "answers of LALMs never seen in training.")
     seed = forms.IntegerField(initial=108, help_text="Seed of the split and of training.")
     held_out_lalms = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple, label="Held-out LALMs",
+        required=False, label="Held-out LALMs",
+        # A searchable list of checkboxes in the browser (static/js/multiselect.js); a plain list without JS.
+        widget=forms.SelectMultiple(attrs={"data-searchable": "LALMs"}),
         help_text="For the held-out-LALM split: their answers are the test split.",
     )
+
+    fieldsets = [
+        ("Model", ["base_model", "head", "pooling", "device"]),
+        ("Inputs", ["rationale", "question", "transcript", "max_length"]),
+        ("Training", ["epochs", "lr", "batch_size"]),
+        ("Data split", ["split_kind", "seed", "held_out_lalms"]),
+    ]
 
     def __init__(self, *args, lalm_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -60,3 +85,28 @@ class TrainingRunForm(forms.Form):
             "seed": self.cleaned_data["seed"],
             "held_out_lalms": self.cleaned_data["held_out_lalms"],
         }
+
+
+class ModelImportForm(forms.Form):
+    """Register a checkpoint of the ORCA authors' release (their ``best/model`` folder on the server)."""
+
+    name = forms.CharField(max_length=200, help_text="Display name, e.g. orca-olmo2-1b-multinomial.")
+    upstream_path = forms.CharField(
+        max_length=500, label="Checkpoint folder",
+        help_text="Their model folder on this server (config.yaml, lm/, model_minus_lm.pt), e.g. "
+        "/data/orca/olmo2-1b/best/model. It stays in use: keep it in place.",
+    )
+    tokenizer = forms.CharField(max_length=500, required=False, label="Tokenizer folder",
+                                help_text="Empty: the tokenizer/ folder beside the checkpoint folder (their layout).")
+    base_model = forms.CharField(
+        max_length=500, required=False, label="LoRA base model folder",
+        help_text="For a LoRA checkpoint whose adapter names a hub id: the base model downloaded to this server.",
+    )
+    source_url = forms.URLField(max_length=500, required=False, label="Source URL", assume_scheme="https",
+                                help_text="Where it was published, e.g. its Hugging Face page.")
+    licence = forms.CharField(max_length=200, required=False, help_text="e.g. MIT, or the base model's licence.")
+    clamp_threshold = forms.FloatField(required=False, min_value=0,
+                                       help_text="Their σ² threshold for clamping μ to 0/1 (empty: no clamping).")
+    rationale = forms.BooleanField(required=False, initial=True, label="The model reads the rationale",
+                                   help_text="Off for a checkpoint trained with --skip_rationale.")
+

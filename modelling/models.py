@@ -71,6 +71,7 @@ class SplitKind(models.TextChoices):
 
     UNSEEN_QUESTIONS = "unseen_questions", "Unseen questions (stratified by modality, then category; 8:1:1)"
     HELD_OUT_LALMS = "held_out_lalms", "Held-out LALMs"
+    CROSS_FIT = "cross_fit", "One fold of a cross-fit (trained on the other folds' questions)"
 
 
 class TrainingRun(models.Model):
@@ -167,10 +168,13 @@ class TrainingRun(models.Model):
 
 
 class ModelVersion(models.Model):
-    """A trained ORCA model in the registry (one per finished run); at most one is active and scores candidates."""
+    """An ORCA model in the registry: trained here (one per finished run) or imported from a checkpoint of the ORCA
+    authors' release (no run; provenance in ``source_url``, ``licence``, ``upstream_path``). At most one is active
+    and scores candidates."""
 
     training_run = models.OneToOneField(
-        TrainingRun, on_delete=models.PROTECT, related_name="model_version", help_text="The run that trained it."
+        TrainingRun, on_delete=models.PROTECT, related_name="model_version", null=True, blank=True,
+        help_text="The run that trained it; empty for an imported checkpoint.",
     )
     name = models.CharField(max_length=200, unique=True, help_text="Display name, e.g. 'orca-7-minilm-beta'.")
     artifact_path = models.CharField(max_length=500, help_text="Folder of the saved ORCA model.")
@@ -186,6 +190,16 @@ class ModelVersion(models.Model):
         help_text="Who made it active (empty when periodic retraining did).",
     )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When the run finished and registered it.")
+    upstream_path = models.CharField(
+        max_length=500, blank=True,
+        help_text="Imported checkpoints: the ORCA authors' model folder it was converted from (config.yaml, lm/).",
+    )
+    source_url = models.URLField(max_length=500, blank=True, help_text="Imported checkpoints: where it was published.")
+    licence = models.CharField(max_length=200, blank=True, help_text="Imported checkpoints: the licence it comes under.")
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Imported checkpoints: the admin who registered it.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -193,7 +207,16 @@ class ModelVersion(models.Model):
             models.UniqueConstraint(
                 fields=["is_active"], condition=Q(is_active=True), name="model_version_at_most_one_active"
             ),
+            models.CheckConstraint(
+                condition=Q(training_run__isnull=False) | ~Q(upstream_path=""),
+                name="model_version_trained_or_imported",
+            ),
         ]
+
+    @property
+    def is_imported(self) -> bool:
+        """True for a checkpoint of the ORCA authors registered from its folder (no training run)."""
+        return self.training_run_id is None
 
     def __str__(self) -> str:
         return self.name + (" (active)" if self.is_active else "")
@@ -229,6 +252,76 @@ class Prediction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_version} on {self.candidate_id}: mu={self.mu:.3f} var={self.variance:.4f}"
+
+
+# --- Cross-fitted predictions for the leaderboard (modelling/leaderboard/crossfit.py) -----------------------------
+
+
+class CrossFitRun(models.Model):
+    """Cross-fitted ORCA predictions: K folds over questions; fold k's model trains on the rated answers of the
+    other folds' questions and predicts every answer to fold k's questions, so no prediction comes from a model
+    that saw its answer (or any answer to its question). Prediction-powered estimates need this (a model's μ on
+    its own training answers is biased towards their ratings).
+
+    Created QUEUED by ``modelling.leaderboard.crossfit.crossfit_start``; only that module writes it.
+    """
+
+    #: The life of a training run: QUEUED → RUNNING → DONE / FAILED / CANCELLED.
+    Status = TrainingRun.Status
+
+    config = models.JSONField(default=dict, help_text="ORCA settings of every fold (as a training run's config).")
+    folds = models.PositiveSmallIntegerField(default=5, help_text="K: number of folds over questions (2–20).")
+    seed = models.IntegerField(default=0, help_text="Seed of the fold assignment and of training.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED,
+                              help_text="Where the cross-fit is in its life.")
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the worker.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
+    log = models.TextField(blank=True, help_text="What happened, one line per event; the traceback when it failed.")
+    folds_done = models.PositiveSmallIntegerField(default=0, help_text="Folds trained and scored so far.")
+    n_predictions = models.PositiveIntegerField(default=0, help_text="Candidate answers predicted so far.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who started it.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was queued.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker claimed it.")
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When it ended (any final status).")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(folds__gte=2, folds__lte=20), name="crossfit_folds_2_to_20"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def name(self) -> str:
+        return f"crossfit-{self.pk}-{self.folds}fold-{self.config.get('base_model', 'orca')}"
+
+
+class CrossFitFold(models.Model):
+    """One fold of a cross-fit: the held-out questions and the model version (trained without them) that
+    predicted their answers."""
+
+    crossfit = models.ForeignKey(CrossFitRun, on_delete=models.CASCADE, related_name="fold_rows",
+                                 help_text="The cross-fit.")
+    fold = models.PositiveSmallIntegerField(help_text="Fold number, 0 to K − 1.")
+    question_ids = models.JSONField(default=list, help_text="Primary keys of the held-out questions of this fold.")
+    model_version = models.OneToOneField(
+        ModelVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="crossfit_fold",
+        help_text="The model trained on the other folds; it made this fold's predictions.",
+    )
+    n_train_items = models.PositiveIntegerField(default=0, help_text="Rated candidate answers it trained on.")
+    n_predicted = models.PositiveIntegerField(default=0, help_text="Candidate answers of this fold it predicted.")
+
+    class Meta:
+        ordering = ["crossfit", "fold"]
+        constraints = [models.UniqueConstraint(fields=["crossfit", "fold"], name="crossfit_fold_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.crossfit.name} fold {self.fold}"
 
 
 # --- Routing annotation by predicted disagreement (issue #9; modelling/services/routing.py) ------------------------
@@ -284,6 +377,8 @@ class RoutingDecision(models.Model):
         CONFIDENT_DISAGREEING = "confident_disagreeing", "First two ratings disagree (default kept)"
         DEFAULT = "default", "No rule applies (default)"
         ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
+        ACTIVE_SELECTED = "active_selected", "Drawn for the leaderboard (probability ∝ σ with a uniform floor)"
+        ACTIVE_SKIPPED = "active_skipped", "Not drawn for the leaderboard (not to be rated)"
 
     candidate = models.ForeignKey(
         "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="routing_decisions",
@@ -309,6 +404,11 @@ class RoutingDecision(models.Model):
     expert = models.BooleanField(
         default=False, help_text="Predicted ambiguous (σ² in the top expert quantile): offered to expert review."
     )
+    inclusion_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="Leaderboard-precision policy: the probability π (0–1] with which this answer was drawn; a rating "
+        "of a drawn answer weighs 1/π in the active estimate. Empty for the other policies.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When the decision was made.")
 
     class Meta:
@@ -317,6 +417,53 @@ class RoutingDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.candidate_id}: {self.old_target_ratings}->{self.target_ratings} ({self.reason})"
+
+
+class BenchmarkRouting(models.Model):
+    """Which routing policy a benchmark's candidate answers follow while routing is on (no row: disagreement).
+
+    Written only by ``modelling.services.routing.benchmark_routing_set``.
+    """
+
+    class Policy(models.TextChoices):
+        DISAGREEMENT = "disagreement", "Predicted disagreement (more raters where ORCA expects disagreement)"
+        LEADERBOARD_PRECISION = "leaderboard_precision", (
+            "Leaderboard precision (rate a sample drawn ∝ ORCA's σ with a uniform floor, weighted 1/π)"
+        )
+
+    benchmark = models.OneToOneField(
+        "annotation.Benchmark", on_delete=models.CASCADE, related_name="+", help_text="The benchmark."
+    )
+    policy = models.CharField(max_length=30, choices=Policy.choices, default=Policy.DISAGREEMENT,
+                              help_text="The routing policy of its candidate answers.")
+    budget = models.FloatField(
+        default=0.3, help_text="Leaderboard precision: expected share (0–1] of each LALM's answers drawn for rating."
+    )
+    floor = models.FloatField(
+        default=0.2, help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ)."
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who last chose the policy.",
+    )
+    updated_at = models.DateTimeField(auto_now=True, help_text="When the policy was last chosen.")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(budget__gt=0.0, budget__lte=1.0), name="benchmark_routing_budget"),
+            models.CheckConstraint(condition=Q(floor__gt=0.0, floor__lte=1.0), name="benchmark_routing_floor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark_id}: {self.policy}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        errors = {name: "must be above 0 and at most 1" for name in ("budget", "floor")
+                  if not 0.0 < (getattr(self, name) or 0.0) <= 1.0}
+        if errors:
+            raise ValidationError(errors)
 
 
 class RaterSnapshot(models.Model):

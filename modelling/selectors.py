@@ -142,6 +142,21 @@ def training_run_list() -> QuerySet:
     return TrainingRun.objects.select_related("model_version", "created_by").order_by("-created_at", "-id")
 
 
+def model_version_imported_list() -> QuerySet:
+    """Model versions imported from checkpoints of the ORCA authors (no training run), newest first, with
+    ``n_predictions`` (candidate answers they have scored) and who registered them."""
+    from django.db.models import Count
+
+    from .models import ModelVersion
+
+    return (
+        ModelVersion.objects.filter(training_run__isnull=True)
+        .select_related("registered_by")
+        .annotate(n_predictions=Count("predictions"))
+        .order_by("-created_at", "-id")
+    )
+
+
 def model_version_active():
     """The active ``ModelVersion`` with its training run, or None."""
     from .models import ModelVersion
@@ -157,20 +172,38 @@ def rated_lalm_names() -> list[str]:
 def item_question_list(*, model_version=None) -> QuerySet:
     """Questions with candidate answers on their current version, with their count and, when ``model_version`` is
     given, the largest predicted variance among them (``max_variance``; ordering: most uncertain first)."""
-    from django.db.models import Count, F, Max, Q
+    from django.db.models import (
+        Count,
+        Exists,
+        F,
+        FloatField,
+        IntegerField,
+        Max,
+        OuterRef,
+        Subquery,
+    )
 
-    from annotation.models import Question
+    from annotation.models import CandidateAnswer, Question
 
-    current = Q(versions__candidates__question_version=F("current_version"))
-    qs = Question.objects.select_related("benchmark").annotate(
-        n_candidates=Count("versions__candidates", filter=current, distinct=True)
-    ).filter(n_candidates__gt=0)
+    from .models import Prediction
+
+    # Correlated subqueries on the current version: grouping every question by all its columns over a join with
+    # all versions' candidates took three times as long on the real data.
+    candidates = CandidateAnswer.objects.filter(question_version=OuterRef("current_version")).order_by()
+    qs = Question.objects.select_related("benchmark").filter(Exists(candidates)).annotate(
+        n_candidates=Subquery(
+            candidates.values("question_version").annotate(n=Count("id")).values("n"), output_field=IntegerField()
+        )
+    )
     if model_version is None:
         return qs.order_by("benchmark__name", "external_id")
+    variances = Prediction.objects.filter(
+        candidate__question_version=OuterRef("current_version"), model_version=model_version
+    ).order_by()
     return qs.annotate(
-        max_variance=Max(
-            "versions__candidates__predictions__variance",
-            filter=current & Q(versions__candidates__predictions__model_version=model_version),
+        max_variance=Subquery(
+            variances.values("candidate__question_version").annotate(m=Max("variance")).values("m"),
+            output_field=FloatField(),
         )
     ).order_by(F("max_variance").desc(nulls_last=True), "benchmark__name", "external_id")
 
@@ -199,3 +232,17 @@ def item_candidates_with_predictions(*, question, model_version=None) -> list:
         c.valid_scores = scores[c.pk]
         c.prediction = predictions.get(c.pk)
     return candidates
+
+
+def valid_ratings_fingerprint() -> str:
+    """A short string that changes whenever the valid scored ratings change, in one aggregate query.
+
+    Made of their count, the sum of their ids and the newest ``updated_at``: a new rating raises the count and the
+    sum, an invalidation (a Stage 3 correction) or a deletion lowers them, an edit moves ``updated_at``. Used as
+    the cache key of statistics computed from :func:`valid_ratings_load` (``modelling.services.agreement_cache``).
+    """
+    from django.db.models import Count, Max, Sum
+
+    row = valid_rating_queryset().aggregate(n=Count("id"), ids=Sum("id"), last=Max("updated_at"))
+    last = row["last"].isoformat() if row["last"] else "-"
+    return f"{row['n']}-{row['ids'] or 0}-{last}"

@@ -4,6 +4,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from modelling.services.agreement_cache import agreement_reports_warm
 from modelling.services.snapshots import agreement_snapshots_refresh
 
 logger = logging.getLogger(__name__)
@@ -13,11 +14,15 @@ logger = logging.getLogger(__name__)
 def agreement_snapshot_task(force: bool = False) -> int:
     """Write agreement snapshots when enough new valid ratings arrived (beat, every 5 min) or always (nightly).
 
-    Returns the number of snapshot rows written. See ``modelling.services.snapshots`` for the design.
+    Also warms the agreement page's cached statistics. Returns the number of snapshot rows written. See
+    ``modelling.services.snapshots`` for the design.
     """
     written = agreement_snapshots_refresh(force=force)
     if written:
         logger.info("wrote %d agreement snapshots (force=%s)", len(written), force)
+    # The agreement page reads its statistics from the cache; filling it here spares the first visitor after new
+    # ratings the computation (a no-op when the ratings have not changed since).
+    agreement_reports_warm()
     return len(written)
 
 
@@ -66,10 +71,12 @@ def predictions_score_new_task() -> bool:
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def training_runs_fail_stale_task() -> int:
-    """Beat: fail RUNNING training runs without a heartbeat for ``ORCA_STALE_MINUTES``; returns how many."""
+    """Beat: fail RUNNING training runs and cross-fits without a heartbeat for ``ORCA_STALE_MINUTES``; returns how
+    many."""
+    from modelling.leaderboard.crossfit import crossfits_fail_stale
     from modelling.services.training import training_runs_fail_stale
 
-    return training_runs_fail_stale()
+    return training_runs_fail_stale() + crossfits_fail_stale()
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
@@ -113,3 +120,18 @@ def reliability_refresh_task() -> int:
     if run.paused or run.warned:
         logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
     return len(run.paused)
+
+
+@shared_task(
+    bind=True, acks_late=True, ignore_result=True,
+    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
+)
+def crossfit_task(self, crossfit_pk: int) -> str:
+    """Run one cross-fit (``modelling.leaderboard.crossfit.crossfit_execute``); returns its final status.
+
+    Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
+    """
+    from modelling.leaderboard.crossfit import crossfit_execute
+
+    run = crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or "")
+    return run.status if run is not None else "skipped"

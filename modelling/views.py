@@ -10,29 +10,28 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.services.accounts import user_is_admin
-from modelling.forms import TrainingRunForm
+from modelling.forms import ModelImportForm, TrainingRunForm
 from modelling.models import AgreementLevel
 from modelling.selectors import (
-    agreement_snapshot_history,
     item_candidates_with_predictions,
     item_question_list,
     model_version_active,
+    model_version_imported_list,
     rated_lalm_names,
     training_run_list,
     user_can_use_orca,
     user_can_view_agreement,
-    valid_ratings_load,
 )
-from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA, agreement_report
-from modelling.services.charts import agreement_chart_svg
-from modelling.services.registry import model_version_activate
+from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
+from modelling.services.agreement_cache import (
+    PAIR_MIN_SHARED,
+    TABLE_TOP,
+    agreement_chart_cached,
+    agreement_report_cached,
+)
+from modelling.services.registry import model_version_activate, model_version_import
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
-
-#: Rows shown in the pairwise and leave-one-out tables.
-TABLE_TOP = 20
-#: Annotator pairs need this many shared candidate answers to be listed.
-PAIR_MIN_SHARED = 10
 
 
 @login_required
@@ -41,27 +40,23 @@ def agreement_page(request):
     """Krippendorff's alpha per scope with CIs, variance share, annotator tables and the alpha-over-time chart.
 
     Staff, experts and admins only: annotators get 403 so rating stays blind. ``?level=interval`` switches the
-    level of measurement (ordinal by default).
+    level of measurement (ordinal by default). The statistics are computed once per change of the valid ratings
+    (``agreement_report_cached``); the page says when and from how many ratings.
     """
     if not user_can_view_agreement(user=request.user):
         raise PermissionDenied("Agreement figures are visible to experts and admins only.")
     level = request.GET.get("level", AgreementLevel.ORDINAL)
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL
-    report = agreement_report(
-        ratings=valid_ratings_load(),
-        level=level,
-        resamples=settings.MODELLING_BOOTSTRAP_RESAMPLES,
-        min_shared=PAIR_MIN_SHARED,
-        top=TABLE_TOP,
-    )
-    snapshots = list(agreement_snapshot_history(level=level))
+    cached = agreement_report_cached(level=level)
+    chart_svg, n_snapshots = agreement_chart_cached(level=level)
     context = {
         "level": level,
         "levels": AgreementLevel.choices,
-        "report": report,
-        "chart_svg": agreement_chart_svg(snapshots=snapshots, level=level),
-        "n_snapshots": len(snapshots),
+        "report": cached.report,
+        "computed": cached,
+        "chart_svg": chart_svg,
+        "n_snapshots": n_snapshots,
         "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
         "reliable_alpha": RELIABLE_ALPHA,
         "tentative_alpha": TENTATIVE_ALPHA,
@@ -109,8 +104,37 @@ def training_runs_page(request):
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
-        "can_manage": user_is_admin(request.user),
+        "imported": model_version_imported_list(), "can_manage": user_is_admin(request.user),
     })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def model_import_page(request):
+    """Register a checkpoint of the ORCA authors' release as a model version (admins); then activate it."""
+    _require_admin(request)
+    form = ModelImportForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = model_version_import(**form.cleaned_data, user=request.user)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"{version.name} is registered; activate it to score every candidate answer.")
+            return redirect("modelling:training_runs")
+    return render(request, "modelling/model_import.html", {"form": form})
+
+
+@login_required
+@require_POST
+def model_version_activate_view(request, pk: int):
+    """Make an imported model version the active one (then every candidate answer is scored with it); admins only."""
+    _require_admin(request)
+    version = get_object_or_404(model_version_imported_list(), pk=pk)
+    model_version_activate(version=version, user=request.user)
+    messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
+    return redirect("modelling:training_runs")
 
 
 @login_required

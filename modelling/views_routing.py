@@ -7,15 +7,29 @@ Annotators get 403 everywhere: predictions and routing reasons would unblind the
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.db.models import Count, Max
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.forms import query_pk
+from annotation.models import Benchmark
 from annotation.services.accounts import user_is_admin
-from modelling.models import AgreementLevel, ModelVersion, RaterSnapshot, RoutingDecision
-from modelling.selectors import model_version_active, user_can_use_orca, valid_ratings_load
+from modelling.models import (
+    AgreementLevel,
+    BenchmarkRouting,
+    ModelVersion,
+    RaterSnapshot,
+    RoutingDecision,
+)
+from modelling.selectors import (
+    model_version_active,
+    user_can_use_orca,
+    valid_ratings_fingerprint,
+    valid_ratings_load,
+)
+from modelling.services.agreement_cache import cached_by_data, predictions_state
 from modelling.services.rater import (
     calibration_compute,
     calibration_svg,
@@ -25,6 +39,7 @@ from modelling.services.rater import (
 )
 from modelling.services.routing import (
     RoutingRules,
+    benchmark_routing_set,
     routing_decision_list,
     routing_policy_load,
     routing_policy_set,
@@ -60,7 +75,38 @@ def routing_page(request):
         "reason": reason,
         "reasons": RoutingDecision.Reason.choices,
         "can_manage": user_is_admin(request.user),
+        "benchmark_policies": _benchmark_policies(),
+        "policy_choices": BenchmarkRouting.Policy.choices,
     })
+
+
+def _benchmark_policies() -> list:
+    rows = {r.benchmark_id: r for r in BenchmarkRouting.objects.all()}
+    benchmarks = list(Benchmark.objects.order_by("name"))
+    for b in benchmarks:
+        row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
+        b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
+    return benchmarks
+
+
+@login_required
+@require_POST
+def routing_benchmark(request, pk: int):
+    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``) and re-evaluate."""
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins may choose a benchmark's routing policy.")
+    benchmark = get_object_or_404(Benchmark, pk=pk)
+    try:
+        budget, floor = float(request.POST.get("budget", 0.3)), float(request.POST.get("floor", 0.2))
+        benchmark_routing_set(benchmark=benchmark, policy=request.POST.get("policy", ""), budget=budget,
+                              floor=floor, user=request.user)
+    except ValueError:
+        messages.error(request, "Budget and floor must be numbers.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+    else:
+        messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
+    return redirect("modelling:routing")
 
 
 @login_required
@@ -85,6 +131,11 @@ def routing_switch(request):
     return redirect("modelling:routing")
 
 
+def _calibration_with_chart(version: ModelVersion):
+    calibration = calibration_compute(ratings=valid_ratings_load(), predictions=predictions_of(model_version=version))
+    return calibration, calibration_svg(calibration=calibration)
+
+
 @login_required
 @require_GET
 def rater_page(request):
@@ -94,27 +145,38 @@ def rater_page(request):
     level = request.GET.get("level", AgreementLevel.ORDINAL)
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL
-    rows = rater_by_model_version(level=level)
+    # Alpha with ORCA per model version, calibration and both charts change only with the ratings, predictions or
+    # snapshots: computed once per change of those (cached), not per request.
+    active = model_version_active()
+    data_state = (level, valid_ratings_fingerprint(), getattr(active, "pk", None), *predictions_state())
+    rows = cached_by_data(name="rater-rows", state=data_state, compute=lambda: rater_by_model_version(level=level))
     versions = [v for v, _ in rows]
     chosen = None
     version_pk = query_pk(request.GET, "version")
     if version_pk is not None:
         chosen = next((v for v in versions if v.pk == version_pk), None)
     chosen = chosen or next((v for v in versions if v.is_active), None) or (versions[0] if versions else None)
-    calibration = None
+    calibration, calibration_chart = None, ""
     if chosen is not None:
-        calibration = calibration_compute(ratings=valid_ratings_load(), predictions=predictions_of(model_version=chosen))
+        calibration, calibration_chart = cached_by_data(
+            name="rater-calibration", state=(chosen.pk, *data_state),
+            compute=lambda: _calibration_with_chart(chosen),
+        )
     history = (
         RaterSnapshot.objects.filter(model_version=chosen, level=level).order_by("created_at", "id")
         if chosen is not None else RaterSnapshot.objects.none()
     )
+    history_state = history.aggregate(n=Count("id"), last=Max("id"))
+    history_chart = cached_by_data(name="rater-history", state=(level, getattr(chosen, "pk", None),
+                                                                 history_state["n"], history_state["last"]),
+                                   compute=lambda: rater_history_svg(snapshots=list(history)))
     return render(request, "modelling/rater.html", {
         "level": level,
         "levels": AgreementLevel.choices,
         "rows": rows,
         "chosen": chosen,
         "calibration": calibration,
-        "calibration_svg": calibration_svg(calibration=calibration) if calibration is not None else "",
-        "history_svg": rater_history_svg(snapshots=list(history)),
+        "calibration_svg": calibration_chart,
+        "history_svg": history_chart,
         "n_versions": ModelVersion.objects.count(),
     })

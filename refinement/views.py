@@ -10,10 +10,12 @@ it, ``preview`` shows the diffs and every effect of saving, and ``save`` (from t
 panel polls with htmx until the job is done; without JavaScript a reload shows it.
 """
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -27,6 +29,10 @@ from refinement.services.corrections import correction_plan, correction_save
 from refinement.services.flags import flags_refresh_recent
 from refinement.services.queues import ClaimedByAnotherExpert, item_dismiss, item_open, question_claim, question_release
 from refinement.services.suggestions import suggestion_availability, suggestion_reject, suggestion_request
+
+
+#: Items per page of a queue (the page renders every row's texts; a long queue is paged, not cut).
+QUEUE_PAGE_SIZE = 50
 
 
 def expert_required(view):
@@ -69,16 +75,22 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_GET
 @expert_required
 def queue(request: HttpRequest, queue: str) -> HttpResponse:
-    """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``."""
+    """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``, 50 a page."""
     if queue not in Queue.values:
         raise Http404("No such queue")
     chosen = QueueFilterForm(request.GET).filters()
     items = selectors.queue_items_for_user(user=request.user, queue=queue, **chosen)
+    page = Paginator(items, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = {key: value for key, value in (("benchmark", chosen["benchmark_id"] or ""),
+                                             ("modality", chosen["modality"]),
+                                             ("category", chosen["category"])) if value}
     context = {
         "queue": queue,
         "queue_label": Queue(queue).label,
-        "items": items[:200],
-        "total": items.count(),
+        "items": page.object_list,
+        "page": page,
+        "filter_query": urlencode(filters),
+        "total": page.paginator.count,
         "filters": selectors.queue_filter_choices(),
         "chosen": {"benchmark": str(chosen["benchmark_id"] or ""), "modality": chosen["modality"],
                    "category": chosen["category"]},

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from tests.judges import judged_items  # noqa: F401 - a fixture of the judge tests (annotation and e2e)
+
 # CI (``.ci/run`` sets ORCA_CI=1) replays the same fuzz examples every run, so a red build always reproduces;
 # local runs draw new examples each time and keep exploring.
 hypothesis_settings.register_profile("ci", derandomize=True, database=None)
@@ -21,3 +23,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data folder {SHARED_DATA} is absent (it sits beside the repository in CI)")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache (statistics cached by one test must not serve another's data)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -74,6 +74,9 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:rating-edit", "POST"): row(OWNER, "rating_pk"),
     # Read-only staff pages: rating overview, judges and judge-vs-human comparison.
     ("annotation:overview", "GET"): row(STAFF),
+    # Where a login lands (redirects by role) and the pipeline dashboard (experts and admins).
+    ("start", "GET"): row(RATERS),
+    ("dashboard", "GET"): row(STAFF),
     ("annotation:judges", "GET"): row(STAFF),
     ("annotation:judge-compare", "GET"): row(STAFF),
     # Stage 1 and judge jobs: experts read progress; only admins start, retry or cancel (provider quota, compute).
@@ -124,6 +127,12 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("quality:study-entry", "GET"): row(ALL, "study_slug"),
     ("quality:study-done", "GET"): row(RATERS),
     ("quality:study-report", "GET"): row(ADMIN, "study_pk"),
+    ("modelling:routing_benchmark", "POST"): row(ADMIN, "benchmark_pk"),
+    # The leaderboard: experts and admins read it; only admins start or cancel a cross-fit.
+    ("modelling:leaderboard", "GET"): row(STAFF),
+    ("modelling:crossfit_start", "POST"): row(ADMIN),
+    ("modelling:crossfit_cancel", "POST"): row(ADMIN, "crossfit_pk"),
+    ("api-leaderboard", "GET"): row(STAFF),
     # API: annotation
     ("api-benchmark-list", "GET"): row(RATERS),
     ("api-benchmark-detail", "GET"): row(RATERS, "benchmark_pk"),
@@ -211,7 +220,7 @@ def test_every_url_has_an_expectation():
 @pytest.fixture
 def world(tmp_path, settings):
     """One object of each kind, owned so that the table's choices matter."""
-    from modelling.models import AgreementSnapshot, ModelVersion, Prediction, TrainingRun
+    from modelling.models import AgreementSnapshot, CrossFitRun, ModelVersion, Prediction, TrainingRun
     from annotation.models import AuditEvent, JudgeRating
     from annotation.services.exports import export_start
     from refinement.models import Correction, Queue
@@ -255,6 +264,7 @@ def world(tmp_path, settings):
         "judge_rating_pk": judge.pk, "audit_pk": AuditEvent.objects.first().pk, "correction_pk": correction.pk,
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
+        "crossfit_pk": CrossFitRun.objects.create(folds=2).pk,
     }
     return users, objects
 

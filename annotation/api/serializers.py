@@ -182,8 +182,8 @@ class NextAssignmentSerializer(serializers.Serializer):
 class JudgeRatingSerializer(serializers.ModelSerializer):
     class Meta:
         model = JudgeRating
-        fields = ["id", "candidate", "judge_name", "prompt_variant", "score", "expected_score", "explanation",
-                  "created_at"]
+        fields = ["id", "candidate", "judge_name", "prompt_variant", "mode", "score", "expected_score",
+                  "distribution", "explanation", "created_at"]
 
 
 class JobSerializer(serializers.ModelSerializer):

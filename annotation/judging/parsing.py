@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from .probability import PROBABILITY, SCORE_LABELS, distribution_score, label_distribution
+
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 # A label, optional markdown/brackets/quotes, the number, optionally "/5"; not followed by a range or a list of
 # options ("1-5", "1|2|3"), which is the template echoed back rather than an answer.
@@ -124,8 +126,9 @@ def expected_score_from_logprobs(*, tokens: list[TokenLogprobs], score_start: in
         score_start: character offset of the score in the joined token texts; None to parse it from them.
 
     Returns:
-        The expected score in [1, 5], renormalised over the tokens "1".."5" among the alternatives; None when the
-        score's token cannot be found or no alternative is a digit 1–5.
+        The expected score in [1, 5], renormalised over the tokens "1".."5" among the alternatives (both spellings,
+        with and without a leading space, summed); None when the score's token cannot be found or no alternative
+        is a digit 1–5.
     """
     if not tokens:
         return None
@@ -139,16 +142,9 @@ def expected_score_from_logprobs(*, tokens: list[TokenLogprobs], score_start: in
     for token in tokens:
         end = position + len(token.text)
         if position <= score_start < end and token.text.strip():
-            weights: dict[int, float] = {}
-            for alt, logprob in token.top or ((token.text, 0.0),):
-                digit = alt.strip()
-                if digit in {"1", "2", "3", "4", "5"} and math.isfinite(logprob):
-                    weights[int(digit)] = max(weights.get(int(digit), -math.inf), logprob)
-            if not weights:
+            distribution = label_distribution(alternatives=token.top or ((token.text, 0.0),), labels=SCORE_LABELS)
+            if distribution is None:
                 return None
-            top = max(weights.values())
-            probs = {k: math.exp(v - top) for k, v in weights.items()}
-            total = sum(probs.values())
-            return sum(k * p for k, p in probs.items()) / total
+            return distribution_score(distribution=distribution, mode=PROBABILITY)
         position = end
     return None

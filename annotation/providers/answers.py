@@ -10,7 +10,9 @@ Each ``LALM`` row names its provider and settings, so adding a model is a form i
   ``OPENAI_COMPAT_API_KEY``), matching ``PROVIDER_API_KEY_ENV_PATTERN`` (:mod:`.keys`); keys are never stored in
   the database;
 * ``requests_per_minute``: rate limit for this LALM (default the provider's setting);
-* ``system_prompt``, ``prompt_template`` (``{question}`` is replaced), ``temperature``, ``max_tokens``.
+* ``system_prompt``, ``prompt_template`` (``{question}`` is replaced), ``temperature``, ``max_tokens``;
+* ``audio_input`` (OpenAI-compatible, default true): false sends the question without the clip, for a text-only
+  model (a no-audio baseline, or a text LLM served by llama.cpp, which accepts no ``input_audio`` parts).
 
 LALMs with provider ``import`` have their answers imported from JSONL (``annotation.services.importers``).
 """
@@ -105,6 +107,7 @@ def answer_generator_for(*, lalm: LALM) -> ChatAnswerGenerator:
                 per_minute=int(conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)),
             ),
             max_tokens=conf.get("max_tokens"),
+            audio_input=bool(conf.get("audio_input", True)),
             **common,
         )
     return ChatAnswerGenerator(

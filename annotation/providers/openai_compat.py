@@ -47,6 +47,8 @@ class OpenAICompatAudioChat:
 
     Args:
         base_url: e.g. ``http://gpu-box:8000/v1``. api_key: '' when the server needs none. model: served name.
+        audio_input: send the clip (default); False sends the prompt alone, for a text-only model (a baseline,
+            or a text LLM on a server such as llama.cpp that accepts no ``input_audio`` parts).
     """
 
     def __init__(
@@ -60,7 +62,9 @@ class OpenAICompatAudioChat:
         limiter: RateLimiter | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        audio_input: bool = True,
     ):
+        self.audio_input = audio_input
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
@@ -70,11 +74,12 @@ class OpenAICompatAudioChat:
         self.temperature = temperature
         self.max_tokens = max_tokens
 
-    def complete(self, *, messages: list[dict], **extra):
+    def complete(self, *, messages: list[dict], allow_empty: bool = False, **extra):
         """One chat completion with this class's client, retry policy, rate limit and error mapping.
 
         ``extra`` goes to ``chat.completions.create`` (e.g. ``logprobs=True, top_logprobs=5``); ``temperature`` and
-        ``max_tokens`` default to the instance's. Returns ``(response, text)`` with the first choice's text.
+        ``max_tokens`` default to the instance's. Returns ``(response, text)`` with the first choice's text
+        ('' allowed only with ``allow_empty``, e.g. a one-token reply read for its log-probabilities).
 
         Raises:
             TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed, empty.
@@ -92,13 +97,13 @@ class OpenAICompatAudioChat:
         def attempt():
             try:
                 response = client.chat.completions.create(model=self.model, messages=messages, **extra)
-                text = response.choices[0].message.content
+                text = response.choices[0].message.content or ""
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
                 mapped = _map_error(error)
                 if mapped is error:
                     raise
                 raise mapped from error
-            if not text or not text.strip():
+            if not allow_empty and not text.strip():
                 raise PermanentProviderError("OpenAI-compatible server: empty answer")
             return response, text
 
@@ -113,7 +118,10 @@ class OpenAICompatAudioChat:
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        if self.audio_input:
+            messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+        else:
+            messages.append({"role": "user", "content": prompt})
         response, text = self.complete(messages=messages)
         return Generation(text=text.strip(), model=response.model or self.model, usage=usage_of(response))
 

@@ -237,12 +237,12 @@ def _iter_records(
         judges = defaultdict(list)
         predictions = {}
         if judged:
-            for candidate_pk, judge, variant, score in (
+            for candidate_pk, judge, variant, mode, score in (
                 JudgeRating.objects.filter(candidate_id__gt=after_pk, candidate_id__lte=last_pk)
                 .order_by("candidate_id", "judge_name", "prompt_variant")
-                .values_list("candidate_id", "judge_name", "prompt_variant", "score")
+                .values_list("candidate_id", "judge_name", "prompt_variant", "mode", "score")
             ):
-                judges[candidate_pk].append({"judge": judge, "prompt_variant": variant, "score": score})
+                judges[candidate_pk].append({"judge": judge, "prompt_variant": variant, "mode": mode, "score": score})
         if predicted:
             predictions = _latest_predictions(after_pk=after_pk, last_pk=last_pk)
         records = []
@@ -521,7 +521,8 @@ def _arrow_schema():
             ("modality", text), ("category", text), ("sub_category", text), ("ratings", pa.list_(pa.int8())),
             ("codes", pa.list_(text)), ("comments", pa.list_(text)), ("annotators", pa.list_(text)),
             ("n_ratings", pa.int32()), ("mean_score", pa.float64()),
-            ("judge_scores", pa.list_(pa.struct([("judge", text), ("prompt_variant", text), ("score", pa.float64())]))),
+            ("judge_scores", pa.list_(pa.struct([("judge", text), ("prompt_variant", text), ("mode", text),
+                                                 ("score", pa.float64())]))),
             ("orca_model", text), ("orca_mu", pa.float64()), ("orca_variance", pa.float64()),
             ("invalidated", pa.list_(pa.struct([
                 ("score", pa.int8()), ("codes", text), ("comment", text), ("annotator", text), ("reason", text),
@@ -669,7 +670,8 @@ def dataset_export(
     is_current_version, question, choices, reference, rationale, transcription, candidate, lalm, modality,
     category, sub_category, ratings (1–5 or null, rating id order), codes (subset of QARUE per rating), comments,
     annotators (pseudonyms ``annotator-<n>``), n_ratings, mean_score (mean of the scores, 1–5, null if none),
-    judge_scores ([{judge, prompt_variant, score 1–5 | null}]), orca_model / orca_mu (0–1) / orca_variance
+    judge_scores ([{judge, prompt_variant, mode, score 1–5 | null}]; mode ``generate``, ``probability`` or
+    ``probability_yesno``), orca_model / orca_mu (0–1) / orca_variance
     (0–0.25) of the latest ORCA prediction (null when none), invalidated ([{score, codes, comment, annotator,
     reason}]).
 
@@ -792,6 +794,18 @@ def _save_hf(*, folder: Path, split_names: list[str]) -> None:
     shutil.rmtree(cache, ignore_errors=True)
 
 
+#: Extra datasheet sections: callables ``(benchmark or None) -> Markdown text`` appended to every dataset export's
+#: ``README.md``. Apps that annotation may not import add theirs here (modelling's leaderboard table, registered in
+#: ``ModellingConfig.ready``), so the datasheet gets their figures without annotation importing them.
+DATASHEET_SECTIONS: list[Callable[[Benchmark | None], str]] = []
+
+
+def datasheet_section_register(section: Callable[[Benchmark | None], str]) -> None:
+    """Add ``section`` to :data:`DATASHEET_SECTIONS` once (registering the same callable twice is a no-op)."""
+    if section not in DATASHEET_SECTIONS:
+        DATASHEET_SECTIONS.append(section)
+
+
 def _fmt_alpha(value: float | None) -> str:
     return "n/a (fewer than two scores per item, or no variation)" if value is None else f"{value:.4f}"
 
@@ -855,6 +869,8 @@ def _datasheet(
         "Annotators are pseudonyms (`annotator-<n>`), stable within one platform.",
         "",
     ]
+    for section in DATASHEET_SECTIONS:
+        lines += [section(benchmark).rstrip("\n"), ""]
     return "\n".join(lines)
 
 

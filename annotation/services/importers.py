@@ -609,6 +609,7 @@ class _OrcaRating:
 @dataclass
 class _OrcaItem:
     key: str
+    where: str  # "key 'K'" (seed-108 JSON object) or "line N" (JSONL), for error messages
     question_id: str
     tag: str
     texts: dict[str, str]  # QuestionVersion field -> text
@@ -678,13 +679,23 @@ def _orca_item(file: str, key: str, value) -> _OrcaItem:
     match = ORCA_KEY.match(key)
     if match is None:
         raise record.error("", "key is not '<question id>_<LALM tag>' with a tag like M2_1")
-    if len(match["question_id"]) > _max_length(Question, "external_id"):
-        raise record.error("", f"question id longer than {_max_length(Question, 'external_id')} characters")
     texts = {model_field: record.text(source) for source, model_field in ORCA_TEXT_FIELDS}
+    return _orca_item_from(record, key=key, question_id=match["question_id"], tag=match["tag"], texts=texts,
+                           feedback_required=True)
+
+
+def _orca_item_from(
+    record: _Record, *, key: str, question_id: str, tag: str, texts: dict[str, str], feedback_required: bool
+) -> _OrcaItem:
+    if len(question_id) > _max_length(Question, "external_id"):
+        raise record.error("", f"question id longer than {_max_length(Question, 'external_id')} characters")
     candidate = record.text("candidate")
-    scores, feedback = record.data.get("ratings"), record.data.get("feedback")
+    scores = record.data.get("ratings")
+    feedback = record.data.get("feedback")
+    if "feedback" not in record.data and not feedback_required and isinstance(scores, list):
+        feedback = [None] * len(scores)
     for name, values in (("ratings", scores), ("feedback", feedback)):
-        if name not in record.data:
+        if name not in record.data and (name == "ratings" or feedback_required):
             raise record.error(name, "missing")
         if not isinstance(values, list):
             raise record.error(name, f"expected a list, got {_describe(values)}")
@@ -700,13 +711,43 @@ def _orca_item(file: str, key: str, value) -> _OrcaItem:
         ratings.append(_OrcaRating(position=index + 1, score=score, codes=codes, comment=comment))
     return _OrcaItem(
         key=key,
-        question_id=match["question_id"],
-        tag=match["tag"],
+        where=record.where,
+        question_id=question_id,
+        tag=tag,
         texts=texts,
         candidate=candidate,
         ratings=ratings,
         skipped=skipped,
     )
+
+
+def _orca_jsonl_item(record: _Record, seen: dict[str, str]) -> _OrcaItem:
+    """One line of the ORCA authors' JSONL (or of our ORCA JSONL export, which adds ``lalm``)."""
+    item_id = record.text("id", max_length=_max_length(Question, "external_id") + _max_length(LALM, "name") + 1)
+    if not item_id:
+        raise record.error("id", "is empty")
+    if item_id in seen:
+        raise record.error("id", f"{item_id!r} repeats {seen[item_id]}")
+    seen[item_id] = record.where
+    lalm = record.data.get("lalm")
+    if lalm is not None:
+        lalm = record.text("lalm", max_length=_max_length(LALM, "name"))
+        if not lalm or not item_id.endswith("_" + lalm) or len(item_id) == len(lalm) + 1:
+            raise record.error("lalm", f"{lalm!r} is not the end of id {item_id!r} ('<question id>_<LALM>')")
+        question_id = item_id[: -len(lalm) - 1]
+    else:
+        match = ORCA_KEY.match(item_id)
+        if match is None:
+            raise record.error("id", f"{item_id!r} is not '<question id>_<LALM tag>' with a tag like M2_1")
+        question_id, lalm = match["question_id"], match["tag"]
+    texts = {
+        "question_text": record.text("question"),
+        "reference_answer": record.text("reference"),
+        "rationale": record.text("rationale", null_ok=True),
+        "transcript": record.text("transcription", required=False, null_ok=True),
+    }
+    return _orca_item_from(record, key=item_id, question_id=question_id, tag=lalm, texts=texts,
+                           feedback_required=False)
 
 
 def _check_one_text_per_question(file: str, items: Iterable[_OrcaItem]) -> None:
@@ -717,9 +758,9 @@ def _check_one_text_per_question(file: str, items: Iterable[_OrcaItem]) -> None:
             if item.texts[model_field] != seen.texts[model_field]:
                 raise ImportFormatError(
                     file=file,
-                    where=f"key {item.key!r}",
+                    where=item.where,
                     field=source,
-                    problem=f"differs from key {seen.key!r} of the same question (a file holds one version of it)",
+                    problem=f"differs from {seen.where} of the same question (a file holds one version of it)",
                 )
 
 
@@ -759,13 +800,40 @@ def ratings_import_orca(*, path: Path, benchmark_name: str = "ORCA imported") ->
         return summary
 
 
+def ratings_import_orca_jsonl(*, path: Path, benchmark_name: str = "ORCA imported") -> OrcaImportSummary:
+    """Import the ORCA authors' JSONL annotations (their released dataset, e.g. from Hugging Face; also our own
+    ORCA JSONL export): one JSON object per line with ``id`` ("<question id>_<LALM tag>", or any LALM name when the
+    line has ``lalm`` as our export writes), ``question``, ``reference``, ``rationale`` (string or null),
+    ``candidate``, ``ratings`` (list of 1–5 or null), and optionally ``transcription`` and ``feedback`` (the parallel
+    list of the seed-108 format; all null when absent). Other fields are ignored.
+
+    Everything else is as :func:`ratings_import_orca` (questions matched by id, a new version when texts differ,
+    LALMs by tag, rating position n → account ``orca-annotator-<n>``, re-import changes nothing), in one transaction.
+
+    Raises:
+        ImportFormatError: ``<file>: line N: field <name>: <problem>`` for malformed JSON, a missing or mistyped
+            field, a bad or repeated id, a score that is not an integer 1–5 or null, an unknown code, lines of one
+            question with different texts, or a candidate text that differs from the stored one; nothing is written.
+    """
+    path = Path(path)
+    seen: dict[str, str] = {}
+    items = [_orca_jsonl_item(record, seen) for record in _read_jsonl(path)]
+    if not items:
+        raise ImportFormatError(file=path.name, problem="no annotation lines")
+    _check_one_text_per_question(path.name, items)
+    with transaction.atomic():
+        summary = _orca_write(path=path, items=items, benchmark_name=benchmark_name)
+        _audit_import(action="import.orca_ratings", path=path, obj=None, summary=summary)
+        return summary
+
+
 def _orca_questions(
     *, path: Path, items: list[_OrcaItem], benchmark_name: str, summary: "OrcaImportSummary"
 ) -> dict[str, Question]:
     """external_id -> Question for every item, creating the missing ones in ``benchmark_name``."""
     first_key = {}
     for item in items:
-        first_key.setdefault(item.question_id, item.key)
+        first_key.setdefault(item.question_id, item.where)
     found = defaultdict(list)
     for question in Question.objects.filter(external_id__in=list(first_key)).select_related(
         "benchmark", "current_version"
@@ -780,7 +848,7 @@ def _orca_questions(
             names = ", ".join(sorted(q.benchmark.name for q in matches))
             raise ImportFormatError(
                 file=path.name,
-                where=f"key {key!r}",
+                where=key,
                 problem=f"question id {question_id!r} is in several benchmarks ({names}); choose one with --benchmark",
             )
         if matches:
@@ -842,7 +910,7 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
         elif candidate.text != item.candidate:
             raise ImportFormatError(
                 file=path.name,
-                where=f"key {item.key!r}",
+                where=item.where,
                 field="candidate",
                 problem=f"differs from the stored candidate answer of LALM {lalm.name!r} on question version "
                 f"{version.number}",

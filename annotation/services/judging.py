@@ -6,6 +6,11 @@ cancel, progress); the item rates every candidate answer of the question's curre
 not scored yet, so re-running or retrying a job only asks for what is missing (idempotent). A reply without a
 parsable score is stored with its raw text and ``score`` empty, and its item is marked failed ("counted as a
 failure"); retrying the job asks again for exactly those.
+
+Judges in a probability mode (``Judge.Mode``; :mod:`annotation.judging.probability`) generate nothing: the
+item's candidates are scored from the model's token distribution (local models: batched forward passes; servers:
+one-token requests with ``top_logprobs``), so they cannot fail for parsing. A server judge in such a mode is
+checked for log-probability support when it is saved (:func:`judge_mode_check`).
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, Q
+from django.db.models import Avg, Count, F, Q
 from django.utils import timezone
 
 from annotation.judging.clients import (
@@ -28,9 +33,18 @@ from annotation.judging.clients import (
     resolve_local_model,
 )
 from annotation.judging.parsing import parse_judge_reply
+from annotation.judging.probability import (
+    GENERATE,
+    PROBABILITY,
+    PROBABILITY_YESNO,
+    distribution_score,
+    distribution_summary,
+    output_section,
+    probability_prompt,
+)
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
-from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question
-from annotation.providers.base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
+from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question, Rating
+from annotation.providers.base import Availability, ProviderError, ProviderUnavailable, RateLimiter, RetryPolicy
 from annotation.providers.keys import api_key_env_error, api_key_from_env
 from annotation.services.audit import audit_record
 
@@ -38,6 +52,13 @@ logger = logging.getLogger(__name__)
 
 
 # --- providers ----------------------------------------------------------------------------------------------
+#: Length caps of generated replies (``max_tokens`` in a judge's settings overrides them): enough for the
+#: template's short explanation and the score line, so a local generating judge takes seconds per candidate.
+SERVER_MAX_TOKENS = 256
+LOCAL_MAX_TOKENS = 128
+#: The probe sent when a server judge in a probability mode is saved (reduced to the mode's output like any prompt).
+PROBE_PROMPT = ("Question: What is the capital of France?\nExpected Answer: Paris\nCandidate Answer: Paris\n"
+                "Output:\nScore: [1-5]")
 def _api_key(judge: Judge, default: str) -> str:
     return api_key_from_env(provider_settings=judge.settings, default=default)
 
@@ -106,22 +127,88 @@ def judge_client_for(*, judge: Judge) -> JudgeClient:
                 per_minute=int(conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)),
             ),
             temperature=temperature,
-            max_tokens=conf.get("max_tokens", 512),
+            max_tokens=int(conf.get("max_tokens", SERVER_MAX_TOKENS)),
         )
-        return OpenAICompatJudge(name=judge.name, chat=chat, logprobs=bool(conf.get("logprobs", True)))
+        return OpenAICompatJudge(name=judge.name, chat=chat, logprobs=bool(conf.get("logprobs", True)),
+                                 score_top_logprobs=int(conf.get("top_logprobs", 20)))
     return LocalTransformersJudge(
         name=judge.name,
         model=judge.model,
         device=conf.get("device", "cpu"),
-        max_new_tokens=int(conf.get("max_tokens", 256)),
+        max_new_tokens=int(conf.get("max_tokens", LOCAL_MAX_TOKENS)),
+        batch_size=int(conf.get("batch_size", 8)),
     )
+
+
+# --- modes --------------------------------------------------------------------------------------------------
+class JudgeModeError(ValueError):
+    """A judge's mode cannot work with its provider or server (the message says why and what to choose)."""
+
+
+def judge_mode_problem(*, provider: str, mode: str, settings_: dict | None = None) -> str:
+    """Why ``mode`` cannot work with ``provider`` without asking any server ('' when it can as far as is known).
+
+    Gemini returns no token log-probabilities through this client; an OpenAI-compatible judge with
+    ``logprobs: false`` in its settings says its server has none.
+    """
+    if mode == GENERATE:
+        return ""
+    if provider == Judge.Provider.GEMINI:
+        return "Gemini judges cannot do probability scoring here (no token log-probabilities); use mode 'generate'"
+    if provider == Judge.Provider.OPENAI and (settings_ or {}).get("logprobs") is False:
+        return ("this server cannot do probability scoring: the judge's settings say logprobs false; "
+                "use mode 'generate'")
+    return ""
+
+
+def judge_mode_check(*, judge: Judge) -> None:
+    """Check that ``judge`` can score in its mode, before it is saved (the admin form calls this).
+
+    Probability modes on an OpenAI-compatible server send one request (``max_tokens=1``, ``logprobs``,
+    ``top_logprobs``) and require token log-probabilities in the reply; local models need their model to be
+    present; the prompt variant's template needs an ``Output:`` section.
+
+    Raises:
+        JudgeModeError: "this server cannot do probability scoring: …" (no logprobs in the reply, or the server
+            refused them), the server could not be reached, or the mode does not fit the provider.
+    """
+    problem = judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings)
+    if problem:
+        raise JudgeModeError(problem)
+    if judge.mode == GENERATE:
+        return
+    try:
+        output_section(prompt_template(judge.prompt_variant))
+    except PromptTemplateError as error:
+        raise JudgeModeError(str(error)) from error
+    availability = judge_availability(judge=judge)
+    if not availability.ok:
+        raise JudgeModeError(f"{availability.name} is unavailable: {availability.reason}")
+    if judge.provider != Judge.Provider.OPENAI:
+        return
+    client = judge_client_for(judge=judge)
+    client.chat.policy = RetryPolicy(max_attempts=1)  # a check, not a job: one try, answer now
+    client.chat.timeout_s = min(client.chat.timeout_s, 30.0)
+    probe = probability_prompt(prompt=PROBE_PROMPT, template=PROBE_PROMPT, mode=judge.mode)
+    try:
+        client.score(prompts=[probe], mode=judge.mode)
+    except ProviderError as error:
+        text = str(error)
+        if "log-probabilities" in text or "HTTP 4" in text:
+            raise JudgeModeError(f"this server cannot do probability scoring: {text}") from error
+        raise JudgeModeError(f"could not check that the server returns token log-probabilities ({text}); start the "
+                             "server or choose mode 'generate'") from error
 
 
 # --- one candidate ------------------------------------------------------------------------------------------
 def judge_prompt_for(*, judge: Judge, candidate: CandidateAnswer) -> str:
-    """The judge's prompt for ``candidate``: the same texts the annotators see, on the candidate's version."""
+    """The judge's prompt for ``candidate``: the same texts the annotators see, on the candidate's version.
+
+    Probability modes use the variant's instructions with the output reduced to the score (or yes/no) line
+    (:func:`annotation.judging.probability.probability_prompt`).
+    """
     version = candidate.question_version
-    return prompt_render(
+    prompt = prompt_render(
         variant=judge.prompt_variant,
         question=version.question_text,
         reference_answer=version.reference_answer,
@@ -129,27 +216,37 @@ def judge_prompt_for(*, judge: Judge, candidate: CandidateAnswer) -> str:
         rationale=version.rationale,
         transcript=version.transcript,
     )
+    if judge.mode == GENERATE:
+        return prompt
+    return probability_prompt(prompt=prompt, template=prompt_template(judge.prompt_variant), mode=judge.mode)
 
 
 def judge_rating_store(*, judge: Judge, candidate: CandidateAnswer, raw_output: str,
-                       expected_score: float | None = None, job: Job | None = None) -> JudgeRating:
-    """Parse ``raw_output`` and store (create or replace) ``judge``'s rating of ``candidate``.
+                       expected_score: float | None = None, distribution: dict[str, float] | None = None,
+                       job: Job | None = None) -> JudgeRating:
+    """Store (create or replace) ``judge``'s rating of ``candidate``, made in ``judge.mode``.
 
-    An unparsable reply is stored with ``score`` None and the parser's reason in ``explanation``; its
-    ``expected_score`` is dropped too (no score, no expectation). Returns the saved row.
+    ``generate``: ``raw_output`` is parsed; an unparsable reply is stored with ``score`` None and the parser's
+    reason in ``explanation``, and its ``expected_score`` is dropped too (no score, no expectation).
+    Probability modes: the score comes from ``distribution`` (Σ p(k)·k, or 1 + 4·P(Yes)), which is stored with
+    it; ``raw_output`` holds the alternatives read. A None distribution (a server whose alternatives held no
+    label) is stored as a failure. Returns the saved row.
     """
-    parsed = parse_judge_reply(raw_output)
-    values = {
-        "judge": judge,
-        "judge_name": judge.name,
-        "prompt_variant": judge.prompt_variant,
-        "score": parsed.score,
-        "expected_score": expected_score if parsed.ok and expected_score is not None
-        and math.isfinite(expected_score) else None,
-        "explanation": parsed.explanation if parsed.ok else f"unparsable: {parsed.error}",
-        "raw_output": raw_output,
-        "job": job,
-    }
+    if judge.mode == GENERATE:
+        parsed = parse_judge_reply(raw_output)
+        ok = parsed.ok and expected_score is not None and math.isfinite(expected_score)
+        values = {"score": parsed.score, "expected_score": expected_score if ok else None, "distribution": None,
+                  "explanation": parsed.explanation if parsed.ok else f"unparsable: {parsed.error}"}
+    elif distribution is None:
+        values = {"score": None, "expected_score": None, "distribution": None,
+                  "explanation": "no label of the mode among the token alternatives the model returned"}
+    else:
+        score = min(5.0, max(1.0, distribution_score(distribution=distribution, mode=judge.mode)))
+        values = {"score": score, "expected_score": score if judge.mode == PROBABILITY else None,
+                  "distribution": distribution,
+                  "explanation": distribution_summary(distribution=distribution, mode=judge.mode)}
+    values.update({"judge": judge, "judge_name": judge.name, "prompt_variant": judge.prompt_variant,
+                   "mode": judge.mode, "raw_output": raw_output, "job": job})
     with transaction.atomic():
         existing = (
             JudgeRating.objects.select_for_update()
@@ -177,9 +274,13 @@ def judge_rate_candidate(*, judge: Judge, candidate: CandidateAnswer, client: Ju
         PromptTemplateError: the variant's template is missing or malformed.
     """
     client = client or judge_client_for(judge=judge)
-    reply = client.judge(prompt=judge_prompt_for(judge=judge, candidate=candidate))
+    prompt = judge_prompt_for(judge=judge, candidate=candidate)
+    if judge.mode == GENERATE:
+        reply = client.judge(prompt=prompt)
+    else:
+        reply = client.score(prompts=[prompt], mode=judge.mode)[0]
     return judge_rating_store(judge=judge, candidate=candidate, raw_output=reply.text,
-                              expected_score=reply.expected_score, job=job)
+                              expected_score=reply.expected_score, distribution=reply.distribution, job=job)
 
 
 # --- jobs ---------------------------------------------------------------------------------------------------
@@ -217,11 +318,16 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
 
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
+    problem = judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings)
+    if problem:
+        raise JudgeJobError(f"judge {judge.name!r}: {problem}")
     availability = judge_availability(judge=judge)
     if not availability.ok:
         raise JudgeJobError(f"{availability.name} is unavailable: {availability.reason}")
     try:
-        prompt_template(judge.prompt_variant)
+        template = prompt_template(judge.prompt_variant)
+        if judge.mode != GENERATE:
+            output_section(template)
     except PromptTemplateError as error:
         raise JudgeJobError(str(error)) from error
     questions = list(questions_for_judging(benchmark=benchmark, external_ids=external_ids)
@@ -232,7 +338,7 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     if judge.provider == Judge.Provider.LOCAL and settings.PREPARATION_GPU_QUEUE:
         queue = settings.PREPARATION_GPU_QUEUE
     params = {"judge": judge.pk, "judge_name": judge.name, "prompt_variant": judge.prompt_variant,
-              "provider_name": availability.name, "queue": queue}
+              "mode": judge.mode, "provider_name": availability.name, "queue": queue}
     if external_ids:
         params["external_ids"] = list(external_ids)
     with transaction.atomic():
@@ -272,19 +378,29 @@ def judge_item_work(*, item: JobItem, token: str, job: Job, question: Question) 
     if not todo:
         return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
     client = judge_client_for(judge=judge)
-    usage: dict = {"candidates": len(todo), "parsed": 0, "unparsable": 0, "total_tokens": 0}
-    for candidate in todo:
-        reply = client.judge(prompt=judge_prompt_for(judge=judge, candidate=candidate))
-        try:
-            rating = judge_rating_store(judge=judge, candidate=candidate, raw_output=reply.text,
-                                        expected_score=reply.expected_score, job=job)
-        except IntegrityError:
-            continue  # another execution stored it meanwhile
-        usage["parsed" if rating.score is not None else "unparsable"] += 1
-        usage["total_tokens"] += int(reply.usage.get("total_tokens") or 0)
+    usage: dict = {"candidates": len(todo), "mode": judge.mode, "parsed": 0, "unparsable": 0, "total_tokens": 0}
+    # Probability modes score a batch of candidates per call (local models: one forward pass per batch).
+    step = 1 if judge.mode == GENERATE else max(1, int((judge.settings or {}).get("batch_size", 8)))
+    for start in range(0, len(todo), step):
+        batch = todo[start:start + step]
+        prompts = [judge_prompt_for(judge=judge, candidate=candidate) for candidate in batch]
+        if judge.mode == GENERATE:
+            replies = [client.judge(prompt=prompts[0])]
+        else:
+            replies = client.score(prompts=prompts, mode=judge.mode)
+        for candidate, reply in zip(batch, replies, strict=True):
+            try:
+                rating = judge_rating_store(judge=judge, candidate=candidate, raw_output=reply.text,
+                                            expected_score=reply.expected_score, distribution=reply.distribution,
+                                            job=job)
+            except IntegrityError:
+                continue  # another execution stored it meanwhile
+            usage["parsed" if rating.score is not None else "unparsable"] += 1
+            usage["total_tokens"] += int(reply.usage.get("total_tokens") or 0)
         Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now())
     if usage["unparsable"]:
-        error = (f"{usage['unparsable']} of {usage['candidates']} judge replies had no parsable score "
+        what = "had no parsable score" if judge.mode == GENERATE else "had no score label among their alternatives"
+        error = (f"{usage['unparsable']} of {usage['candidates']} judge replies {what} "
                  "(stored with their raw text; retry asks again)")
         closed = _item_close(item=item, token=token, status=JobItem.Status.FAILED, error=error, usage=usage)
         return "failed" if closed else "lost-claim"
@@ -292,6 +408,9 @@ def judge_item_work(*, item: JobItem, token: str, job: Job, question: Question) 
 
 
 # --- comparison with humans and fusion ----------------------------------------------------------------------
+#: The note shown beside a judge's row on the comparison page: how its scores were made.
+MODE_NOTES = {GENERATE: "generated reply, parsed", PROBABILITY: "probability: Σ p(k)·k",
+              PROBABILITY_YESNO: "probability: 1 + 4·P(Yes)"}
 def judges_check_staff(*, user) -> None:
     """Raise ``PermissionDenied`` unless ``user`` is staff (judge runs spend provider quota)."""
     if not (getattr(user, "is_authenticated", False) and user.is_staff):
@@ -319,26 +438,61 @@ def human_means(*, benchmark: Benchmark | None = None, min_ratings: int = 2) -> 
 
 
 def judge_scores(*, benchmark: Benchmark | None = None) -> dict[str, dict]:
-    """``{label: {"scores": {candidate_id: score}, "expected": {...}, "failures": n}}`` per judge.
+    """``{label: {"scores": {candidate_id: score}, "expected": {...}, "failures": n, "mode": m}}`` per judge.
 
     Labels: the judge's name; imported/legacy rows without a judge row are ``"<judge_name> / <prompt_variant>"``.
+    ``expected`` holds generate-mode expected scores only (in the ``probability`` mode the score *is* Σ p(k)·k);
+    ``mode`` is the mode of the judge's latest row.
     """
     qs = JudgeRating.objects.select_related("judge")
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
     out: dict[str, dict] = {}
-    for judge_name, variant, judge_id, name, candidate_id, score, expected in qs.values_list(
-        "judge_name", "prompt_variant", "judge_id", "judge__name", "candidate_id", "score", "expected_score"
+    for judge_name, variant, judge_id, name, candidate_id, score, expected, mode in qs.values_list(
+        "judge_name", "prompt_variant", "judge_id", "judge__name", "candidate_id", "score", "expected_score", "mode"
     ).order_by("pk"):
         label = name if judge_id else f"{judge_name} / {variant}"
-        entry = out.setdefault(label, {"scores": {}, "expected": {}, "failures": 0})
+        entry = out.setdefault(label, {"scores": {}, "expected": {}, "failures": 0, "mode": mode})
+        entry["mode"] = mode
         if score is None:
             entry["failures"] += 1
             continue
         entry["scores"][candidate_id] = float(score)
-        if expected is not None:
+        if expected is not None and mode == GENERATE:
             entry["expected"][candidate_id] = float(expected)
     return out
+
+
+@dataclass(frozen=True)
+class JudgeCoverage:
+    """How many of the benchmark's candidate answers (current versions) a judge scored: ``scored`` + ``failures``
+    + missing = ``candidates``."""
+
+    label: str
+    mode: str
+    candidates: int
+    scored: int
+    failures: int
+
+    @property
+    def missing(self) -> int:
+        return self.candidates - self.scored - self.failures
+
+
+def judge_coverage(*, benchmark: Benchmark | None = None) -> list[JudgeCoverage]:
+    """Per judge (rows with a judge): scored and failed candidate answers among the current versions' ones."""
+    current = CandidateAnswer.objects.filter(question_version__question__current_version=F("question_version"))
+    if benchmark is not None:
+        current = current.filter(question_version__question__benchmark=benchmark)
+    total = current.count()
+    rows = (
+        JudgeRating.objects.filter(judge__isnull=False, candidate__in=current)
+        .values("judge__name", "judge__mode")
+        .annotate(scored=Count("pk", filter=Q(score__isnull=False)), failures=Count("pk", filter=Q(score__isnull=True)))
+        .order_by("judge__name")
+    )
+    return [JudgeCoverage(label=row["judge__name"], mode=row["judge__mode"], candidates=total, scored=row["scored"],
+                          failures=row["failures"]) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -449,7 +603,8 @@ def fusion_fit(*, scores_by_judge: dict[str, dict[int, float]], human: dict[int,
 class JudgeComparison:
     """The comparison page's data: ``rows`` over all items with ≥ 2 valid human ratings (each judge, its expected
     score where present, the simple average); ``held_out_rows`` on the dev+test questions (judges, average and the
-    learned fusion fitted on train); ``n_items`` human-rated items; ``fusion`` the fitted model or None."""
+    learned fusion fitted on train); ``n_items`` human-rated items; ``fusion`` the fitted model or None;
+    ``coverage`` each judge's scored share of all candidate answers in scope, rated by humans or not."""
 
     n_items: int
     rows: list[AgreementRow]
@@ -457,6 +612,7 @@ class JudgeComparison:
     fusion: LearnedFusion | None
     n_train: int
     n_held_out: int
+    coverage: list[JudgeCoverage] = field(default_factory=list)
 
 
 def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_ratings: int = 2,
@@ -473,7 +629,8 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
     human = human_means(benchmark=benchmark, min_ratings=min_human_ratings)
     per_judge = judge_scores(benchmark=benchmark)
     scores_by_judge = {label: entry["scores"] for label, entry in per_judge.items() if entry["scores"]}
-    rows = [agreement_row(label=label, predicted=entry["scores"], human=human, failures=entry["failures"])
+    rows = [agreement_row(label=label, predicted=entry["scores"], human=human, failures=entry["failures"],
+                          note=MODE_NOTES.get(entry["mode"], ""))
             for label, entry in sorted(per_judge.items())]
     for label, entry in sorted(per_judge.items()):
         if entry["expected"]:
@@ -494,7 +651,8 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
     held_ids = set(human) - train_ids
     fusion = fusion_fit(scores_by_judge=scores_by_judge, human=human, train_ids=train_ids)
     held_human = {k: v for k, v in human.items() if k in held_ids}
-    held_rows = [agreement_row(label=label, predicted=scores, human=held_human)
+    held_rows = [agreement_row(label=label, predicted=scores, human=held_human,
+                               note=MODE_NOTES.get(per_judge[label]["mode"], ""))
                  for label, scores in sorted(scores_by_judge.items())]
     if len(scores_by_judge) >= 2:
         held_rows.append(agreement_row(label="Average of judges", predicted=average, human=held_human, note="fusion"))
@@ -505,4 +663,5 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
         held_rows.append(agreement_row(label="Learned weighted fusion", predicted=predicted, human=held_human,
                                        note=f"calibrated + weighted, fitted on {fusion.n_train} train items"))
     return JudgeComparison(n_items=len(human), rows=rows, held_out_rows=held_rows, fusion=fusion,
-                           n_train=len(train_ids), n_held_out=len(held_ids))
+                           n_train=len(train_ids), n_held_out=len(held_ids),
+                           coverage=judge_coverage(benchmark=benchmark))

@@ -22,18 +22,19 @@ def candidate_routing_set(*, candidate_ids: Iterable[int], target_ratings: int |
 
     Args:
         candidate_ids: primary keys of ``CandidateAnswer``; unknown ones are ignored.
-        target_ratings: 1..``MAX_TARGET_RATINGS`` ratings wanted, or None to fall back to the benchmark's k.
+        target_ratings: 0..``MAX_TARGET_RATINGS`` ratings wanted, or None to fall back to the benchmark's k; 0 means
+            "not to be rated" (a sampling policy did not draw the answer; the queue never offers it).
         priority: queue priority, any integer (0 is the default; higher is offered first).
 
     Returns:
         The number of rows updated.
 
     Raises:
-        ValidationError: target_ratings outside 1..MAX_TARGET_RATINGS.
+        ValidationError: target_ratings outside 0..MAX_TARGET_RATINGS.
     """
-    if target_ratings is not None and not 1 <= target_ratings <= MAX_TARGET_RATINGS:
+    if target_ratings is not None and not 0 <= target_ratings <= MAX_TARGET_RATINGS:
         raise ValidationError(
-            {"target_ratings": f"must be between 1 and {MAX_TARGET_RATINGS} or empty, not {target_ratings}"}
+            {"target_ratings": f"must be between 0 and {MAX_TARGET_RATINGS} or empty, not {target_ratings}"}
         )
     ids = sorted(set(candidate_ids))
     if not ids:

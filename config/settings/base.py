@@ -77,6 +77,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "config.navigation.navigation",
             ],
         },
     },
@@ -87,6 +88,9 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'd
 # CACHE_URL=redis://... shares them between all web and worker processes (docker/compose.yaml does).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# Statistics computed once per new data (the agreement page's bootstrap CIs). Per process by default; set
+# CACHE_URL=rediscache://host:6379/1 so web processes and the Celery worker (which warms it) share one cache.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://orca")}
 DATABASES["default"].setdefault("TEST", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several processes (web, worker, beat) share one SQLite file in the embedded default.
@@ -105,7 +109,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # django-axes first: it refuses logins of a username+IP with too many recent failures (see "Security" below).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "annotation:home"
+LOGIN_REDIRECT_URL = "start"  # the dashboard for experts and admins, the rating home for annotators
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"

@@ -8,18 +8,20 @@ Public API:
     OrcaConfig, build_orca, load_orca, predict    model, saving/loading, scoring (model.py)
     quantize_int8                                 int8 CPU scoring (model.py)
     TrainConfig, train                            fine-tuning with progress callback (train.py)
+    import_upstream                               checkpoints of the ORCA authors into our format (upstream.py)
     rating_nll, beta_moments, categorical_moments likelihoods and moments (losses.py)
-    evaluate_predictions, clamp_mu, clamp_predictions, tune_clamp_threshold,
+    evaluate_predictions, mae_var_by_definition, item_variance_targets, clamp_mu, clamp_predictions, tune_clamp_threshold,
     sharpen_variance, tune_concentration_scale    metrics and post-processing (metrics.py)
 """
 
-from .data import InputFields, OrcaDataError, OrcaItem, build_text, item_targets, load_items
+from .data import InputFields, OrcaDataError, OrcaItem, build_text, item_targets, item_variance_targets, load_items
 from .losses import beta_log_prob, beta_moments, categorical_moments, predict_moments, rating_nll, reduce_nll
 from .metrics import (
     clamp_mu,
     clamp_predictions,
     evaluate_predictions,
     kendall_tau_b,
+    mae_var_by_definition,
     sharpen_variance,
     spearman,
     tune_clamp_threshold,
@@ -27,12 +29,14 @@ from .metrics import (
 )
 from .model import OrcaConfig, OrcaModel, OrcaModelError, build_orca, load_orca, predict, quantize_int8, save_orca
 from .train import TrainConfig, train
+from .upstream import import_upstream
 
 __all__ = [
-    "InputFields", "OrcaDataError", "OrcaItem", "build_text", "item_targets", "load_items",
+    "InputFields", "OrcaDataError", "OrcaItem", "build_text", "item_targets", "item_variance_targets", "load_items",
     "beta_log_prob", "beta_moments", "categorical_moments", "predict_moments", "rating_nll", "reduce_nll",
-    "clamp_mu", "clamp_predictions", "evaluate_predictions", "kendall_tau_b", "sharpen_variance", "spearman",
+    "clamp_mu", "clamp_predictions", "evaluate_predictions", "kendall_tau_b", "mae_var_by_definition",
+    "sharpen_variance", "spearman",
     "tune_clamp_threshold", "tune_concentration_scale",
     "OrcaConfig", "OrcaModel", "OrcaModelError", "build_orca", "load_orca", "predict", "quantize_int8", "save_orca",
-    "TrainConfig", "train",
+    "TrainConfig", "train", "import_upstream",
 ]

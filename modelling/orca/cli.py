@@ -1,4 +1,4 @@
-"""Command line: ``python -m modelling.orca {train,evaluate,score} ...``.
+"""Command line: ``python -m modelling.orca {train,evaluate,score,import-upstream} ...``.
 
 * ``train --train T --dev D --out DIR [options]``: one JSON line per progress event on stdout
   (``start``, ``epoch`` with loss and dev metrics, ``done``).
@@ -7,6 +7,9 @@
 * ``score --model DIR --data X --out preds.jsonl``: one line per item
   ``{id, mu, var, alpha, beta, mu_clamped, var_clamped}`` (raw Beta moments and parameters, then the
   post-processed μ and σ²: :func:`~modelling.orca.metrics.clamp_predictions`).
+
+* ``import-upstream DIR --out OUR_DIR [--tokenizer T] [--base-model B]``: a checkpoint of the ORCA authors
+  (:mod:`modelling.orca.upstream`) becomes a model folder that ``evaluate``, ``score`` and the platform load.
 
 ``evaluate`` and ``score`` run the same scoring path (:func:`score_setup`, then
 :func:`~modelling.orca.model.predict`). ``--int8`` (CPU) quantises most Linear layers: 1.2–1.6× faster, but μ
@@ -26,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .data import OrcaDataError, item_targets, load_items
-from .metrics import evaluate_predictions
+from .data import OrcaDataError, item_targets, item_variance_targets, load_items
+from .metrics import evaluate_predictions, mae_var_by_definition
 from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, predict
 from .train import TrainConfig, train
 
@@ -63,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: mean for encoders, last (EOS appended) for decoders")
     t.add_argument("--head-hidden", type=int, default=0, help="MLP hidden width (0 = single linear layer)")
     t.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
-    t.add_argument("--freeze-layers", type=int, default=0, help="freeze embeddings and the lowest N layers")
+    t.add_argument("--freeze-layers", type=int, default=TrainConfig.freeze_layers,
+                   help="freeze embeddings and the lowest N layers (0 = full fine-tuning)")
     t.add_argument("--freeze-embeddings", action="store_true", help="freeze the embeddings (also with N = 0)")
     t.add_argument("--no-cache-frozen", action="store_true",
                    help="recompute frozen layers every step instead of caching their output once")
@@ -84,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--log-every", type=int, default=0, help="also print a step event every N steps")
-    t.add_argument("--no-rationale", action="store_true")
+    t.add_argument("--rationale", action=argparse.BooleanOptionalAction, default=OrcaConfig.rationale,
+                   help="put the rationale into the input (default off: slower and weaker with MiniLM on CPU)")
+    t.add_argument("--select-epoch", choices=["last", "best"], default=TrainConfig.select_epoch,
+                   help="keep the last epoch (default) or the one with the best dev rho (early stopping on dev)")
     t.add_argument("--no-question", action="store_true")
     t.add_argument("--with-transcript", action="store_true")
 
@@ -102,19 +109,49 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--json", action="store_true", help="print one JSON object")
         else:
             s.add_argument("--out", required=True, help="output JSONL")
+    u = sub.add_parser("import-upstream", help="convert a checkpoint of the ORCA authors (orca_score) into our format")
+    u.add_argument("model_dir", help="their model folder (best/model: config.yaml, lm/, model_minus_lm.pt)")
+    u.add_argument("--out", required=True, help="our model folder to write")
+    u.add_argument("--tokenizer", help="tokenizer folder (default: MODEL_DIR/../tokenizer, their layout)")
+    u.add_argument("--base-model", help="local folder of the base LM of a LoRA adapter (overrides the hub id it names)")
+    u.add_argument("--clamp-threshold", type=float, default=None,
+                   help="their sigma^2 threshold for clamping mu (per model; default: no clamp)")
+    u.add_argument("--no-rationale", action="store_true", help="the model was trained with --skip_rationale")
+    u.add_argument("--no-question", action="store_true", help="the model was trained with --skip_question")
+    u.add_argument("--with-transcript", action="store_true", help="the model was trained with --add_transcript")
+    u.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="weights when scoring (bfloat16 matches their GPU inference; float32 on CPU)")
+    u.add_argument("--copy", action="store_true", help="copy lm/ and the tokenizer instead of referring to them")
+    u.add_argument("--no-check", action="store_true",
+                   help="do not load the LM once to check it (files, head, tokenizer and LoRA base are still checked)")
     return p
+
+
+def _cmd_import_upstream(a: argparse.Namespace) -> int:
+    from .upstream import import_upstream
+
+    out = import_upstream(a.model_dir, a.out, tokenizer=a.tokenizer, base_model=a.base_model,
+                          clamp_threshold=a.clamp_threshold, rationale=not a.no_rationale,
+                          question=not a.no_question, transcript=a.with_transcript, copy=a.copy, dtype=a.dtype,
+                          check=not a.no_check)
+    config = json.loads((out / "config.json").read_text())
+    _print_json({"event": "imported", "out_dir": str(out), "head": config["head"],
+                 "use_cls_token": config["upstream"]["use_cls_token"],
+                 "lora_base_model": config["upstream"]["lora_base_model"]})
+    return 0
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
     mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling=a.pooling or "auto",
-                    rationale=not a.no_rationale, question=not a.no_question, transcript=a.with_transcript,
+                    rationale=a.rationale, question=not a.no_question, transcript=a.with_transcript,
                     max_length=a.max_length, head_hidden=a.head_hidden, rating_eps=a.rating_eps)
     tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, weight_decay=a.weight_decay,
                      batch_size=a.batch_size, warmup_frac=a.warmup, schedule=a.schedule,
                      reduction=a.reduction, freeze_layers=a.freeze_layers, freeze_embeddings=a.freeze_embeddings,
                      cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
                      var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
-                     threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every)
+                     threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every,
+                     select_epoch=a.select_epoch)
     train(a.train, a.dev, a.out, mc, tc, callback=_print_json)
     return 0
 
@@ -145,23 +182,30 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     model, tok = score_setup(a.model, a.device, a.threads, a.int8)
     pred = predict(model, tok, items, a.batch_size, a.device)
     hm, hv = item_targets(items)
+    targets = item_variance_targets(items)
     thr, kappa = model.config.clamp_threshold, model.config.concentration_scale
-    res = {
-        "unclamped": evaluate_predictions(pred["mu"], pred["var"], hm, hv),
-        "clamped": evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), hm, hv),
-        "n_items": len(items),
-        "n_items_var": sum(1 for v in hv if v == v),
-        "clamp_threshold": thr,
-        "concentration_scale": kappa,
-        "int8": a.int8,
-    }
+    res = {"n_items": len(items), "n_items_var": sum(1 for v in hv if v == v), "clamp_threshold": thr,
+           "concentration_scale": kappa, "int8": a.int8}
+    for name, (mu, var) in (("unclamped", (pred["mu"], pred["var"])),
+                            ("clamped", model.config.postprocess(pred["mu"], pred["var"]))):
+        res[name] = evaluate_predictions(mu, var, hm, hv) | {"mae_var_by_definition": mae_var_by_definition(var, targets)}
+    res["always_zero_var_baseline"] = {"mae_var": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
+                                       **mae_var_by_definition([0.0] * len(items), targets)}
     if a.json:
         _print_json(res)
     else:
         print(f"{len(items)} items, clamp threshold {thr}, concentration scale {kappa:.3g}")
+        print("MAE_var under the ORCA authors' definitions, every item: 'upstream' = sample variance with Bessel's "
+              "correction (0 for one rating), 'population' = ddof 0; 'ours' = ddof 1 over items with >= 2 ratings")
         for k in ("unclamped", "clamped"):
             m = res[k]
-            print(f"{k:10s} rho {m['rho']:.4f}  tau {m['tau']:.4f}  MAE_mu {m['mae_mu']:.4f}  MAE_var {m['mae_var']:.4f}")
+            d = m["mae_var_by_definition"]
+            print(f"{k:10s} rho {m['rho']:.4f}  tau {m['tau']:.4f}  MAE_mu {m['mae_mu']:.4f}  "
+                  f"MAE_var upstream {d['sample_ddof1_upstream']:.4f}  population {d['population']:.4f}  "
+                  f"ours {m['mae_var']:.4f}")
+        z = res["always_zero_var_baseline"]
+        print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  population {z['population']:.4f}  "
+              f"ours {z['mae_var']:.4f}")
     return 0
 
 
@@ -190,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --int8 runs on CPU only", file=sys.stderr)
         return 2
     try:
-        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "score": _cmd_score}[a.cmd](a)
+        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "score": _cmd_score,
+                "import-upstream": _cmd_import_upstream}[a.cmd](a)
     except (OrcaDataError, OrcaModelError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

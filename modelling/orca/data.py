@@ -216,17 +216,42 @@ def item_targets(items: Sequence[OrcaItem]) -> tuple[list[float], list[float]]:
         ValueError: an item has no rating.
     """
     means, variances = [], []
-    for it in items:
-        ys = it.normalised_ratings
-        if not ys:
-            raise ValueError(f"item {it.id!r} has no rating")
-        m = sum(ys) / len(ys)
+    for n, m, ss in map(_rating_moments, items):
         means.append(m)
-        if len(ys) < 2:
-            variances.append(math.nan)
-        else:
-            variances.append(sum((y - m) ** 2 for y in ys) / (len(ys) - 1))
+        variances.append(ss / (n - 1) if n > 1 else math.nan)
     return means, variances
+
+
+def _rating_moments(item: OrcaItem) -> tuple[int, float, float]:
+    """(number of ratings, mean, sum of squared deviations) of an item's normalised ratings."""
+    ys = item.normalised_ratings
+    if not ys:
+        raise ValueError(f"item {item.id!r} has no rating")
+    m = sum(ys) / len(ys)
+    return len(ys), m, sum((y - m) ** 2 for y in ys)
+
+
+#: The two definitions of an item's rating variance that MAE_σ² is reported under, upstream's first:
+#: the ORCA authors' Bessel-corrected sample variance (ddof 1; 0 for an item with one rating) and the
+#: population variance (ddof 0). Both cover every item.
+VARIANCE_DEFINITIONS = ("sample_ddof1_upstream", "population")
+
+
+def item_variance_targets(items: Sequence[OrcaItem]) -> dict[str, list[float]]:
+    """Per-item variance of the normalised ratings y = (r−1)/4 under each of :data:`VARIANCE_DEFINITIONS`.
+
+    Returns:
+        {"sample_ddof1_upstream": [...], "population": [...]}, one float per item in [0, 0.5] (sample) /
+        [0, 0.25] (population); an item with a single rating has 0 under both.
+
+    Raises:
+        ValueError: an item has no rating.
+    """
+    sample, population = [], []
+    for n, _, ss in map(_rating_moments, items):
+        sample.append(ss / (n - 1) if n > 1 else 0.0)
+        population.append(ss / n)
+    return {"sample_ddof1_upstream": sample, "population": population}
 
 
 def iter_chunks(seq: Sequence, size: int) -> Iterable[Sequence]:

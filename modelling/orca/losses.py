@@ -20,13 +20,16 @@ import torch
 from .data import N_POINTS
 
 HEADS = ("beta", "multinomial")
+#: Heads that can be scored (imported checkpoints of the ORCA authors may also be ``bernoulli``; not trained here).
+SCORED_HEADS = HEADS + ("bernoulli",)
 
 #: Normalised positions of the five Likert points, y = (r−1)/4.
 POINTS = torch.linspace(0.0, 1.0, N_POINTS)
 
 
 def head_size(head: str) -> int:
-    """Number of raw outputs of a head: 2 for ``beta`` (log α, log β), 5 for ``multinomial`` (logits).
+    """Number of raw outputs of a head: 2 for ``beta`` (log α, log β), 5 for ``multinomial`` (logits), 2 for
+    ``bernoulli`` (logits of "correct", "incorrect"; imported checkpoints only).
 
     Raises:
         ValueError: unknown head name.
@@ -35,7 +38,9 @@ def head_size(head: str) -> int:
         return 2
     if head == "multinomial":
         return N_POINTS
-    raise ValueError(f"unknown head {head!r}; choose one of {HEADS}")
+    if head == "bernoulli":
+        return 2
+    raise ValueError(f"unknown head {head!r}; choose one of {SCORED_HEADS}")
 
 
 def soft_limit(x: torch.Tensor, limit: float) -> torch.Tensor:
@@ -79,6 +84,8 @@ def rating_nll(out: torch.Tensor, ratings: torch.Tensor, head: str, eps: float =
     """
     if out.shape[-1] != head_size(head):
         raise ValueError(f"head {head!r} expects {head_size(head)} outputs, got {out.shape[-1]}")
+    if head not in HEADS:
+        raise ValueError(f"head {head!r} is scored but not trained here; choose one of {HEADS}")
     mask = ratings > 0
     if head == "beta":
         y = ((ratings.float() - 1.0) / (N_POINTS - 1)).clamp(eps, 1.0 - eps)
@@ -156,7 +163,9 @@ def predict_moments(out: torch.Tensor, head: str) -> dict[str, torch.Tensor]:
     Returns:
         dict of (B,) float tensors: ``mu`` (expected correctness, [0, 1]), ``var`` (predicted disagreement,
         variance on the normalised scale, [0, 0.25]), ``alpha``, ``beta`` (> 0; moment-matched for the
-        multinomial head) and, for the multinomial head, ``probs`` (B, 5).
+        multinomial and bernoulli heads) and, for the multinomial head, ``probs`` (B, 5). Beta: ORCA paper Eqs. 1,
+        3, 4; multinomial: mean and variance of the categorical over y = (k−1)/4; bernoulli: the ORCA authors'
+        μ = softmax(out)[0] and σ² = 0.
 
     Raises:
         ValueError: unknown head.
@@ -171,4 +180,10 @@ def predict_moments(out: torch.Tensor, head: str) -> dict[str, torch.Tensor]:
         mu, var = categorical_moments(probs)
         alpha, beta = moment_matched_beta(mu, var)
         return {"mu": mu, "var": var, "alpha": alpha, "beta": beta, "probs": probs}
-    raise ValueError(f"unknown head {head!r}; choose one of {HEADS}")
+    if head == "bernoulli":
+        # The ORCA authors' definition: μ = softmax(logits)[0], σ² = 0 (their head predicts no disagreement).
+        mu = torch.softmax(out, dim=-1)[:, 0]
+        var = torch.zeros_like(mu)
+        alpha, beta = moment_matched_beta(mu, var)
+        return {"mu": mu, "var": var, "alpha": alpha, "beta": beta}
+    raise ValueError(f"unknown head {head!r}; choose one of {SCORED_HEADS}")

@@ -8,6 +8,9 @@ All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
   **sample** variance (ddof = 1) of the item's normalised ratings. Items with a single rating have no
   sample variance and are left out. This convention reproduces MODELLING-NOTES' always-zero baseline
   (0.031 on seed-108 dev; population variance would give 0.020).
+* MAE_σ² under the ORCA authors' definitions (:func:`mae_var_by_definition`): against the Bessel-corrected sample
+  variance with 0 for single-rating items (their release, "upstream") and against the population variance (ddof 0),
+  both over every item. ``evaluate`` prints both beside ours, and the always-zero baseline under each.
 * Clamped ("post-processed") metrics use :func:`clamp_predictions`: the paper's clamp of μ, σ² = 0 for the
   clamped items, and σ² of the other items from the Beta with its concentration α + β scaled by a factor κ
   tuned on dev (:func:`tune_concentration_scale`). The last two are our extensions, not the paper's.
@@ -85,6 +88,29 @@ def evaluate_predictions(
         "mae_mu": float(np.abs(mu - hm).mean()),
         "mae_var": float(np.abs(var[ok] - hv[ok]).mean()) if ok.any() else math.nan,
     }
+
+
+def mae_var_by_definition(var: Sequence[float], targets: dict[str, Sequence[float]]) -> dict[str, float]:
+    """MAE_σ² against each variance definition of :func:`~modelling.orca.data.item_variance_targets`, in its order
+    (upstream's Bessel-corrected sample variance first, then the population variance), over every item.
+
+    Args:
+        var: predicted variance per item (normalised scale); targets: definition name → per-item variance.
+
+    Returns:
+        {definition: mean |σ² − target|}, same keys and order as ``targets``.
+
+    Raises:
+        ValueError: a target list differs in length from ``var``.
+    """
+    v = np.asarray(var, float)
+    out = {}
+    for name, t in targets.items():
+        t = np.asarray(t, float)
+        if t.shape != v.shape:
+            raise ValueError(f"variance targets {name!r} have {len(t)} items, predictions {len(v)}")
+        out[name] = float(np.abs(v - t).mean()) if len(v) else math.nan
+    return out
 
 
 def clamp_mu(mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN) -> np.ndarray:

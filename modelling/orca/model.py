@@ -168,7 +168,10 @@ class OrcaConfig:
         head: ``beta`` (log α, log β) or ``multinomial`` (5 logits).
         pooling: ``mean`` | ``cls`` (encoders) | ``last`` (decoders; an EOS is appended).
         rationale, question, transcript: input-field flags (see :class:`~modelling.orca.data.InputFields`).
-        max_length: token budget per input; long fields are cut (longest first), markers kept.
+            The rationale is off by default: with the packaged MiniLM it halves the tokens and learns faster
+            (bench/orca_experiments.md, e3 vs e4).
+        max_length: token budget per input (default 96, the CPU recipe); long fields are cut (longest first),
+            markers kept.
         head_hidden: hidden width of the MLP head; 0 = a single linear layer (paper Section 5.5).
         logit_limit: |log α|, |log β| (or logits) soft-limited to this with tanh; 0 = off.
         rating_eps: Beta only; normalised ratings clamped to [eps, 1−eps] in the likelihood.
@@ -177,15 +180,19 @@ class OrcaConfig:
         concentration_scale: κ > 0 of the post-processing σ² calibration (α + β scaled by κ; 1 = off), tuned
             on dev after the clamp (:func:`~modelling.orca.metrics.tune_concentration_scale`).
         lora_rank: rank of the LoRA adapters used in training (0 = full fine-tuning); merged on save.
+        upstream: empty for our models; for a checkpoint of the ORCA authors imported by
+            :func:`~modelling.orca.upstream.import_upstream`: their settings (score_type, use_cls_token, init_type),
+            where its LM, tokenizer and LoRA base model are, and the scoring dtype. Such a model reads its input in
+            their text format and ``head`` may also be ``bernoulli``.
     """
 
     base_model: str = DEFAULT_BASE_MODEL
     head: str = "beta"
     pooling: str = "mean"
-    rationale: bool = True
+    rationale: bool = False
     question: bool = True
     transcript: bool = False
-    max_length: int = 256
+    max_length: int = 96
     head_hidden: int = 0
     logit_limit: float = 7.0
     rating_eps: float = 0.01
@@ -193,6 +200,7 @@ class OrcaConfig:
     clamp_threshold: float | None = None
     concentration_scale: float = 1.0
     lora_rank: int = 0
+    upstream: dict = field(default_factory=dict)
     dev_metrics: dict = field(default_factory=dict)
     train_settings: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
@@ -381,6 +389,10 @@ def encode_items(tokenizer, items: Sequence[OrcaItem], config: OrcaConfig) -> li
     all field texts at once, all joined inputs at once): on seed-108 about twice as fast as item by item,
     with identical ids.
     """
+    if config.upstream:
+        from .upstream import encode_upstream
+
+        return encode_upstream(tokenizer, items, config)
     if not items:
         return []
     segs = [field_segments(it, config.fields) for it in items]
@@ -492,10 +504,25 @@ def load_orca(model_dir: str | Path, device: str | torch.device = "cpu", int8: b
     from transformers import AutoModel, AutoTokenizer
 
     d = Path(model_dir)
-    for name in (CONFIG_NAME, BACKBONE_DIR, HEAD_NAME):
+    if not (d / CONFIG_NAME).exists() and (d / "config.yaml").exists():
+        raise OrcaModelError(f"{d} is a checkpoint of the ORCA authors; convert it first with "
+                             f"python -m modelling.orca import-upstream {d} --out DIR")
+    for name in (CONFIG_NAME, HEAD_NAME):
         if not (d / name).exists():
             raise OrcaModelError(f"{d} is not an ORCA model folder: {name} is missing")
-    config = OrcaConfig.from_json(json.loads((d / CONFIG_NAME).read_text()))
+    try:
+        config = OrcaConfig.from_json(json.loads((d / CONFIG_NAME).read_text()))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise OrcaModelError(f"{d / CONFIG_NAME}: not an ORCA model config ({exc})") from None
+    if config.upstream:
+        from .upstream import load_upstream
+
+        model, tok = load_upstream(d, config, device)
+        if int8:
+            quantize_int8(model)
+        return model, tok
+    if not (d / BACKBONE_DIR).exists():
+        raise OrcaModelError(f"{d} is not an ORCA model folder: {BACKBONE_DIR} is missing")
     tok = AutoTokenizer.from_pretrained(str(d / BACKBONE_DIR))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -528,13 +555,14 @@ def quantize_int8(model: OrcaModel) -> OrcaModel:
 
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    names = [n for n, m in model.backbone.named_modules() if isinstance(m, nn.Linear)
+    backbone = model.backbone if hasattr(model, "backbone") else model.lm
+    names = [n for n, m in backbone.named_modules() if isinstance(m, nn.Linear)
              and not ((n.endswith("output.dense") and "attention" not in n) or n.endswith("down_proj"))]
     with warnings.catch_warnings():
         # torch.ao.quantization is deprecated in favour of torchao, which is not a dependency here.
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        quantize_dynamic(model.backbone, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
+        quantize_dynamic(backbone, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
     return model
 
 

@@ -64,6 +64,10 @@ CONFIDENT_MODEL_AGREES = "confident_model_agrees"
 CONFIDENT_DISAGREEING = "confident_disagreeing"
 DEFAULT = "default"
 ROUTING_OFF = "routing_off"
+ACTIVE_SELECTED = "active_selected"
+ACTIVE_SKIPPED = "active_skipped"
+#: Queue priority of answers the leaderboard-precision policy drew (offered before everything else).
+ACTIVE_PRIORITY = 20
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class RoutingChoice:
     reason: str
     detail: str
     expert: bool = False
+    inclusion_probability: float | None = None
 
 
 def model_rating(mu: float) -> int:
@@ -242,6 +247,81 @@ def routing_replay(
     return used
 
 
+# --- the leaderboard-precision policy (active statistical inference) -----------------------------------------------
+#
+# A benchmark switched to this policy (``BenchmarkRouting``) does not route by disagreement: each LALM's candidate
+# answers are drawn for rating with probability π ∝ ORCA's σ mixed with a uniform floor
+# (``modelling.leaderboard.stats.inclusion_probabilities``; expected share ``budget`` of the LALM's answers), and a
+# drawn answer's ratings weigh 1/π in the leaderboard's active estimate, which keeps it unbiased (Zrnic & Candès,
+# ICML 2024). The draw is u < π with u a uniform number fixed per (candidate answer, model version)
+# (:func:`active_draw`), so re-evaluating does not re-draw; π itself can move when answers are added, and every
+# change of π is logged with the decision. Drawn answers get the default k and ``ACTIVE_PRIORITY``; the others
+# get target 0 ("not to be rated") and priority −1.
+
+
+def active_draw(*, candidate_id: int, model_version_id: int) -> float:
+    """The fixed uniform number u ∈ [0, 1) of one candidate answer under one model version (seeded by both)."""
+    import random
+
+    return random.Random(f"leaderboard-precision:{model_version_id}:{candidate_id}").random()
+
+
+def active_probabilities(
+    *, groups: dict[int, object], variances: dict[int, float], budget: float, floor: float
+) -> dict[int, float]:
+    """{candidate id: π}: within each group (one LALM on one benchmark) π ∝ σ = √σ² mixed with a uniform floor,
+    summing to ``budget`` × the group's size (``modelling.leaderboard.stats.inclusion_probabilities``)."""
+    from modelling.leaderboard.stats import inclusion_probabilities
+
+    members: dict[object, list[int]] = defaultdict(list)
+    for cid, key in groups.items():
+        members[key].append(cid)
+    out: dict[int, float] = {}
+    for ids in members.values():
+        ids.sort()
+        sigma = [math.sqrt(max(0.0, variances[c])) for c in ids]
+        for cid, pi in zip(ids, inclusion_probabilities(sigma, budget=budget * len(ids), floor=floor)):
+            out[cid] = float(pi)
+    return out
+
+
+def active_decide(*, pi: float, u: float) -> RoutingChoice:
+    """Drawn (u < π): the default k and ``ACTIVE_PRIORITY``; not drawn: target 0 (not to be rated), priority −1."""
+    if u < pi:
+        return RoutingChoice(None, ACTIVE_PRIORITY, ACTIVE_SELECTED,
+                             f"drawn for the leaderboard: u={u:.4f} < π={pi:.4f}; its ratings weigh 1/π = {1 / pi:.2f}",
+                             inclusion_probability=pi)
+    return RoutingChoice(0, -1, ACTIVE_SKIPPED, f"not drawn: u={u:.4f} ≥ π={pi:.4f}; not to be rated",
+                         inclusion_probability=pi)
+
+
+def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor: float = 0.2, user=None):
+    """Choose ``benchmark``'s routing policy (``BenchmarkRouting.Policy``) and re-evaluate routing; returns the row.
+
+    Raises ``ValidationError`` naming the field for an unknown policy or a budget / floor outside (0, 1].
+    """
+    from annotation.services.audit import audit_record
+    from modelling.models import BenchmarkRouting
+
+    with transaction.atomic():
+        row = BenchmarkRouting.objects.filter(benchmark=benchmark).first() or BenchmarkRouting(benchmark=benchmark)
+        old = {"policy": row.policy, "budget": row.budget, "floor": row.floor} if row.pk else None
+        row.policy, row.budget, row.floor, row.updated_by = policy, budget, floor, user
+        row.full_clean()
+        row.save()
+        audit_record(actor=user, action="routing.benchmark_policy", obj=row, old=old,
+                     new={"policy": policy, "budget": budget, "floor": floor})
+        routing_refresh(force=True)
+    return row
+
+
+def _active_benchmarks() -> dict[int, tuple[float, float]]:
+    from modelling.models import BenchmarkRouting
+
+    return {b: (budget, floor) for b, budget, floor in BenchmarkRouting.objects.filter(
+        policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION).values_list("benchmark_id", "budget", "floor")}
+
+
 # --- the platform: evaluating the policy over the store -----------------------------------------------------------
 
 
@@ -327,6 +407,11 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     thresholds = RoutingThresholds.from_variances([v for _, v in predictions.values()], rules)
     result.thresholds = thresholds
     ids = sorted(predictions if candidate_ids is None else set(candidate_ids) & predictions.keys())
+    active_pi = _active_inclusion(predictions)
+    latest_pi: dict[int, float | None] = {}  # the latest logged π per candidate (later rows overwrite)
+    if active_pi:
+        latest_pi = dict(RoutingDecision.objects.filter(candidate_id__in=list(active_pi)).order_by("id")
+                         .values_list("candidate_id", "inclusion_probability"))
     with transaction.atomic():
         current = {
             c.pk: c for c in CandidateAnswer.objects.select_for_update().filter(pk__in=ids)
@@ -341,16 +426,21 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                 continue
             mu, variance = predictions[cid]
             seen = scores.get(cid, [])
-            choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds, rules=rules)
+            if cid in active_pi:
+                choice = active_decide(pi=active_pi[cid], u=active_draw(candidate_id=cid, model_version_id=active.pk))
+            else:
+                choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds, rules=rules)
             result.evaluated += 1
-            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority):
+            same_pi = choice.inclusion_probability is None or (
+                latest_pi.get(cid) is not None and abs(latest_pi[cid] - choice.inclusion_probability) < 1e-9)
+            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority) and same_pi:
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
             log.append(RoutingDecision(
                 candidate_id=cid, model_version=active, reason=choice.reason, detail=choice.detail,
                 old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
                 old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
-                n_ratings=len(seen), expert=choice.expert,
+                n_ratings=len(seen), expert=choice.expert, inclusion_probability=choice.inclusion_probability,
             ))
             result.by_reason[choice.reason] = result.by_reason.get(choice.reason, 0) + 1
         for (target, priority), group in groups.items():
@@ -359,6 +449,27 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
         result.changed = len(log)
         _mark_expert(active=active, predictions=predictions, thresholds=thresholds, ids=ids)
     return result
+
+
+def _active_inclusion(predictions: dict[int, tuple[float, float]]) -> dict[int, float]:
+    """π of every predicted candidate answer on a benchmark under the leaderboard-precision policy (by LALM)."""
+    from annotation.models import CandidateAnswer
+
+    benchmarks = _active_benchmarks()
+    if not benchmarks:
+        return {}
+    rows = CandidateAnswer.objects.filter(
+        pk__in=list(predictions), question_version__question__benchmark_id__in=list(benchmarks)
+    ).values_list("pk", "question_version__question__benchmark_id", "lalm_id")
+    by_benchmark: dict[int, dict[int, object]] = defaultdict(dict)
+    for cid, bench, lalm in rows:
+        by_benchmark[bench][cid] = lalm
+    out: dict[int, float] = {}
+    for bench, groups in by_benchmark.items():
+        budget, floor = benchmarks[bench]
+        out.update(active_probabilities(groups=groups, variances={c: predictions[c][1] for c in groups},
+                                        budget=budget, floor=floor))
+    return out
 
 
 def _mark_expert(*, active, predictions, thresholds: RoutingThresholds, ids: Sequence[int]) -> None:

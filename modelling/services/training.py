@@ -37,7 +37,9 @@ logger = logging.getLogger(__name__)
 HEADS = ("beta", "multinomial")
 POOLINGS = ("auto", "mean", "cls", "last")
 DEVICES = ("cpu", "cuda")
-#: Defaults of a run's ``config`` (ORCA model and optimisation settings; see ``modelling.orca``).
+#: Defaults of a run's ``config``: the same recipe as ``python -m modelling.orca train`` and bench/orca.py
+#: (``modelling.orca.OrcaConfig`` / ``TrainConfig`` defaults; kept literal so web processes need not import torch,
+#: and checked equal by a test).
 DEFAULT_CONFIG = {
     "base_model": "minilm",
     "head": "beta",
@@ -45,8 +47,10 @@ DEFAULT_CONFIG = {
     "epochs": 6,
     "lr": 1e-4,
     "batch_size": 16,
-    "max_length": 256,
-    "rationale": True,
+    "freeze_layers": 2,
+    "var_weight": 5.0,
+    "max_length": 96,
+    "rationale": False,
     "question": True,
     "transcript": False,
     "device": "cpu",
@@ -66,7 +70,7 @@ def training_config_clean(*, config: dict) -> dict:
 
     Returns a new dict with every key of ``DEFAULT_CONFIG``. Raises ``ValidationError`` naming the field for an
     unknown key, a wrong type or a value out of range (epochs 1–1000, lr in (0, 1), batch_size 1–4096,
-    max_length 16–32768).
+    freeze_layers 0–1000, var_weight 0–1000, max_length 16–32768).
     """
     unknown = sorted(set(config) - set(DEFAULT_CONFIG))
     if unknown:
@@ -78,13 +82,17 @@ def training_config_clean(*, config: dict) -> dict:
     for key, choices in (("head", HEADS), ("pooling", POOLINGS), ("device", DEVICES)):
         if clean[key] not in choices:
             errors[key] = f"must be one of {', '.join(choices)}"
-    for key, low, high in (("epochs", 1, 1000), ("batch_size", 1, 4096), ("max_length", 16, 32768)):
+    for key, low, high in (("epochs", 1, 1000), ("batch_size", 1, 4096), ("freeze_layers", 0, 1000),
+                           ("max_length", 16, 32768)):
         value = clean[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             errors[key] = f"must be a whole number from {low} to {high}"
     lr = clean["lr"]
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < 1:
         errors["lr"] = "must be a number between 0 and 1"
+    var_weight = clean["var_weight"]
+    if isinstance(var_weight, bool) or not isinstance(var_weight, int | float) or not 0 <= var_weight <= 1000:
+        errors["var_weight"] = "must be a number from 0 to 1000"
     for key in ("rationale", "question", "transcript"):
         if not isinstance(clean[key], bool):
             errors[key] = "must be true or false"
@@ -92,6 +100,7 @@ def training_config_clean(*, config: dict) -> dict:
         raise ValidationError(errors)
     clean["base_model"] = clean["base_model"].strip()
     clean["lr"] = float(lr)
+    clean["var_weight"] = float(var_weight)
     return clean
 
 
@@ -326,7 +335,7 @@ def _train(run: TrainingRun) -> None:
     )
     train_config = TrainConfig(
         epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.split_seed, device=cfg["device"],
-        log_every=1,
+        freeze_layers=cfg.get("freeze_layers", 0), var_weight=cfg.get("var_weight", 0.0), log_every=1,
     )
     model_dir = folder / "model"
     result = train(
@@ -452,7 +461,7 @@ def training_retrain_if_due() -> TrainingRun | None:
     """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
 
     Uses the active model's run settings and split (kind, seed, held-out LALMs). Nothing happens without an active
-    model, with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
+    model, when the active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
     """
     every = settings.ORCA_RETRAIN_EVERY
     if every <= 0:
@@ -463,6 +472,8 @@ def training_retrain_if_due() -> TrainingRun | None:
     if TrainingRun.objects.filter(status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]).exists():
         return None
     source = active.training_run
+    if source is None:  # an imported checkpoint: no recipe or split of ours to retrain it with
+        return None
     if valid_rating_count() - source.source_rating_count < every:
         return None
     return training_run_start(

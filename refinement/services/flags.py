@@ -234,14 +234,22 @@ def flags_refresh_recent(*, now: datetime | None = None) -> FlagRefreshResult:
     """Evaluate questions whose ratings were created or updated since the watermark, then advance it.
 
     Re-reads ``REFINEMENT_WATERMARK_OVERLAP_S`` seconds before the watermark so ratings committed late (their
-    ``updated_at`` is set before commit) are not missed. The first run evaluates every rated question.
+    ``updated_at`` is set before commit) are not missed, but never before the last evaluation's time minus that
+    overlap (it read everything committed earlier). The first run evaluates every rated question.
     Called by the beat task every minute and by ``refinement_queues``.
     """
     now = now or timezone.now()
     watermark, _ = FlagWatermark.objects.get_or_create(name=WATERMARK_NAME)
     ratings = Rating.objects.all()
     if watermark.ratings_updated_before is not None:
-        since = watermark.ratings_updated_before - timedelta(seconds=settings.REFINEMENT_WATERMARK_OVERLAP_S)
+        overlap = timedelta(seconds=settings.REFINEMENT_WATERMARK_OVERLAP_S)
+        since = watermark.ratings_updated_before - overlap
+        if watermark.evaluated_at is not None:
+            # A rating the last evaluation did not read is newer than the watermark or was committed after that
+            # evaluation (so its updated_at is later than evaluated_at - overlap). Reading from further back only
+            # repeats work: after a bulk import every rating lies within the overlap, and each visit of the queue
+            # page re-evaluated them all until a new rating moved the watermark.
+            since = max(since, min(watermark.ratings_updated_before, watermark.evaluated_at - overlap))
         ratings = ratings.filter(updated_at__gt=since)
     ratings = ratings.filter(updated_at__lte=now)
     question_ids = set(ratings.values_list("question_version__question_id", flat=True).distinct())

@@ -120,7 +120,7 @@ def test_a_row_carries_judge_scores_and_leaves_the_orca_prediction_empty_without
     JudgeRating.objects.create(candidate=candidate, judge_name="gemini", prompt_variant="full", score=4.0)
     dataset_export(out_dir=tmp_path, formats=["orca-jsonl"])
     row = json.loads((tmp_path / "dataset.jsonl").read_text())
-    assert row["judge_scores"] == [{"judge": "gemini", "prompt_variant": "full", "score": 4.0}]
+    assert row["judge_scores"] == [{"judge": "gemini", "prompt_variant": "full", "mode": "generate", "score": 4.0}]
     assert row["orca_prediction"] is None
 
 

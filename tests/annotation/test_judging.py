@@ -28,11 +28,11 @@ from tests.factories import (
     UserFactory,
 )
 from tests.fakes.base import Reply
+from tests.judges import FAST_RETRIES, tiny_local_chat_model
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai_compat import FakeOpenAICompat
 
 pytestmark = pytest.mark.django_db
-FAST_RETRIES = {"PREPARATION_MAX_ATTEMPTS": 3, "PREPARATION_BACKOFF_BASE_S": 0.01, "PREPARATION_BACKOFF_MAX_S": 0.05}
 
 # Replies in the shapes real judges give (Qwen2.5/Llama 3.1/Gemma 3 with the Fig. 7 prompt, Prometheus 2, Gemini
 # in JSON mode), and the score each must yield (None: unparsable, stored as a failure).
@@ -143,9 +143,9 @@ def _score_for(request) -> str:
 
 
 def test_a_judge_job_through_the_openai_client_scores_items_stores_failures_and_retries(
-    items, django_capture_on_commit_callbacks
+    judged_items, django_capture_on_commit_callbacks
 ):
-    bench, candidates = items
+    bench, candidates = judged_items
     with FakeOpenAICompat(reply=_score_for) as fake, override_settings(**FAST_RETRIES):
         fake.script("chat", Reply(503, {"error": {"message": "busy"}}))  # transient: retried by the policy
         judge = Judge.objects.create(name="qwen-full", provider=Judge.Provider.OPENAI, model="qwen2.5-7b",
@@ -188,8 +188,8 @@ def test_a_judge_job_through_the_openai_client_scores_items_stores_failures_and_
         assert len(fake.chat_requests) == 6
 
 
-def test_a_gemini_judge_runs_through_google_genai(items, django_capture_on_commit_callbacks):
-    bench, candidates = items
+def test_a_gemini_judge_runs_through_google_genai(judged_items, django_capture_on_commit_callbacks):
+    bench, candidates = judged_items
     with FakeGemini(reply=lambda request: "Explanation: ok.\nScore: 3") as fake, override_settings(
         GEMINI_API_KEY="key", GEMINI_BASE_URL=fake.url, **FAST_RETRIES
     ):
@@ -204,8 +204,8 @@ def test_a_gemini_judge_runs_through_google_genai(items, django_capture_on_commi
     assert "Transcript" not in prompt and "Candidate Answer: <candidate_answer>answer 0" in prompt
 
 
-def test_a_judge_job_refuses_unavailable_or_inactive_judges_and_unknown_ids(items, settings):
-    bench, _ = items
+def test_a_judge_job_refuses_unavailable_or_inactive_judges_and_unknown_ids(judged_items, settings):
+    bench, _ = judged_items
     settings.GEMINI_API_KEY = ""
     gemini = Judge.objects.create(name="g", provider=Judge.Provider.GEMINI, model="gemini-2.5-flash")
     with pytest.raises(JudgeJobError, match="GEMINI_API_KEY is not set"):
@@ -221,8 +221,8 @@ def test_a_judge_job_refuses_unavailable_or_inactive_judges_and_unknown_ids(item
     assert not Job.objects.exists()
 
 
-def test_the_judge_command_starts_a_job(items, django_capture_on_commit_callbacks, capsys):
-    bench, _ = items
+def test_the_judge_command_starts_a_job(judged_items, django_capture_on_commit_callbacks, capsys):
+    bench, _ = judged_items
     with FakeOpenAICompat(reply=lambda r: "Score: 5") as fake, override_settings(**FAST_RETRIES):
         Judge.objects.create(name="cmd", provider=Judge.Provider.OPENAI, model="m",
                              settings={"base_url": f"{fake.url}/v1", "logprobs": False})
@@ -291,32 +291,12 @@ def test_fusion_helpers_on_small_inputs():
     assert (row.n, row.spearman, row.mae) == (2, None, 0.5)
 
 
-def _tiny_local_chat_model(folder) -> None:
-    """A randomly initialised 1-layer Llama with a character-level tokenizer and a chat template, saved to
-    ``folder`` (a real transformers checkpoint, tiny enough for CPU tests)."""
-    from tokenizers import Tokenizer, models
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    chars = [chr(c) for c in range(32, 127)] + ["\n", "–"]
-    vocab = {"<unk>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")),
-        unk_token="<unk>", eos_token="<eos>", pad_token="<eos>",
-        chat_template="{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}Judge:{% endif %}",
-    )
-    tokenizer.save_pretrained(folder)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                         eos_token_id=1, pad_token_id=1, bos_token_id=1)
-    LlamaForCausalLM(config).save_pretrained(folder)
-
-
-def test_a_local_transformers_judge_runs_in_process_and_stores_its_raw_reply(items, tmp_path,
+def test_a_local_transformers_judge_runs_in_process_and_stores_its_raw_reply(judged_items, tmp_path,
                                                                            django_capture_on_commit_callbacks):
     from annotation.judging.clients import LocalTransformersJudge
 
-    bench, candidates = items
-    _tiny_local_chat_model(tmp_path)
+    bench, candidates = judged_items
+    tiny_local_chat_model(tmp_path)
     judge = Judge.objects.create(name="tiny", provider=Judge.Provider.LOCAL, model=str(tmp_path),
                                  settings={"max_tokens": 12})
     with django_capture_on_commit_callbacks(execute=True):
@@ -334,8 +314,8 @@ def test_a_local_transformers_judge_runs_in_process_and_stores_its_raw_reply(ite
     assert client.expected_score(prompt="Rate it.", reply="no score here") is None
 
 
-def test_a_local_judge_without_its_model_is_unavailable(items):
-    bench, _ = items
+def test_a_local_judge_without_its_model_is_unavailable(judged_items):
+    bench, _ = judged_items
     judge = Judge.objects.create(name="missing", provider=Judge.Provider.LOCAL, model="/nonexistent/model")
     with pytest.raises(JudgeJobError, match="no checkpoint folder"):
         judge_job_start(judge=judge, benchmark=bench)

@@ -11,12 +11,21 @@ from .base import FakeServer, Recorded, Reply
 _SCORE_SPREAD = ((0, 0.6), (-1, 0.3), (1, 0.1))
 
 
+#: Alternatives the fake gives a "Yes" or "No" token: the word itself 0.8, the other one 0.2.
+_YESNO_SPREAD = 0.8
+
+
 def fake_logprobs(text: str, top: int) -> dict:
-    """OpenAI ``logprobs`` for ``text``: whitespace-led word tokens; digit tokens 1–5 get :data:`_SCORE_SPREAD`."""
+    """OpenAI ``logprobs`` for ``text``: whitespace-led word tokens; digit tokens 1–5 get :data:`_SCORE_SPREAD`,
+    "Yes"/"No" tokens the other word with 0.2."""
     content = []
     for token in re.findall(r"\s*\S+|\s+", text):
         digit = token.strip()
-        if digit in {"1", "2", "3", "4", "5"}:
+        if digit in {"Yes", "No"}:
+            other = token.replace(digit, "No" if digit == "Yes" else "Yes")
+            alternatives = [{"token": token, "logprob": math.log(_YESNO_SPREAD), "bytes": None},
+                            {"token": other, "logprob": math.log(1 - _YESNO_SPREAD), "bytes": None}]
+        elif digit in {"1", "2", "3", "4", "5"}:
             k = int(digit)
             spread = [(k + d, p) for d, p in _SCORE_SPREAD if 1 <= k + d <= 5]
             total = sum(p for _, p in spread)
@@ -32,12 +41,14 @@ def fake_logprobs(text: str, top: int) -> dict:
 class FakeOpenAICompat(FakeServer):
     """Replies with ``reply(request) -> str`` (default: a fixed answer); script failures under ``"chat"``.
 
-    When the request asks for ``logprobs``, the reply carries token log-probabilities (see :func:`fake_logprobs`).
+    When the request asks for ``logprobs``, the reply carries token log-probabilities (see :func:`fake_logprobs`),
+    unless ``logprobs=False``: a server that ignores the parameter and sends ``"logprobs": null``.
     """
 
-    def __init__(self, *, reply=None):
+    def __init__(self, *, reply=None, logprobs: bool = True):
         super().__init__()
         self.reply = reply or (lambda request: "A man is speaking about the weather.")
+        self.logprobs = logprobs
 
     @property
     def chat_requests(self) -> list[Recorded]:
@@ -51,7 +62,8 @@ class FakeOpenAICompat(FakeServer):
             body = request.json()
             model = body.get("model", "fake")
             text = self.reply(request)
-            logprobs = fake_logprobs(text, int(body.get("top_logprobs") or 1)) if body.get("logprobs") else None
+            wanted = body.get("logprobs") and self.logprobs
+            logprobs = fake_logprobs(text, int(body.get("top_logprobs") or 1)) if wanted else None
             return Reply(200, {
                 "id": "chatcmpl-fake",
                 "object": "chat.completion",

@@ -264,7 +264,10 @@ def test_the_annotation_service_rejects_an_impossible_target():
 
     c = CandidateAnswerFactory()
     with pytest.raises(ValidationError):
-        candidate_routing_set(candidate_ids=[c.pk], target_ratings=0, priority=0)
+        candidate_routing_set(candidate_ids=[c.pk], target_ratings=21, priority=0)
+    with pytest.raises(ValidationError):
+        candidate_routing_set(candidate_ids=[c.pk], target_ratings=-1, priority=0)
+    assert candidate_routing_set(candidate_ids=[c.pk], target_ratings=0, priority=-1) == 1  # "not to be rated"
     assert candidate_routing_set(candidate_ids=[c.pk], target_ratings=4, priority=3) == 1
     c.refresh_from_db()
     assert (c.target_ratings, c.priority) == (4, 3)

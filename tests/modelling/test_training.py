@@ -9,6 +9,7 @@ from django.utils import timezone
 from modelling.models import ModelVersion, TrainingRun
 from modelling.services.registry import model_version_activate
 from modelling.services.training import (
+    DEFAULT_CONFIG,
     model_version_register,
     retrain_should_activate,
     training_config_clean,
@@ -47,6 +48,20 @@ def test_config_defaults_fill_in_and_bad_values_name_their_field(settings):
     with pytest.raises(ValidationError) as exc:
         training_config_clean(config={"head": "gauss", "epochs": 0, "lr": 2.0, "rationale": "yes"})
     assert set(exc.value.message_dict) == {"head", "epochs", "lr", "rationale"}
+
+
+def test_the_platform_defaults_are_the_cli_and_bench_recipe():
+    from modelling.orca import OrcaConfig, TrainConfig
+
+    model, opt = OrcaConfig(), TrainConfig()
+    for key in ("base_model", "head", "max_length", "rationale", "question", "transcript"):
+        assert DEFAULT_CONFIG[key] == getattr(model, key), key
+    for key in ("epochs", "lr", "batch_size", "freeze_layers", "var_weight"):
+        assert DEFAULT_CONFIG[key] == getattr(opt, key), key
+    assert opt.select_epoch == "last"
+    with pytest.raises(ValidationError) as exc:
+        training_config_clean(config={"freeze_layers": -1, "var_weight": "high"})
+    assert set(exc.value.message_dict) == {"freeze_layers", "var_weight"}
 
 
 def test_start_creates_a_queued_run_and_enqueues_it_on_the_configured_queue_after_commit(

@@ -84,8 +84,10 @@ def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commi
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="M2_3")))
     form = client.get(reverse("modelling:training_run_new"))
     assert 'value="minilm"' in form.content.decode() and "M2_3" in form.content.decode()
+    assert 'name="freeze_layers" value="2"' in form.content.decode()  # the recipe's defaults are prefilled
     data = {"base_model": "minilm", "head": "multinomial", "pooling": "auto", "epochs": 2, "lr": 5e-5,
-            "batch_size": 8, "max_length": 128, "rationale": "on", "question": "on", "device": "cpu",
+            "batch_size": 8, "freeze_layers": 0, "var_weight": 0, "max_length": 128, "rationale": "on",
+            "question": "on", "device": "cpu",
             "split_kind": "held_out_lalms", "seed": 7, "held_out_lalms": ["M2_3"]}
     with django_capture_on_commit_callbacks(execute=False):  # queue only; training is tested end to end elsewhere
         response = client.post(reverse("modelling:training_run_new"), data)
@@ -93,6 +95,7 @@ def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commi
     assert response.status_code == 302 and response["Location"] == reverse("modelling:training_run", args=[run.pk])
     assert run.status == TrainingRun.Status.QUEUED and run.created_by == admin
     assert run.config["head"] == "multinomial" and run.config["epochs"] == 2 and run.config["transcript"] is False
+    assert (run.config["freeze_layers"], run.config["var_weight"], run.config["rationale"]) == (0, 0.0, True)
     assert run.split_kind == "held_out_lalms" and run.held_out_lalms == ["M2_3"] and run.split_seed == 7
 
 

@@ -139,6 +139,25 @@ def test_periodic_refresh_reads_only_ratings_newer_than_the_watermark(settings):
     assert open_queues(second.question_version.question) == {Queue.QUESTION}
 
 
+def test_a_burst_of_ratings_is_evaluated_once_not_on_every_later_refresh(settings):
+    """All ratings of an import lie within the overlap of the newest; a refresh well after the last one must not
+    evaluate them again (the queue page refreshes on every visit)."""
+    settings.REFINEMENT_WATERMARK_OVERLAP_S = 30
+    for _ in range(3):
+        rate(CandidateAnswerFactory(), codes="R")
+    now = timezone.now()
+    assert flags_refresh_recent(now=now).questions == 3
+    # Within the overlap, a rating committed late might have been missed: read again.
+    assert flags_refresh_recent(now=now + timedelta(seconds=10)).questions == 3
+    assert flags_refresh_recent(now=now + timedelta(minutes=2)).questions == 3
+    # The last evaluation ran more than the overlap after the newest rating: it read all of them.
+    assert flags_refresh_recent(now=now + timedelta(minutes=3)).questions == 0
+    assert flags_refresh_recent(now=now + timedelta(minutes=4)).questions == 0
+    late = rate(CandidateAnswerFactory(), codes="Q")
+    Rating.objects.filter(pk=late.pk).update(updated_at=now + timedelta(minutes=4, seconds=5))
+    assert flags_refresh_recent(now=now + timedelta(minutes=5)).questions == 1
+
+
 def test_refinement_queues_command_refreshes_and_prints_every_queue_key(capsys):
     candidate = CandidateAnswerFactory()
     rate(candidate, codes="AR")

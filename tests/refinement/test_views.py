@@ -187,3 +187,20 @@ def test_suggestion_panel_partial_renders_for_htmx_polling(client, expert):
     assert response.status_code == 200
     assert body.lstrip().startswith(f'<div id="suggestion-{suggestion.pk}"')
     assert f'value="accept:{suggestion.pk}"' in body
+
+
+def test_a_long_queue_is_paged_with_its_filters_kept(client, expert):
+    from refinement import views
+
+    questions = [QuestionFactory(modality="speech") for _ in range(views.QUEUE_PAGE_SIZE + 3)]
+    for n, question in enumerate(questions):
+        CorrectionItem.objects.create(question=question, queue=Queue.REFERENCE, flag_count=100 - n,
+                                      question_version=question.current_version)
+    client.force_login(expert)
+    url = reverse("refinement:queue", args=[Queue.REFERENCE])
+    first = client.get(url, {"modality": "speech"})
+    assert first.context["total"] == len(questions)
+    assert [i.question_id for i in first.context["items"]] == [q.pk for q in questions[:views.QUEUE_PAGE_SIZE]]
+    assert 'href="?modality=speech&amp;page=2"' in first.content.decode()
+    second = client.get(url, {"modality": "speech", "page": 2})
+    assert [i.question_id for i in second.context["items"]] == [q.pk for q in questions[views.QUEUE_PAGE_SIZE:]]

@@ -83,7 +83,9 @@ def test_cli_evaluate_and_score(trained, capsys):
     tmp, data, _, _ = trained
     assert main(["evaluate", "--model", str(tmp / "model"), "--data", str(data), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["n_items"] == 8 and set(out["clamped"]) == {"rho", "tau", "mae_mu", "mae_var"}
+    assert out["n_items"] == 8 and set(out["clamped"]) == {"rho", "tau", "mae_mu", "mae_var", "mae_var_by_definition"}
+    assert list(out["clamped"]["mae_var_by_definition"]) == ["sample_ddof1_upstream", "population"]
+    assert set(out["always_zero_var_baseline"]) == {"mae_var", "sample_ddof1_upstream", "population"}
     preds = tmp / "preds.jsonl"
     assert main(["score", "--model", str(tmp / "model"), "--data", str(data), "--out", str(preds)]) == 0
     rows = [json.loads(line) for line in preds.read_text().splitlines()]

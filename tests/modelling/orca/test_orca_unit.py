@@ -73,6 +73,8 @@ def test_rating_nll_rejects_wrong_width_and_unknown_head():
         rating_nll(torch.zeros(1, 5), torch.tensor([[1]]), "beta")
     with pytest.raises(ValueError, match="unknown head"):
         rating_nll(torch.zeros(1, 2), torch.tensor([[1]]), "gaussian")
+    with pytest.raises(ValueError, match="'bernoulli' is scored but not trained here"):
+        rating_nll(torch.zeros(1, 2), torch.tensor([[1]]), "bernoulli")
 
 
 def test_reduce_nll_rating_item_and_sum():

@@ -1,0 +1,241 @@
+"""Cross-fitted ORCA predictions for prediction-powered leaderboard estimates.
+
+Prediction-powered inference needs predictions on the rated answers from a model that never trained on them; the
+active model trained on (most of) the rated answers, so its μ there is in-sample and pulls the estimate towards
+the human ratings with a CI that is too narrow. A cross-fit fixes that:
+
+1. every question with a candidate answer on its current version gets a fold 0..K−1 (a seeded shuffle of the
+   question ids, dealt round-robin);
+2. for each fold k, an ORCA model is trained (the run's ORCA settings, no dev split: the last epoch is kept) on the
+   rated answers of the questions *not* in fold k, registered as an inactive ``ModelVersion`` (with a
+   ``TrainingRun`` of split kind ``cross_fit``), and predicts every answer to fold k's questions, rated or not;
+3. the run ends DONE when every fold has predicted; the leaderboard then uses these predictions and names the
+   cross-fit (each ``Prediction`` row names the fold's model version that made it).
+
+A run is a row first (``CrossFitRun``, QUEUED), then a Celery task claims it (QUEUED → RUNNING) and records
+progress (``folds_done``, ``n_predictions``, heartbeat, log) as a training run does; a cancelled run stops at the
+next fold or heartbeat. Heavy imports happen inside :func:`crossfit_execute`.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+import traceback
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from annotation.models import CandidateAnswer, Question
+from annotation.services.audit import audit_record
+from annotation.services.exports import dataset_export_orca_jsonl
+from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between heartbeats while a fold trains.
+HEARTBEAT_EVERY_S = 10.0
+
+
+class CrossFitCancelled(Exception):
+    """A user cancelled the cross-fit; raised inside the progress callback to stop training."""
+
+
+def crossfit_latest_done() -> CrossFitRun | None:
+    """The newest DONE cross-fit, or None."""
+    return (CrossFitRun.objects.filter(status=CrossFitRun.Status.DONE)
+            .order_by(F("finished_at").desc(nulls_last=True), "-id").first())
+
+
+def crossfit_start(*, config: dict | None = None, folds: int = 5, seed: int = 0, created_by=None) -> CrossFitRun:
+    """Create a QUEUED cross-fit and enqueue its task after commit (queue ``ORCA_TRAIN_QUEUE`` when set).
+
+    Args:
+        config: ORCA settings (``modelling.services.training.training_config_clean``; missing keys take the
+            platform defaults — the CPU default model).
+        folds: K, 2–20. seed: seed of the fold assignment and of training.
+
+    Raises ``ValidationError`` naming the field for bad settings.
+    """
+    from modelling.services.training import training_config_clean, training_queue
+    from modelling.tasks import crossfit_task
+
+    clean = training_config_clean(config=config or {})
+    if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 20:
+        raise ValidationError({"folds": "must be a whole number from 2 to 20"})
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValidationError({"seed": "must be a whole number"})
+    with transaction.atomic():
+        run = CrossFitRun(config=clean, folds=folds, seed=seed, created_by=created_by)
+        run.full_clean()
+        run.save()
+        audit_record(actor=created_by, action="crossfit.start", obj=run,
+                     new={"config": clean, "folds": folds, "seed": seed})
+        queue = training_queue()
+        transaction.on_commit(lambda: crossfit_task.apply_async(args=[run.pk], queue=queue))
+    return run
+
+
+def _log(pk: int, line: str) -> None:
+    stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
+    CrossFitRun.objects.filter(pk=pk).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
+
+
+def _beat(pk: int, **fields) -> None:
+    CrossFitRun.objects.filter(pk=pk).update(heartbeat_at=timezone.now(), **fields)
+    if CrossFitRun.objects.filter(pk=pk, status=CrossFitRun.Status.CANCELLED).exists():
+        raise CrossFitCancelled()
+
+
+def crossfit_assign_folds(*, question_ids, folds: int, seed: int) -> dict[int, int]:
+    """{question pk: fold} — the sorted pks shuffled with ``random.Random(seed)`` and dealt round-robin."""
+    order = sorted(set(question_ids))
+    random.Random(seed).shuffle(order)
+    return {q: i % folds for i, q in enumerate(order)}
+
+
+def _current_question_ids() -> list[int]:
+    current = CandidateAnswer.objects.filter(question_version=F("question_version__question__current_version"))
+    return list(Question.objects.filter(pk__in=current.values("question_version__question_id"))
+                .values_list("pk", flat=True))
+
+
+def crossfit_execute(*, run_id: int, task_id: str = "") -> CrossFitRun | None:
+    """Claim a QUEUED cross-fit and run every fold to DONE (or FAILED / CANCELLED); None when not claimable."""
+    now = timezone.now()
+    claimed = CrossFitRun.objects.filter(pk=run_id, status=CrossFitRun.Status.QUEUED).update(
+        status=CrossFitRun.Status.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id
+    )
+    if claimed != 1:
+        return None
+    run = CrossFitRun.objects.get(pk=run_id)
+    try:
+        _crossfit(run)
+    except CrossFitCancelled:
+        _log(run_id, "stopped: the cross-fit was cancelled")
+        CrossFitRun.objects.filter(pk=run_id).update(finished_at=timezone.now())
+    except Exception as exc:
+        logger.exception("cross-fit %s failed", run_id)
+        _log(run_id, f"FAILED: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        CrossFitRun.objects.filter(pk=run_id, status=CrossFitRun.Status.RUNNING).update(
+            status=CrossFitRun.Status.FAILED, finished_at=timezone.now()
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _crossfit(run: CrossFitRun) -> None:
+    from modelling.orca import OrcaConfig, TrainConfig, train
+    from modelling.services.predictions import predictions_score
+    from modelling.services.training import (
+        _scored_items,
+        artifact_root,
+        model_version_register,
+    )
+
+    cfg = run.config
+    fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)
+    if not fold_of:
+        raise ValueError("no question has a candidate answer on its current version")
+    folder = artifact_root() / f"crossfit-{run.pk:05d}"
+    _log(run.pk, f"{len(fold_of)} questions in {run.folds} folds (seed {run.seed})")
+    total = 0
+    for k in range(run.folds):
+        _beat(run.pk)
+        held = sorted(q for q, f in fold_of.items() if f == k)
+        train_questions = [q for q, f in fold_of.items() if f != k]
+        data = folder / f"fold-{k}"
+        data.mkdir(parents=True, exist_ok=True)
+        dataset_export_orca_jsonl(out=data / "train.jsonl", question_ids=train_questions)
+        items = _scored_items(data / "train.jsonl")
+        if not items:
+            raise ValueError(f"fold {k}: the other folds have no candidate answer with a scored valid rating")
+        fold_run = TrainingRun.objects.create(
+            config=cfg, split_kind=SplitKind.CROSS_FIT, split_seed=run.seed, status=TrainingRun.Status.RUNNING,
+            created_by=run.created_by, started_at=timezone.now(), n_train_items=len(items),
+            n_train_ratings=sum(len(it.ratings) for it in items),
+            log=f"fold {k} of {run.folds} of {run.name}: trains on the other folds' questions\n",
+        )
+        _log(run.pk, f"fold {k}: training on {len(items)} rated answers, holding out {len(held)} questions")
+        last = [time.monotonic()]
+
+        def progress(event: dict, pk=run.pk, last=last) -> None:
+            if time.monotonic() - last[0] >= HEARTBEAT_EVERY_S or event.get("event") == "epoch":
+                last[0] = time.monotonic()
+                _beat(pk)
+
+        model_dir = data / "model"
+        result = train(
+            items, None, model_dir,
+            OrcaConfig(base_model=cfg["base_model"], head=cfg["head"], pooling=cfg["pooling"],
+                       max_length=cfg["max_length"], rationale=cfg["rationale"], question=cfg["question"],
+                       transcript=cfg["transcript"]),
+            TrainConfig(epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.seed,
+                        device=cfg["device"], log_every=1),
+            callback=progress,
+        )
+        with transaction.atomic():
+            TrainingRun.objects.filter(pk=fold_run.pk).update(
+                status=TrainingRun.Status.DONE, artifact_path=str(model_dir), finished_at=timezone.now(),
+                metrics={"train_wall_s": round(result["train_wall_s"], 2), "cross_fit": run.pk, "fold": k},
+            )
+            fold_run.refresh_from_db()
+            version = model_version_register(run=fold_run)
+            fold_row = CrossFitFold.objects.create(crossfit=run, fold=k, question_ids=held, model_version=version,
+                                                   n_train_items=len(items))
+        candidates = list(CandidateAnswer.objects.filter(
+            question_version=F("question_version__question__current_version"),
+            question_version__question_id__in=held,
+        ))
+        written = predictions_score(model_version=version, candidates=candidates)
+        total += written
+        CrossFitFold.objects.filter(pk=fold_row.pk).update(n_predicted=written)
+        _beat(run.pk, folds_done=k + 1, n_predictions=total)
+        _log(run.pk, f"fold {k}: {version.name} predicted {written} answers")
+    done = CrossFitRun.objects.filter(pk=run.pk, status=CrossFitRun.Status.RUNNING).update(
+        status=CrossFitRun.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now()
+    )
+    if done != 1:
+        raise CrossFitCancelled()
+    _log(run.pk, f"done: {total} cross-fitted predictions")
+
+
+def crossfit_cancel(*, run: CrossFitRun, user=None) -> bool:
+    """Cancel a QUEUED or RUNNING cross-fit (a running one stops at its next heartbeat); False when finished."""
+    with transaction.atomic():
+        updated = CrossFitRun.objects.filter(
+            pk=run.pk, status__in=[CrossFitRun.Status.QUEUED, CrossFitRun.Status.RUNNING]
+        ).update(status=CrossFitRun.Status.CANCELLED, finished_at=timezone.now())
+        if updated != 1:
+            return False
+        _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
+        audit_record(actor=user, action="crossfit.cancel", obj=run, new={"status": CrossFitRun.Status.CANCELLED})
+    return True
+
+
+def crossfits_fail_stale(*, now=None) -> int:
+    """Mark RUNNING cross-fits without a heartbeat for ``ORCA_STALE_MINUTES`` FAILED (a lost worker); how many."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.ORCA_STALE_MINUTES)
+    failed = 0
+    for pk in CrossFitRun.objects.filter(status=CrossFitRun.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+        "pk", flat=True
+    ):
+        if CrossFitRun.objects.filter(pk=pk, status=CrossFitRun.Status.RUNNING, heartbeat_at__lt=cutoff).update(
+            status=CrossFitRun.Status.FAILED, finished_at=now
+        ):
+            failed += 1
+            _log(pk, f"FAILED: no heartbeat for {settings.ORCA_STALE_MINUTES} minutes (worker lost or killed)")
+    return failed
+
+
+def crossfit_list():
+    """Cross-fits, newest first, with their folds' model versions."""
+    return CrossFitRun.objects.prefetch_related("fold_rows__model_version").order_by("-created_at", "-id")

@@ -1,0 +1,130 @@
+"""The agreement page's statistics computed once per new data, not per request.
+
+:func:`agreement_report` (alpha per scope with bootstrap CIs, pairwise and leave-one-out tables) takes about half
+a second on the real data (5,573 ratings) and grows with the ratings. :func:`agreement_report_cached` keeps its
+result in Django's cache (``CACHES``; Redis in production so web processes and the Celery worker share it) under
+a key made of the level, the bootstrap settings and :func:`modelling.selectors.valid_ratings_fingerprint`: the
+first request after ratings change computes it, every later one reads it, and any change of the valid ratings
+(new, edited, invalidated by a correction) makes a new key. The beat task that writes agreement snapshots also
+warms the cache (:func:`agreement_reports_warm`), so the page is usually fast even for the first visitor.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from modelling.selectors import valid_ratings_fingerprint, valid_ratings_load
+from modelling.services.agreement import (
+    DEFAULT_SEED,
+    LEVELS,
+    AgreementReport,
+    agreement_report,
+)
+
+#: Rows shown in the pairwise and leave-one-out tables.
+TABLE_TOP = 20
+#: Annotator pairs need this many shared candidate answers to be listed.
+PAIR_MIN_SHARED = 10
+#: Cached reports expire after a week even if no rating changes (a stale key is never read again anyway).
+CACHE_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class CachedAgreementReport:
+    """An :class:`AgreementReport` with where it came from.
+
+    Attributes:
+        report: the statistics.
+        computed_at: when they were computed (aware datetime).
+        compute_s: how long computing took, in seconds.
+        n_ratings: valid scored ratings they were computed from.
+        from_cache: True when this request read them from the cache.
+    """
+
+    report: AgreementReport
+    computed_at: datetime
+    compute_s: float
+    n_ratings: int
+    from_cache: bool
+
+
+def _key(*, level: str, resamples: int, fingerprint: str) -> str:
+    return f"orca:agreement-report:v1:{level}:{resamples}:{PAIR_MIN_SHARED}:{TABLE_TOP}:{fingerprint}"
+
+
+def agreement_report_cached(*, level: str, resamples: int | None = None) -> CachedAgreementReport:
+    """The agreement report of the valid ratings at ``level``, from the cache when the ratings have not changed.
+
+    ``resamples`` defaults to ``MODELLING_BOOTSTRAP_RESAMPLES``. Raises ValueError for an unknown level (as
+    :func:`agreement_report`).
+    """
+    resamples = settings.MODELLING_BOOTSTRAP_RESAMPLES if resamples is None else resamples
+    key = _key(level=level, resamples=resamples, fingerprint=valid_ratings_fingerprint())
+    hit = cache.get(key)
+    if hit is not None:
+        return CachedAgreementReport(**{**hit, "from_cache": True})
+    started = time.perf_counter()
+    ratings = valid_ratings_load()
+    report = agreement_report(ratings=ratings, level=level, resamples=resamples, seed=DEFAULT_SEED,
+                              min_shared=PAIR_MIN_SHARED, top=TABLE_TOP)
+    entry = {"report": report, "computed_at": timezone.now(), "compute_s": time.perf_counter() - started,
+             "n_ratings": len(ratings)}
+    cache.set(key, entry, CACHE_SECONDS)
+    return CachedAgreementReport(**entry, from_cache=False)
+
+
+def agreement_chart_cached(*, level: str) -> tuple[str, int]:
+    """(SVG of the alpha-over-time chart at ``level``, number of snapshots drawn), drawn once per new snapshot.
+
+    Drawing with matplotlib takes about 0.2 s; the chart only changes when a snapshot is written, so the key is
+    the level with the count and newest id of its snapshots (one aggregate query).
+    """
+    from django.db.models import Count, Max
+
+    from modelling.models import AgreementSnapshot
+    from modelling.selectors import agreement_snapshot_history
+    from modelling.services.charts import agreement_chart_svg
+
+    state = AgreementSnapshot.objects.filter(level=level).aggregate(n=Count("id"), last=Max("id"))
+    key = f"orca:agreement-chart:v1:{level}:{state['n']}:{state['last']}"
+    svg = cache.get(key)
+    if svg is None:
+        svg = agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level)
+        cache.set(key, svg, CACHE_SECONDS)
+    return svg, state["n"]
+
+
+def cached_by_data(*, name: str, state: tuple, compute):
+    """``compute()``'s result, computed once per ``state`` (a tuple describing the data it reads, e.g. the ratings'
+    fingerprint and the predictions' state) and kept in the cache; for expensive figures and charts of pages."""
+    key = f"orca:{name}:v1:" + ":".join(str(part) for part in state)
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+def predictions_state() -> tuple:
+    """(count, newest id, sum of μ) of every ORCA prediction: changes when a model scores (or re-scores) answers."""
+    from django.db.models import Count, Max, Sum
+
+    from modelling.models import Prediction
+
+    row = Prediction.objects.aggregate(n=Count("id"), last=Max("id"), mu=Sum("mu"))
+    return row["n"], row["last"], round(row["mu"] or 0.0, 6)
+
+
+def agreement_reports_warm() -> int:
+    """Compute the report and chart of every level unless cached already; returns how many reports were computed
+    (0 to 2)."""
+    computed = 0
+    for level in LEVELS:
+        computed += not agreement_report_cached(level=level).from_cache
+        agreement_chart_cached(level=level)
+    return computed

@@ -1,0 +1,97 @@
+"""The leaderboard page (experts and admins) and starting/cancelling a cross-fit (admins). Thin: check access,
+validate the query string, call services, render."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation.models import Benchmark
+from annotation.services.accounts import user_is_admin
+from modelling.leaderboard.crossfit import (
+    crossfit_cancel,
+    crossfit_list,
+    crossfit_start,
+)
+from modelling.leaderboard.selectors import leaderboard_access, leaderboard_data_load
+from modelling.leaderboard.services import (
+    BY_CHOICES,
+    forest_plot_svg,
+    leaderboard_budget_plan,
+    leaderboard_compute,
+)
+from modelling.models import CrossFitRun
+
+
+@login_required
+@require_GET
+def leaderboard_page(request):
+    """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
+    plot, the pairwise table, system-level agreement, the cross-fits and the budget planner (``?a=&b=``)."""
+    leaderboard_access(user=request.user)
+    benchmarks = list(Benchmark.objects.order_by("name").values_list("name", flat=True))
+    benchmark = request.GET.get("benchmark") or None
+    if benchmark not in benchmarks:
+        benchmark = None
+    by = request.GET.get("by") or None
+    if by not in BY_CHOICES:
+        by = None
+    data = leaderboard_data_load(benchmark=benchmark)
+    board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
+    rated = [r.lalm for r in board.rows if r.rated_answers]
+    plan, plan_error = None, ""
+    a, b = request.GET.get("a") or "", request.GET.get("b") or ""
+    if a or b:
+        if a not in rated or b not in rated or a == b:
+            plan_error = "Choose two different LALMs with rated answers."
+        else:
+            try:
+                plan = leaderboard_budget_plan(board=board, a=a, b=b, data=data)
+            except ValueError as exc:
+                plan_error = str(exc)
+    return render(request, "modelling/leaderboard.html", {
+        "board": board,
+        "columns_judges": board.judges,
+        "forest_svg": forest_plot_svg(board),
+        "benchmarks": benchmarks,
+        "benchmark": benchmark,
+        "by": by,
+        "by_choices": BY_CHOICES,
+        "rated_lalms": rated,
+        "a": a,
+        "b": b,
+        "plan": plan,
+        "plan_error": plan_error,
+        "crossfits": list(crossfit_list()[:5]),
+        "can_manage": user_is_admin(request.user),
+    })
+
+
+@login_required
+@require_POST
+def crossfit_start_view(request):
+    """Admins: start a cross-fit with the platform's default ORCA settings (``folds`` from the form, 2–20)."""
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins may start a cross-fit.")
+    folds = request.POST.get("folds", "5")
+    try:
+        run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, created_by=request.user)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+    else:
+        messages.success(request, f"{run.name} queued: {run.folds} folds over questions.")
+    return redirect("modelling:leaderboard")
+
+
+@login_required
+@require_POST
+def crossfit_cancel_view(request, pk: int):
+    """Admins: cancel a queued or running cross-fit."""
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only admins may cancel a cross-fit.")
+    run = get_object_or_404(CrossFitRun, pk=pk)
+    if crossfit_cancel(run=run, user=request.user):
+        messages.success(request, f"{run.name} cancelled.")
+    else:
+        messages.error(request, f"{run.name} had already finished.")
+    return redirect("modelling:leaderboard")

@@ -1,0 +1,136 @@
+"""The pipeline dashboard: per benchmark the funnel through the three stages, alpha, ORCA and running work."""
+import pytest
+from django.contrib.auth.models import Group
+
+from annotation.models import Job, Modality
+from annotation.services.versions import question_version_create
+from modelling.models import ModelVersion, TrainingRun
+from refinement.models import Correction, CorrectionItem, Field, Queue
+from tests.factories import (
+    AnnotatorFactory,
+    BenchmarkFactory,
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    RatingFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _setup(settings):
+    settings.MODELLING_BOOTSTRAP_RESAMPLES = 20
+    settings.ANNOTATION_TARGET_RATINGS = 2
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+def _expert(client):
+    user = UserFactory(is_staff=True)
+    user.groups.add(Group.objects.get(name="expert"))
+    user.refresh_from_db()
+    client.force_login(user)
+    return user
+
+
+def _pipeline():
+    """A benchmark: 3 questions (2 speech, 1 with transcript; 2 with rationale), 2 LALMs, ratings, flags, a fix."""
+    bench = BenchmarkFactory(name="MMAR-mini")
+    other = BenchmarkFactory(name="Empty bench")
+    q1 = QuestionFactory(benchmark=bench, modality=Modality.SPEECH, version__rationale="R1",
+                         version__transcript="T1")
+    q2 = QuestionFactory(benchmark=bench, modality=Modality.SPEECH, version__rationale="R2", version__transcript="")
+    q3 = QuestionFactory(benchmark=bench, modality=Modality.SOUND, version__rationale="")
+    qwen, taltech = LALMFactory(name="Qwen"), LALMFactory(name="TalTech")
+    raters = [AnnotatorFactory() for _ in range(3)]
+    rated = []
+    for question in (q1, q2, q3):
+        for lalm in (qwen, taltech):
+            rated.append(CandidateAnswerFactory(question_version=question.current_version, lalm=lalm))
+    # Rated to k=2: q1/qwen, q1/taltech, q2/qwen; q2/taltech has one rating.
+    for candidate, scores in zip(rated, ([4, 5], [2, 2], [1, 2], [3])):
+        for rater, score in zip(raters, scores):
+            RatingFactory(candidate=candidate, annotator=rater, score=score)
+        candidate.valid_rating_count = len(scores)
+        candidate.save(update_fields=["valid_rating_count"])
+    CorrectionItem.objects.create(question=q2, queue=Queue.REFERENCE, question_version=q2.current_version)
+    CorrectionItem.objects.create(question=q3, queue=Queue.REFERENCE, question_version=q3.current_version)
+    CorrectionItem.objects.create(question=q3, queue=Queue.DISAGREEMENT, question_version=q3.current_version)
+    return bench, other, q1, q3, raters, qwen
+
+
+def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
+    bench, *_ = _pipeline()
+    _expert(client)
+    response = client.get("/dashboard/")
+    assert response.status_code == 200
+    funnels = {b.name: b for b in response.context["dashboard"].benchmarks}
+    b = funnels["MMAR-mini"]
+    assert (b.questions, b.with_rationale, b.speech, b.speech_with_transcript) == (3, 2, 2, 1)
+    assert (b.candidates, b.candidates_rated_to_k, b.candidates_with_ratings) == (6, 3, 4)
+    assert [(row.name, row.candidates, row.rated_to_k) for row in b.lalms] == [("Qwen", 3, 2), ("TalTech", 3, 1)]
+    assert b.flagged == {"reference": 2, "disagreement": 1} and b.flagged_total == 3
+    assert (b.corrected, b.rerated) == (0, 0)
+    assert b.alpha is not None and b.alpha_ratings == 7
+    assert funnels["Empty bench"].questions == 0 and funnels["Empty bench"].alpha is None
+
+    html = response.content.decode()
+    assert f'href="/refinement/queue/reference/?benchmark={bench.pk}">2</a>' in html
+    assert f'href="/overview/?benchmark={bench.pk}">3</a>' in html
+    assert 'href="/modelling/agreement/"' in html
+
+
+def test_a_correction_counts_as_corrected_then_as_re_rated_once_its_new_version_is_rated(client):
+    _, _, q1, _, raters, qwen = _pipeline()
+    expert = _expert(client)
+    old = q1.current_version
+    new = question_version_create(question=q1, source="expert", created_by=expert, reference_answer="Fixed.")
+    Correction.objects.create(question=q1, field=Field.REFERENCE_ANSWER, from_version=old, to_version=new,
+                              old_text="A dog barking", new_text="Fixed.", expert=expert, reason="Wrong answer.")
+    b = client.get("/dashboard/").context["dashboard"].benchmarks[1]
+    assert b.name == "MMAR-mini" and (b.corrected, b.rerated) == (1, 0)
+    # Candidate answers on the old version no longer count as the benchmark's current work.
+    assert b.candidates == 4
+
+    RatingFactory(candidate=CandidateAnswerFactory(question_version=new, lalm=qwen), annotator=raters[0], score=4)
+    b = client.get("/dashboard/").context["dashboard"].benchmarks[1]
+    assert (b.corrected, b.rerated) == (1, 1)
+
+
+def test_it_shows_the_active_orca_version_with_its_rho_and_running_work_with_progress(client):
+    bench, *_ = _pipeline()
+    admin = UserFactory(is_staff=True, is_superuser=True, roles=["admin"])
+    run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, created_by=admin,
+                                     metrics={"test": {"clamped": {"rho": 0.812}}, "dev": {"clamped": {"rho": 0.7}}})
+    ModelVersion.objects.create(training_run=run, name="orca-1-minilm", artifact_path="/tmp/x", is_active=True,
+                                metrics=run.metrics)
+    TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, steps_done=30, steps_total=120)
+    Job.objects.create(kind=Job.Kind.RATIONALE, status=Job.Status.RUNNING, benchmark=bench, total=10, done=4)
+    Job.objects.create(kind=Job.Kind.RATIONALE, status=Job.Status.DONE, benchmark=bench, total=10, done=10)
+    _expert(client)
+    response = client.get("/dashboard/")
+    d = response.context["dashboard"]
+    assert d.active_version.name == "orca-1-minilm" and d.active_rho == 0.812 and d.active_rho_split == "test"
+    assert [(w.url_name, w.percent) for w in d.running] == [("annotation:job", 40), ("modelling:training_run", 25)]
+    html = response.content.decode()
+    assert "ρ 0.812" in html and f'href="/modelling/runs/{run.pk}/"' in html
+
+
+def test_annotators_may_not_open_it(client):
+    user = AnnotatorFactory()
+    user.refresh_from_db()
+    client.force_login(user)
+    assert client.get("/dashboard/").status_code == 403
+
+
+def test_it_takes_a_fixed_number_of_queries_whatever_the_number_of_benchmarks(client, django_assert_max_num_queries):
+    _pipeline()
+    _expert(client)
+    client.get("/dashboard/")  # fills the agreement cache
+    for i in range(5):
+        QuestionFactory(benchmark=BenchmarkFactory(name=f"more-{i}"))
+    with django_assert_max_num_queries(20):
+        assert client.get("/dashboard/").status_code == 200
