@@ -111,6 +111,10 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:training_run_new", "POST"): row(ADMIN),
     ("modelling:training_run", "GET"): row(STAFF, "training_run_pk"),
     ("modelling:training_run_activate", "POST"): row(ADMIN, "training_run_pk"),
+    # Registering and activating a checkpoint of the ORCA authors' release: admins only.
+    ("modelling:model_import", "GET"): row(ADMIN),
+    ("modelling:model_import", "POST"): row(ADMIN),
+    ("modelling:model_version_activate", "POST"): row(ADMIN, "imported_model_pk"),
     ("modelling:training_run_cancel", "POST"): row(ADMIN, "training_run_pk"),
     ("modelling:items", "GET"): row(STAFF),
     ("modelling:item", "GET"): row(STAFF, "question_pk"),
@@ -254,6 +258,8 @@ def world(tmp_path, settings):
     model_version = ModelVersion.objects.create(training_run=run, name="m1", artifact_path="/nonexistent")
     prediction = Prediction.objects.create(candidate=candidate, model_version=model_version, mu=0.5, variance=0.1,
                                            alpha=1, beta=1)
+    imported = ModelVersion.objects.create(name="m-imported", artifact_path="/nonexistent",
+                                           upstream_path="/nonexistent-upstream")
     study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X")
     objects = {
@@ -264,7 +270,7 @@ def world(tmp_path, settings):
         "judge_rating_pk": judge.pk, "audit_pk": AuditEvent.objects.first().pk, "correction_pk": correction.pk,
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
-        "crossfit_pk": CrossFitRun.objects.create(folds=2).pk,
+        "crossfit_pk": CrossFitRun.objects.create(folds=2).pk, "imported_model_pk": imported.pk,
     }
     return users, objects
 

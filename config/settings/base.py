@@ -84,12 +84,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-# API throttle counters (DRF) and provider rate limits (annotation/providers/base.py). Per process by default;
-# CACHE_URL=redis://... shares them between all web and worker processes (docker/compose.yaml does).
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
-# Statistics computed once per new data (the agreement page's bootstrap CIs). Per process by default; set
-# CACHE_URL=rediscache://host:6379/1 so web processes and the Celery worker (which warms it) share one cache.
+# Statistics computed once per new data (the agreement page's bootstrap CIs), API throttle counters (DRF) and
+# provider rate limits (annotation/providers/base.py). Per process by default; set CACHE_URL=rediscache://host:6379/1
+# so web processes and the Celery workers share one cache (docker/compose.yaml does).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://orca")}
 DATABASES["default"].setdefault("TEST", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):

@@ -80,6 +80,11 @@ def world(tmp_path, settings):
         objects[name] = {"rating_pk": rating.pk, "assignment_pk": assignment.pk, "own_candidate": own.pk}
     CandidateAnswer.objects.update(valid_rating_count=COUNT)
 
+    # A study link annotators may open (quality:study-entry).
+    study = Study.objects.create(name="c-study", slug="c-study", benchmark=question.benchmark, is_enabled=True,
+                                 completion_code="X")
+    objects["study_slug"] = study.slug
+
     run = TrainingRun.objects.create()
     model = ModelVersion.objects.create(training_run=run, name="orca-m", artifact_path="/nonexistent", is_active=True)
     for candidate in CandidateAnswer.objects.all():
