@@ -27,7 +27,9 @@ from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.rating import rating_submit
 from annotation.services.versions import question_version_create
-from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory
+from tests.factories import (
+    AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory, rate,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -49,11 +51,11 @@ def test_a_gold_rating_is_stored_invalid_checked_and_never_fills_the_candidate()
     item = _gold(lo=4, hi=5, codes="A")
     item.created_by = expert
     annotator = AnnotatorFactory()
-    rating = rating_submit(candidate=item.candidate, annotator=annotator, score=5, codes="A")
+    rating = rate(candidate=item.candidate, annotator=annotator, score=5, codes="A")
     assert (rating.is_valid, rating.invalid_reason) == (False, QUALITY_INVALID_REASON)
     check = QualityCheck.objects.get(rating=rating)
     assert check.passed and check.kind == "gold" and check.phase == "queue"
-    other = rating_submit(candidate=item.candidate, annotator=AnnotatorFactory(), score=3, codes="")
+    other = rate(candidate=item.candidate, annotator=AnnotatorFactory(), score=3, codes="")
     assert not other.quality_check.passed
     assert other.quality_check.reason == "score 3 not in 4–5; missing code(s) A"
     assert CandidateAnswer.objects.get(pk=item.candidate_id).valid_rating_count == 0
@@ -67,15 +69,15 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_pa
     annotators = AnnotatorFactory.create_batch(2)
     for candidate in real:
         for a, score in zip(annotators, (4, 5)):
-            rating_submit(candidate=candidate, annotator=a, score=score, codes="")
+            rate(candidate=candidate, annotator=a, score=score, codes="")
     before = valid_ratings_load()
     alpha_before = agreement_compute(ratings=before).alpha
     gold = _gold(lo=1, hi=1)
     attention = attention_check_create(question=QuestionFactory(), text="Attention check: rate this 2.",
                                        expected_score=2)
     for a, score in zip(annotators, (1, 5)):
-        rating_submit(candidate=gold.candidate, annotator=a, score=score, codes="")
-        rating_submit(candidate=attention.candidate, annotator=a, score=score, codes="")
+        rate(candidate=gold.candidate, annotator=a, score=score, codes="")
+        rate(candidate=attention.candidate, annotator=a, score=score, codes="")
     after = valid_ratings_load()
     assert len(after.scores) == len(before.scores) == 6
     assert agreement_compute(ratings=after).alpha == alpha_before
@@ -157,11 +159,11 @@ def test_an_attention_check_fails_on_the_wrong_answer_or_too_little_time():
                                   text="This is an attention check: rate this answer 2 and tick Q.",
                                   expected_score=2, expected_codes="Q")
     ok, fast, wrong = AnnotatorFactory.create_batch(3)
-    assert rating_submit(candidate=item.candidate, annotator=ok, score=2, codes="Q",
+    assert rate(candidate=item.candidate, annotator=ok, score=2, codes="Q",
                          seconds_on_task=9).quality_check.passed
-    assert "below 5 s" in rating_submit(candidate=item.candidate, annotator=fast, score=2, codes="Q",
+    assert "below 5 s" in rate(candidate=item.candidate, annotator=fast, score=2, codes="Q",
                                         seconds_on_task=1.5).quality_check.reason
-    assert not rating_submit(candidate=item.candidate, annotator=wrong, score=5, codes="",
+    assert not rate(candidate=item.candidate, annotator=wrong, score=5, codes="",
                              seconds_on_task=9).quality_check.passed
     with pytest.raises(ValidationError):
         attention_check_create(question=item.candidate.question_version.question, text="again", expected_score=2)
@@ -323,10 +325,10 @@ def test_invalidating_an_annotator_is_reversible_and_audited():
     bad, good = AnnotatorFactory.create_batch(2)
     candidates = CandidateAnswerFactory.create_batch(3)
     for c in candidates:
-        rating_submit(candidate=c, annotator=bad, score=1, codes="")
-        rating_submit(candidate=c, annotator=good, score=5, codes="")
+        rate(candidate=c, annotator=bad, score=1, codes="")
+        rate(candidate=c, annotator=good, score=5, codes="")
     gold = _gold()
-    rating_submit(candidate=gold.candidate, annotator=bad, score=1, codes="")
+    rate(candidate=gold.candidate, annotator=bad, score=1, codes="")
     # A rating of a question corrected after the invalidation must stay invalid on undo.
     action = annotator_ratings_invalidate(annotator=bad, reason="random rater", by=admin)
     assert len(action.rating_ids) == 3

@@ -6,13 +6,12 @@ from django.urls import reverse
 from annotation.models import AuditEvent, Rating
 from annotation.quality.models import AnnotatorQuality, RatingInvalidation
 from annotation.services.assignment import assignment_next_for_annotator
-from annotation.services.rating import rating_submit
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.services import reliability_refresh
 from modelling.quality.signals import combined_risk, rater_signals_compute
 from modelling.selectors import valid_ratings_load
 from modelling.services.agreement import agreement_compute
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory, rate
 
 
 def _crowd(rng, n_items=60, n_real=6):
@@ -75,9 +74,9 @@ def test_a_simulated_random_rater_is_paused_and_invalidating_moves_alpha_back(cl
     clicker = AnnotatorFactory()
     for c, t in zip(candidates, truth):
         for annotator in real:
-            rating_submit(candidate=c, annotator=annotator, score=int(np.clip(t + rng.choice([-1, 0, 0, 1]), 1, 5)),
+            rate(candidate=c, annotator=annotator, score=int(np.clip(t + rng.choice([-1, 0, 0, 1]), 1, 5)),
                           codes="", seconds_on_task=20.0)
-        rating_submit(candidate=c, annotator=clicker, score=int(rng.integers(1, 6)), codes="", seconds_on_task=1.0)
+        rate(candidate=c, annotator=clicker, score=int(rng.integers(1, 6)), codes="", seconds_on_task=1.0)
     alpha_clean = agreement_compute(ratings=valid_ratings_load().subset(
         valid_ratings_load().annotator_ids != clicker.pk)).alpha
     alpha_with = agreement_compute(ratings=valid_ratings_load()).alpha
@@ -134,8 +133,8 @@ def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
     shaky = AnnotatorFactory()
     for c, t in zip(candidates, truth, strict=True):
         for annotator in real:
-            rating_submit(candidate=c, annotator=annotator, score=int(t), codes="")
-        rating_submit(candidate=c, annotator=shaky, score=int(t) if rng.random() < 0.6 else int(rng.integers(1, 6)),
+            rate(candidate=c, annotator=annotator, score=int(t), codes="")
+        rate(candidate=c, annotator=shaky, score=int(t) if rng.random() < 0.6 else int(rng.integers(1, 6)),
                       codes="")
     policy = quality_policy()
     policy.warn_score, policy.pause_score = 0.01, 0.99

@@ -68,8 +68,10 @@ def world(tmp_path, settings):
                                    reason=f"Question corrected in v2 (rationale) by {EXPERT}: wrong")
 
     shared = CandidateAnswerFactory(question_version=question.current_version, lalm__name=LALM_NAMES[1])
+    study = Study.objects.create(name="blind-study", slug="blind-study", benchmark=question.benchmark,
+                                 is_enabled=True, completion_code="X")
     objects = {"clip_pk": question.audio_id, "question_pk": question.pk, "candidate_pk": shared.pk,
-               "benchmark_pk": question.benchmark_id}
+               "benchmark_pk": question.benchmark_id, "study_slug": study.slug}
     for name in (*ANNOTATORS, EXPERT):
         rating = RatingFactory(candidate=shared, annotator=users[name], comment=_comment(name), score=4)
         own = CandidateAnswerFactory(question_version=question.current_version, lalm__name=f"Hidden-LALM-{name}")
