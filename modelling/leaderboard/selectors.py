@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import F, Q
 
 from annotation.models import CandidateAnswer, JudgeRating, Rating
+from annotation.quality.items import candidates_without_quality_items
 from modelling.selectors import user_can_use_orca
 
 
@@ -54,7 +55,8 @@ def _current(qs, prefix: str = ""):
 def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
     """Load the answers, valid ratings and judge scores of ``benchmark`` (a name; None = every benchmark)."""
     data = LeaderboardData()
-    answers = _current(CandidateAnswer.objects.all())
+    # Gold items and attention checks are the platform's own test items, not answers of an LALM.
+    answers = _current(candidates_without_quality_items(CandidateAnswer.objects.all()))
     if benchmark is not None:
         answers = answers.filter(question_version__question__benchmark__name=benchmark)
     q = "question_version__question__"
@@ -72,7 +74,7 @@ def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
     for cid, score in ratings.order_by("id").values_list("candidate_id", "score").iterator(chunk_size=5000):
         data.scores.setdefault(cid, []).append(score)
     judged = _current(JudgeRating.objects.filter(score__isnull=False), "candidate__").filter(
-        Q(judge__isnull=True) | Q(judge__is_active=True)
+        Q(judge__isnull=True) | Q(judge__is_active=True), candidate__quality_item__isnull=True,
     )
     if benchmark is not None:
         judged = judged.filter(candidate__question_version__question__benchmark__name=benchmark)

@@ -95,6 +95,12 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_pa
     paths = training_split_export(run=TrainingRun.objects.create(), data_dir=tmp_path / "split")
     trained = {json.loads(line)["candidate"] for path in paths.values() for line in path.read_text().splitlines()}
     assert trained == {c.text for c in real}
+    # The leaderboard counts the LALMs' answers only: no row, answer or rating of a gold item or attention check.
+    from modelling.leaderboard.services import leaderboard_compute
+
+    board = leaderboard_compute(resamples=50)
+    assert {row.lalm for row in board.rows} == {c.lalm.name for c in real}
+    assert sum(row.answers for row in board.rows) == 3 and sum(row.ratings for row in board.rows) == 6
 
 
 def test_the_regular_queue_never_offers_a_quality_item():
