@@ -67,10 +67,14 @@ QUERY = {"agreement_interval": "?level=interval"}
 
 
 def import_data(*, data: Path, env: dict) -> None:
-    """Migrate and import ``data`` as ``make run DATA=...`` does (``setup_demo --data``)."""
+    """Migrate and import ``data`` as ``make run DATA=...`` does (``setup_demo --data``).
+
+    The bench runs under production settings (DEBUG off), where ``setup_demo`` refuses the demo accounts unless
+    told explicitly: this database is the bench's own, on this machine, and the pages are fetched as those accounts.
+    """
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
-    subprocess.run([sys.executable, "manage.py", "setup_demo", "--data", str(data)], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "manage.py", "setup_demo", "--data", str(data), "--i-know-this-is-not-production"],
+                   cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 def _args(kind) -> tuple | None:
