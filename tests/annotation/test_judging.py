@@ -22,7 +22,6 @@ from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
     CandidateAnswerFactory,
-    LALMFactory,
     QuestionFactory,
     RatingFactory,
     UserFactory,
@@ -116,20 +115,6 @@ def test_placeholders_inside_a_text_are_never_expanded_and_texts_cannot_escape_t
     assert prompt.count("</candidate_answer>") == 1 and prompt.count("<candidate_answer>") == 1
     assert prompt.count("SECRET-REFERENCE") == 1  # in its own field only
     assert prompt.count("RATIONALE-TEXT") == prompt_template_text(variant).count("{rationale}")
-
-
-@pytest.fixture
-def items():
-    """A benchmark of two questions with two candidate answers each (four items)."""
-    bench = BenchmarkFactory(name="judged")
-    lalms = [LALMFactory(name="M1"), LALMFactory(name="M2")]
-    candidates = []
-    for index in range(2):
-        question = QuestionFactory(benchmark=bench, external_id=f"q{index}")
-        for lalm in lalms:
-            candidates.append(CandidateAnswerFactory(question_version=question.current_version, lalm=lalm,
-                                                     text=f"answer {index} {lalm.name}"))
-    return bench, candidates
 
 
 def _score_for(request) -> str:
