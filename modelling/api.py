@@ -155,12 +155,12 @@ class LeaderboardView(APIView):
         }),
     )
     def get(self, request):
-        from modelling.leaderboard.services import leaderboard_compute
+        from modelling.leaderboard.services import leaderboard_cached
 
         query = LeaderboardQuerySerializer(data=request.query_params)
         if not query.is_valid():
             raise ValidationError(query.errors)
-        board = leaderboard_compute(**query.validated_data)
+        _, board, _ = leaderboard_cached(**query.validated_data)
         return Response(board.as_api())
 
 

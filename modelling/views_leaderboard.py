@@ -13,12 +13,11 @@ from modelling.leaderboard.crossfit import (
     crossfit_list,
     crossfit_start,
 )
-from modelling.leaderboard.selectors import leaderboard_access, leaderboard_data_load
+from modelling.leaderboard.selectors import leaderboard_access
 from modelling.leaderboard.services import (
     BY_CHOICES,
-    forest_plot_svg,
     leaderboard_budget_plan,
-    leaderboard_compute,
+    leaderboard_cached,
 )
 from modelling.models import CrossFitRun
 
@@ -36,8 +35,7 @@ def leaderboard_page(request):
     by = request.GET.get("by") or None
     if by not in BY_CHOICES:
         by = None
-    data = leaderboard_data_load(benchmark=benchmark)
-    board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
+    data, board, forest_svg = leaderboard_cached(benchmark=benchmark, by=by)
     rated = [r.lalm for r in board.rows if r.rated_answers]
     plan, plan_error = None, ""
     a, b = request.GET.get("a") or "", request.GET.get("b") or ""
@@ -52,7 +50,7 @@ def leaderboard_page(request):
     return render(request, "modelling/leaderboard.html", {
         "board": board,
         "columns_judges": board.judges,
-        "forest_svg": forest_plot_svg(board),
+        "forest_svg": forest_svg,
         "benchmarks": benchmarks,
         "benchmark": benchmark,
         "by": by,

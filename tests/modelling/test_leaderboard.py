@@ -288,3 +288,24 @@ def test_an_empty_store_gives_an_empty_table_everywhere(client):
     client.force_login(UserFactory(roles=["expert"], is_staff=True))
     html = client.get(reverse("modelling:leaderboard")).content.decode()
     assert "No candidate answers yet." in html and "<svg" in html
+
+
+def test_the_page_and_api_figures_are_computed_once_per_change_of_the_data(store, monkeypatch):
+    from modelling.leaderboard import services
+
+    calls = []
+    real = services.leaderboard_compute
+    monkeypatch.setattr(services, "leaderboard_compute", lambda **kw: calls.append(kw) or real(**kw))
+    _, first, svg = services.leaderboard_cached(benchmark="B1")
+    _, again, svg_again = services.leaderboard_cached(benchmark="B1")
+    assert len(calls) == 1 and again.as_api() == first.as_api() and svg_again == svg
+    # a new valid rating changes the figures: computed again, and the new rating counts
+    unrated = store["answers"][("unrated", 0)]
+    RatingFactory(candidate=unrated, annotator=AnnotatorFactory(), score=4)
+    _, fresh, _ = services.leaderboard_cached(benchmark="B1")
+    assert len(calls) == 2
+    assert next(r for r in fresh.rows if r.lalm == "unrated").ratings == 1
+    # so does retiring a judge
+    Judge.objects.filter(name="j1").update(is_active=False)
+    _, retired, _ = services.leaderboard_cached(benchmark="B1")
+    assert len(calls) == 3 and "j1" not in retired.judges
