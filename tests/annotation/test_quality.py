@@ -295,7 +295,13 @@ def test_pausing_stops_assignments_at_once_under_concurrency():
                 if assignment is not None:
                     if user == annotator:
                         (after_pause if was_paused else before_pause).append(assignment.pk)
-                    _rate(assignment, score=3)
+                    try:
+                        _rate(assignment, score=3)
+                    except ValidationError:
+                        # The pause released the paused annotator's item between handing it out and the rating;
+                        # a rating needs an open assignment, so refusing it is the intended outcome.
+                        if not (user == annotator and paused.is_set()):
+                            raise
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
