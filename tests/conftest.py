@@ -25,6 +25,22 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, with the role groups of migration ``annotation.0002`` put back.
+
+    ``--reuse-db`` (``pytest.ini``) keeps the database of the previous run, and that run's transactional tests
+    flushed it at their end, data migrations' rows included.
+    """
+    from django.contrib.auth.models import Group
+
+    from annotation.services.accounts import ROLES
+
+    with django_db_blocker.unblock():
+        for name in ROLES:
+            Group.objects.get_or_create(name=name)
+
+
 @pytest.fixture(autouse=True)
 def _empty_cache():
     """Each test starts with an empty cache (statistics cached by one test must not serve another's data)."""
