@@ -56,6 +56,49 @@ def test_ordinal_leniency_sees_a_rater_who_is_always_one_point_higher():
     assert abs(np.mean([signals[r].leniency for r in range(6)])) < 0.1
 
 
+def test_a_rater_who_answers_at_random_half_the_time_is_paused_and_good_raters_are_not():
+    """The half-random rater's ρ is only about half a good rater's, which real raters reach too; the random-answer
+    share sees that their gross disagreements fall on items where everyone else agrees. A good rater with a few
+    slips and a lenient rater (always one point higher) stay well below the warning threshold."""
+    rng = np.random.default_rng(7)
+    items, raters, scores, truth = _crowd(rng, n_items=120)
+    slips = set(rng.choice(120, size=4, replace=False).tolist())
+    for i in range(120):
+        items += [i, i, i, i, i]
+        raters += [200, 201, 202, 203, 204]
+        half = float(rng.integers(1, 6)) if rng.random() < 0.5 else float(truth[i])
+        slip = float(6 - truth[i]) if i in slips and truth[i] != 3 else float(truth[i])
+        scores += [half, slip, float(min(5, truth[i] + 1)), float(rng.integers(1, 6)), float(6 - truth[i])]
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    half_random, slipping, lenient = signals[200], signals[201], signals[202]
+    assert 0.3 < half_random.random_share < 0.7, half_random
+    assert half_random.risks["random"] >= 0.7 and half_random.combined >= 0.7, half_random
+    assert half_random.risks["agreement"] < 0.7, half_random  # ρ alone would not pause them
+    for rater in (slipping, lenient, *(signals[r] for r in range(6))):
+        assert rater.random_share < 0.1 and rater.risks["random"] == 0.0, rater
+        assert rater.combined < 0.4, rater
+    # The uniform and reversed raters are left out of the crowd the random share compares with, and caught.
+    assert signals[203].random_share > 0.8 and signals[203].combined == 1.0
+
+
+def test_the_random_answer_risk_needs_evidence():
+    """On a dozen items a single gross disagreement is not evidence of random answering: the risk uses the lower
+    95 % bound of the share, so it stays 0 where the point estimate alone would warn."""
+    rng = np.random.default_rng(9)
+    items, raters, scores, truth = _crowd(rng, n_items=12)
+    wrong = next(i for i in range(12) if truth[i] != 3)
+    for i in range(12):
+        items.append(i)
+        raters.append(300)
+        scores.append(float(6 - truth[i]) if i == wrong else float(truth[i]))
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    shaky = signals[300]
+    assert shaky.random_share > 0.1 and shaky.random_share - 1.645 * shaky.random_share_se <= 0, shaky
+    assert shaky.risks["random"] == 0.0
+
+
 def test_attention_failures_alone_pause():
     from modelling.quality.signals import RaterSignals
 
