@@ -20,7 +20,9 @@ Signals of one annotator (all over their scored ratings unless said otherwise):
   disagreement* is a score >= 2 points from the others' mean of the item, shifted by the annotator's own median
   offset from it (a lenient or severe annotator is not random). On item i a uniform answer is gross with the known
   probability g_i and a crowd member with the crowd's own rate b_i (each other annotator against the mean of the
-  rest), so E[gross] = (1 − p)·b_i + p·g_i and p̂ = Σ(gross_i − b_i) / Σ(g_i − b_i), clipped to [0, 1]. Items where
+  rest), so E[gross] = (1 − p)·b_i + p·g_i and p̂ = Σ(gross_i − b_i) / Σ(g_i − b_i), clipped to [0, 1]. So that the
+  annotator and the crowd member face equally noisy references, the annotator is compared with the others' mean
+  without one of them, each in turn (gross_i and g_i are averages over those n − 1-rating references). Items where
   the crowd agrees weigh most (g_i − b_i large); on items the crowd itself splits, a random answer looks like any
   other. The crowd here leaves out annotators whose agreement or straight-lining risk already reaches
   ``reference_risk`` (a random or reversed rater would otherwise raise b_i and hide the others), and needs
@@ -59,7 +61,7 @@ STRAIGHTLINE_START = 0.8
 GOLD_GOOD, GOLD_BAD, GOLD_MIN_CHECKS = 0.9, 0.3, 5
 #: Random answers: a gross disagreement is this many points from the (shifted) others' mean; an item needs this many
 #: other ratings in the crowd; the risk is 1 from this lower bound of the random share on (z: one-sided 95 %).
-RANDOM_GROSS_POINTS, RANDOM_MIN_OTHERS, RANDOM_SHARE_FULL, RANDOM_SHARE_Z = 2.0, 3, 0.25, 1.645
+RANDOM_GROSS_POINTS, RANDOM_MIN_OTHERS, RANDOM_SHARE_FULL, RANDOM_SHARE_Z = 2.0, 2, 0.25, 1.645
 _VALUES = np.arange(1, 6, dtype=np.float64)
 
 
@@ -133,22 +135,26 @@ def _random_share(items: np.ndarray, workers: np.ndarray, scores: np.ndarray, *,
     usable = n >= RANDOM_MIN_OTHERS
     n_safe = np.maximum(n, 2)
     mean = total / n_safe
-    # The crowd's own gross rate: each other rating against the mean of the rest of the crowd.
+    # References of n − 1 ratings: the others' mean without one of them, each in turn (weights: the others'
+    # histogram / n). A crowd member is compared with the mean of the rest of the others, so the annotator is
+    # compared with equally large references: with 2 others a single rating is a noisier reference than their mean.
+    share_of = others / n_safe[:, None]
     rest_mean = (total[:, None] - _VALUES[None, :]) / (n_safe[:, None] - 1)
-    baseline = (others * (np.abs(_VALUES[None, :] - rest_mean) >= RANDOM_GROSS_POINTS)).sum(axis=1) / n_safe
+    baseline = (share_of * (np.abs(_VALUES[None, :] - rest_mean) >= RANDOM_GROSS_POINTS)).sum(axis=1)
     out = {}
     for worker in np.unique(workers):
         mine = (workers == worker) & usable
         if not mine.any():
             continue
-        own, b = scores[mine], baseline[mine]
-        centre = np.clip(mean[mine] + np.median(own - mean[mine]), 1, 5)
-        gross = np.abs(own - centre) >= RANDOM_GROSS_POINTS
-        g = (np.abs(_VALUES[None, :] - centre[:, None]) >= RANDOM_GROSS_POINTS).mean(axis=1)
+        own, b, w = scores[mine], baseline[mine], share_of[mine]
+        centre = np.clip(rest_mean[mine] + np.median(own - mean[mine]), 1, 5)  # (m, 5): shifted references
+        gross = (w * (np.abs(own[:, None] - centre) >= RANDOM_GROSS_POINTS)).sum(axis=1)
+        g = (w * (np.abs(_VALUES[None, None, :] - centre[:, :, None]) >= RANDOM_GROSS_POINTS).mean(axis=2)).sum(axis=1)
         weight = (g - b).sum()
         if weight <= 0:
             continue
         share = float(np.clip((gross - b).sum() / weight, 0, 1))
+        # Binomial variance of each item's gross indicator: an upper bound for the averaged one (a wider bound).
         rate = np.clip((1 - share) * b + share * g, 1e-6, 1 - 1e-6)
         out[int(worker)] = (share, float(np.sqrt((rate * (1 - rate)).sum()) / weight))
     return out

@@ -79,7 +79,29 @@ def test_a_rater_who_answers_at_random_half_the_time_is_paused_and_good_raters_a
         assert rater.random_share < 0.1 and rater.risks["random"] == 0.0, rater
         assert rater.combined < 0.4, rater
     # The uniform and reversed raters are left out of the crowd the random share compares with, and caught.
-    assert signals[203].random_share > 0.8 and signals[203].combined == 1.0
+    assert signals[203].random_share > 0.6 and signals[203].combined == 1.0
+
+
+def test_the_half_random_rater_is_found_with_three_ratings_per_item():
+    """The platform's default k = 3: every item the half-random rater rates has only two other ratings, drawn from
+    a pool of eight real raters; their random share is still about ½ and theirs alone reaches the pause."""
+    rng = np.random.default_rng(4)
+    truth = rng.integers(1, 6, 400)
+    theirs = set(rng.choice(400, size=200, replace=False).tolist())
+    items, raters, scores = [], [], []
+    for i in range(400):
+        for r in rng.choice(8, 2 if i in theirs else 3, replace=False):
+            items.append(i)
+            raters.append(int(r))
+            scores.append(float(np.clip(truth[i] + rng.choice([-1, 0, 0, 0, 1]), 1, 5)))
+        if i in theirs:
+            items.append(i)
+            raters.append(100)
+            scores.append(float(rng.integers(1, 6)) if rng.random() < 0.5 else float(truth[i]))
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    assert 0.3 < signals[100].random_share < 0.7 and signals[100].combined >= 0.7, signals[100]
+    assert max(signals[r].combined for r in range(8)) < 0.4
 
 
 def test_the_random_answer_risk_needs_evidence():
