@@ -124,6 +124,8 @@ def _random_share(items: np.ndarray, workers: np.ndarray, scores: np.ndarray, *,
                   ) -> dict[int, tuple[float, float]]:
     """{worker: (p̂, SE)} of the random-answer mixture (module docstring) from scored ratings; ``crowd`` (R,) bool
     marks the ratings that form the others' reference. Workers without an informative item are left out."""
+    if scores.size == 0:
+        return {}
     _, unit = np.unique(items, return_inverse=True)
     idx = scores.astype(np.int64) - 1
     hist = np.zeros((unit.max() + 1, 5))

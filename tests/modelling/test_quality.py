@@ -121,6 +121,13 @@ def test_the_random_answer_risk_needs_evidence():
     assert shaky.risks["random"] == 0.0
 
 
+def test_ratings_without_scores_give_no_random_share_and_no_risk():
+    signals = rater_signals_compute(item_ids=np.array([1, 1, 2]), annotator_ids=np.array([5, 6, 5]),
+                                    scores=np.array([np.nan, np.nan, np.nan]))
+    combined_risk(signals)
+    assert signals[5].random_share is None and signals[5].combined is None and signals[5].ue_share == 1.0
+
+
 def test_attention_failures_alone_pause():
     from modelling.quality.signals import RaterSignals
 
