@@ -13,8 +13,9 @@ it injects synthetic bad raters — ``--per-type`` (default 1) of each type: uni
 score (the data's most frequent score, the hardest constant to spot), reversed scale (6 − a real rating of the
 item) and half random (a real rating of the item, or with probability ½ a uniform random one) — each rating as
 many items as the median real rater, on items drawn at random. It then computes the signals of
-``modelling.quality.signals`` and reports, per data set, the ROC AUC of each signal (oriented so that higher
-means "injected") and of the combined risk for separating injected from real raters; Krippendorff's alpha
+``modelling.quality.signals`` (with the default policy's ``min_ratings`` and, as the crowd's cut-off for the random
+share, its ``pause_score``) and reports, per data set, the ROC AUC of each signal (oriented so that higher means
+"injected") and of the combined risk for separating injected from real raters; Krippendorff's alpha
 (ordinal) clean / with the injected raters / after excluding every rater the default thresholds pause
 (``QualityPolicy`` defaults: combined risk >= ``pause_score`` with >= ``min_ratings`` scored ratings); and how
 many real and injected raters were paused. The injection is repeated ``--repeats`` times (seeds ``seed`` ..
@@ -42,7 +43,7 @@ DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 
 #: Signals whose AUC is reported, with the sign that makes "higher = more likely injected".
-SIGNALS = {"loo_rho": -1, "loo_mae": 1, "ds_accuracy": -1, "straightline": 1, "abs_leniency": 1}
+SIGNALS = {"loo_rho": -1, "loo_mae": 1, "ds_accuracy": -1, "straightline": 1, "abs_leniency": 1, "random_share": 1}
 
 
 def mushra_to_score(value: float) -> int:
@@ -140,7 +141,8 @@ def evaluate_once(items, raters, scores, *, per_type: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     clean_alpha = alpha(items, scores)
     all_items, all_raters, all_scores, injected = inject(items, raters, scores, per_type=per_type, rng=rng)
-    signals = rater_signals_compute(item_ids=all_items, annotator_ids=all_raters, scores=all_scores)
+    signals = rater_signals_compute(item_ids=all_items, annotator_ids=all_raters, scores=all_scores,
+                                    min_items=policy.min_ratings, reference_risk=policy.pause_score)
     combined_risk(signals, min_items=policy.min_ratings, max_attention_failures=policy.max_attention_failures)
 
     def value(sig, key):

@@ -82,8 +82,9 @@ def annotator_ratings_invalidate(*, annotator, reason: str, by) -> RatingInvalid
 
 
 def annotator_ratings_restore(*, invalidation: RatingInvalidation, by) -> int:
-    """Undo ``invalidation``: make its ratings valid again where they are still invalid for that reason and their
-    question version is still current (a rating of a since-corrected version stays invalid). Returns the number
+    """Undo ``invalidation``: make its ratings valid again where they are still invalid for that reason, their
+    question version is still current (a rating of a since-corrected version stays invalid) and their candidate
+    answer has not become a gold item or attention check meanwhile (those never count). Returns the number
     restored. Audited (``quality.invalidate_undo``).
 
     Raises:
@@ -96,7 +97,7 @@ def annotator_ratings_restore(*, invalidation: RatingInvalidation, by) -> int:
         full_reason = f"annotator invalidated: {action.reason}"
         restorable = Rating.objects.filter(
             pk__in=action.rating_ids, is_valid=False, invalid_reason=full_reason,
-            question_version__question__current_version=F("question_version"),
+            question_version__question__current_version=F("question_version"), candidate__quality_item__isnull=True,
         )
         ids = list(restorable.values_list("pk", flat=True))
         Rating.objects.filter(pk__in=ids).update(is_valid=True, invalid_reason="")

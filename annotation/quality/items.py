@@ -3,7 +3,8 @@
 A quality item is a candidate answer with a :class:`~annotation.quality.models.QualityItem` row. Its ratings are
 ``Rating`` rows written invalid (:data:`~annotation.quality.models.QUALITY_INVALID_REASON`) by ``rating_submit``,
 which calls :func:`quality_item_for_candidate` and :func:`quality_check_record`; so alpha, ORCA training, exports
-and the leaderboard, which read valid ratings only, never see them.
+and the leaderboard, which read valid ratings only, never see them. Marking a candidate answer gold invalidates the
+ratings it already had (:func:`gold_item_mark`), so no rating of a gold item counts, whenever it was made.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from django.utils import timezone
 from annotation.codes import UnknownCodeError, normalize_codes
 from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
 from annotation.quality.models import (
-    QUALITY_INVALID_REASON, AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem,
-    QualityPolicy,
+    GOLD_MARKED_INVALID_REASON, QUALITY_INVALID_REASON, AnnotatorQuality, BenchmarkQuality, QualificationAttempt,
+    QualityCheck, QualityItem, QualityPolicy,
 )
 from annotation.services.audit import audit_record
+from annotation.services.versions import candidate_counts_refresh
 
 #: The LALM row that "answers" attention checks (inactive, so no job ever asks it for candidate answers).
 ATTENTION_LALM_NAME = "attention-check"
@@ -53,8 +55,12 @@ def gold_item_mark(
     """Make ``candidate`` a gold item accepting scores ``min_score``–``max_score`` (1–5, inclusive) and, if given,
     requiring ``expected_codes`` (subset of QARUE). Marking again updates the row (and reactivates it).
 
-    Ratings the candidate already has stay as they are; from now on the regular queue no longer offers it and
-    ratings of it are quality checks. Audited (``quality.gold_mark``).
+    The candidate's valid ratings made before stop counting: they are kept with ``is_valid=False`` and
+    :data:`~annotation.quality.models.GOLD_MARKED_INVALID_REASON` (so alpha, ORCA training, exports and the
+    leaderboard leave them out) and are not quality checks. From now on the regular queue no longer offers it and
+    ratings of it are quality checks. Holds the candidate's row lock, the lock ``rating_submit`` takes, so a rating
+    in flight is either invalidated here or sees the gold item. Audited (``quality.gold_mark``, with the number of
+    ratings invalidated).
 
     Raises:
         ValidationError: ``min_score``/``max_score`` outside 1–5 or an empty range; ``expected_codes`` unknown.
@@ -62,6 +68,7 @@ def gold_item_mark(
     _range(min_score, max_score)
     codes = _codes(expected_codes)
     with transaction.atomic():
+        CandidateAnswer.objects.select_for_update().filter(pk=candidate.pk).first()
         item, created = QualityItem.objects.select_for_update().get_or_create(
             candidate=candidate,
             defaults={"kind": QualityItem.Kind.GOLD, "min_score": min_score, "max_score": max_score,
@@ -75,9 +82,14 @@ def gold_item_mark(
             item.expected_codes, item.explanation = codes, explanation.strip()
             item.in_qualification, item.is_active = in_qualification, True
             item.save()
+        invalidated = Rating.objects.filter(candidate=candidate, is_valid=True).update(
+            is_valid=False, invalid_reason=GOLD_MARKED_INVALID_REASON)
+        if invalidated:
+            candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(pk=candidate.pk))
         audit_record(actor=by, action="quality.gold_mark", obj=item, old=old,
                      new={"kind": item.kind, "min_score": min_score, "max_score": max_score,
-                          "expected_codes": codes, "in_qualification": in_qualification})
+                          "expected_codes": codes, "in_qualification": in_qualification,
+                          "invalidated_ratings": invalidated})
         return item
 
 

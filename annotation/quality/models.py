@@ -5,7 +5,8 @@
   quality item are stored as ordinary ``Rating`` rows so the rating page and API treat them exactly like other
   items, but they are written ``is_valid=False`` with :data:`QUALITY_INVALID_REASON`, so every reader of valid
   ratings (alpha, ORCA training, exports, the leaderboard) leaves them out, and the regular queue never offers a
-  quality item (it is handed out only by :mod:`annotation.quality.queue`).
+  quality item (it is handed out only by :mod:`annotation.quality.queue`). Ratings a candidate answer already had
+  when it was marked gold are invalidated then (:data:`GOLD_MARKED_INVALID_REASON`), so they never count either.
 * :class:`QualityCheck` — the outcome of one such rating (passed or failed, why).
 * :class:`BenchmarkQuality` — per-benchmark insertion rates, minimum time on task, training feedback.
 * :class:`QualityPolicy` — the one row of site-wide rules: qualification and warn/pause thresholds.
@@ -20,6 +21,8 @@ from django.db.models import F, Q
 
 #: ``Rating.invalid_reason`` of ratings of quality items (they never count as real ratings).
 QUALITY_INVALID_REASON = "quality-control item (gold or attention check); never counts as a rating"
+#: ``Rating.invalid_reason`` of the ratings a candidate answer had when it was marked gold (kept, never counted).
+GOLD_MARKED_INVALID_REASON = "the candidate answer became a gold item; ratings made before never count"
 
 
 class QualityItem(models.Model):

@@ -14,7 +14,7 @@ from django.utils import timezone
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
 from annotation.quality.items import quality_check_record, quality_item_for_candidate
-from annotation.quality.models import QUALITY_INVALID_REASON
+from annotation.quality.models import QUALITY_INVALID_REASON, AnnotatorQuality
 from annotation.services import queue_sql
 from annotation.services.assignment import insert_unless_raced, target_ratings_expression
 from annotation.services.audit import audit_record
@@ -39,7 +39,8 @@ def _candidate_error(message: str, *, code: str) -> ValidationError:
 
 def _no_open_assignment_error(*, candidate_id: int, annotator, now) -> ValidationError:
     """The ``{"assignment": ...}`` error for a rating without the rater's open, unexpired assignment on the
-    candidate; its code says which case: ``skipped``, ``expired`` or ``no_assignment``."""
+    candidate; its code says which case: ``skipped``, ``paused`` (pausing released the assignment: a paused
+    annotator's item in hand is refused like every new one), ``expired`` or ``no_assignment``."""
     last = (
         Assignment.objects.filter(candidate_id=candidate_id, annotator=annotator)
         .order_by("-created_at", "-id")
@@ -48,6 +49,10 @@ def _no_open_assignment_error(*, candidate_id: int, annotator, now) -> Validatio
     )
     if last is not None and last.status == Assignment.Status.SKIPPED:
         message, code = "You skipped this item, so it cannot be rated; take the next item.", "skipped"
+    elif last is not None and last.status == Assignment.Status.EXPIRED and AnnotatorQuality.objects.filter(
+            annotator=annotator, status=AnnotatorQuality.Status.PAUSED).exists():
+        message = "Your account is paused, so this rating was not saved; an admin will look at your ratings."
+        code = "paused"
     elif last is not None and (last.status == Assignment.Status.EXPIRED or last.expires_at <= now):
         when = timezone.localtime(last.expires_at).strftime("%H:%M")
         message = (f"Your time on this item ran out at {when} and it went back to the queue, so this rating was "

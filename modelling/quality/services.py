@@ -24,6 +24,7 @@ from modelling.quality.signals import RaterSignals, combined_risk, rater_signals
 
 def reliability_signals_load() -> dict[int, RaterSignals]:
     """Signals of every annotator with a valid rating or a quality check, combined risk filled in."""
+    policy = quality_policy()
     rows = list(Rating.objects.filter(is_valid=True).values_list(
         "candidate_id", "annotator_id", "score", "codes", "seconds_on_task"))
     if rows:
@@ -32,7 +33,8 @@ def reliability_signals_load() -> dict[int, RaterSignals]:
         unable = np.array(["U" in c or "E" in c for c in codes])
         seconds_arr = np.array([np.nan if s is None else float(s) for s in seconds])
         signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(annotators),
-                                        scores=scores_arr, unable=unable, seconds=seconds_arr)
+                                        scores=scores_arr, unable=unable, seconds=seconds_arr,
+                                        min_items=policy.min_ratings, reference_risk=policy.pause_score)
     else:
         signals = {}
     checks = QualityCheck.objects.values("annotator_id").annotate(
@@ -45,7 +47,6 @@ def reliability_signals_load() -> dict[int, RaterSignals]:
         sig.gold_checks, sig.attention_checks = row["gold"], row["attention"]
         sig.gold_accuracy = row["gold_ok"] / row["gold"] if row["gold"] else None
         sig.attention_failures = row["attention_failed"]
-    policy = quality_policy()
     combined_risk(signals, min_items=policy.min_ratings, max_attention_failures=policy.max_attention_failures)
     return signals
 
@@ -55,6 +56,8 @@ def _summary(sig: RaterSignals) -> str:
     parts += [f"{name} risk {value:.2f}" for name, value in sorted(sig.risks.items()) if value > 0]
     if sig.loo_rho is not None:
         parts.append(f"leave-one-out rho {sig.loo_rho:.2f}")
+    if sig.random_share is not None and sig.risks.get("random"):
+        parts.append(f"random share {sig.random_share:.2f} ± {sig.random_share_se:.2f}")
     return "; ".join(parts)
 
 

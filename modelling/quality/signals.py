@@ -15,6 +15,18 @@ Signals of one annotator (all over their scored ratings unless said otherwise):
   against the other annotators' scores of the same item (a per-item Cliff's-delta/2; > 0 lenient, < 0 severe).
   Rank-based, so it does not assume the 1–5 steps are equal.
 * ``straightline`` — share of their ratings that carry their most frequent score (1 = always the same score).
+* ``random_share`` — the estimated share of their answers given at random (uniformly over 1–5), with its standard
+  error ``random_share_se``: a method-of-moments fit of the mixture "(1 − p) like the crowd + p uniform". A *gross
+  disagreement* is a score >= 2 points from the others' mean of the item, shifted by the annotator's own median
+  offset from it (a lenient or severe annotator is not random). On item i a uniform answer is gross with the known
+  probability g_i and a crowd member with the crowd's own rate b_i (each other annotator against the mean of the
+  rest), so E[gross] = (1 − p)·b_i + p·g_i and p̂ = Σ(gross_i − b_i) / Σ(g_i − b_i), clipped to [0, 1]. So that the
+  annotator and the crowd member face equally noisy references, the annotator is compared with the others' mean
+  without one of them, each in turn (gross_i and g_i are averages over those n − 1-rating references). Items where
+  the crowd agrees weigh most (g_i − b_i large); on items the crowd itself splits, a random answer looks like any
+  other. The crowd here leaves out annotators whose agreement or straight-lining risk already reaches
+  ``reference_risk`` (a random or reversed rater would otherwise raise b_i and hide the others), and needs
+  >= ``RANDOM_MIN_OTHERS`` other ratings per item.
 * ``ue_share`` — share of their ratings with code U or E (unable to judge); ``median_seconds`` on task.
 * ``gold_accuracy`` (share of gold checks passed) and ``attention_failures`` come from the quality checks.
 
@@ -24,13 +36,19 @@ The combined risk (:func:`combined_risk`) is the largest of these per-signal ris
   median, 1 at ρ <= 0 (random or reversed) and for a constant rater (ρ undefined). Relative to the crowd, so it
   works whatever the data's typical agreement is (ρ ≈ 0.75 in a MUSHRA test, ≈ 0.7 on ORCA seed-108);
 * straight-lining: 0 up to 80 % identical scores, rising to 1 at 100 %;
+* random answers: the one-sided 95 % lower bound p̂ − 1.645·SE of ``random_share``, 0 at <= 0, 1 at
+  >= ``RANDOM_SHARE_FULL`` (25 %), so the default pause (0.7) needs evidence that >= 17.5 % of the answers are
+  random and warning (0.4) that >= 10 % are. It is what finds a rater who answers at random only part of the time:
+  their ρ is about half a good rater's, which real raters with genuine disagreement also reach, but their gross
+  disagreements fall on items where everyone else agrees. The lower bound keeps it quiet where the data cannot
+  tell (few ratings, or a crowd that disagrees on everything);
 * gold: 0 at >= 90 % gold accuracy, 1 at <= 30 % (from 5 gold checks on);
 * attention: failed checks / the policy's pause count.
 
 Dawid–Skene accuracy, the leave-one-out MAE and leniency are shown beside it but left out of the combined risk:
-on both benchmark data sets they separate injected bad raters from real ones less well than ρ (``bench/quality.py``:
-a rater who answers at random half the time keeps a Dawid–Skene accuracy like a real one's, and leniency is a
-style, not a fault).
+on both benchmark data sets they separate injected bad raters from real ones less well than ρ and the random share
+(``bench/quality.py``: on the MUSHRA test a rater who answers at random half the time keeps a Dawid–Skene accuracy
+like a real one's, and leniency is a style, not a fault).
 """
 from __future__ import annotations
 
@@ -41,6 +59,10 @@ import numpy as np
 #: Straight-lining share at which its risk starts (0) and the gold accuracy bounds of the gold risk.
 STRAIGHTLINE_START = 0.8
 GOLD_GOOD, GOLD_BAD, GOLD_MIN_CHECKS = 0.9, 0.3, 5
+#: Random answers: a gross disagreement is this many points from the (shifted) others' mean; an item needs this many
+#: other ratings in the crowd; the risk is 1 from this lower bound of the random share on (z: one-sided 95 %).
+RANDOM_GROSS_POINTS, RANDOM_MIN_OTHERS, RANDOM_SHARE_FULL, RANDOM_SHARE_Z = 2.0, 2, 0.25, 1.645
+_VALUES = np.arange(1, 6, dtype=np.float64)
 
 
 @dataclass
@@ -56,6 +78,8 @@ class RaterSignals:
     ds_accuracy: float | None = None
     leniency: float | None = None
     straightline: float | None = None
+    random_share: float | None = None
+    random_share_se: float | None = None
     ue_share: float | None = None
     median_seconds: float | None = None
     gold_checks: int = 0
@@ -96,6 +120,48 @@ def _dawid_skene(items: np.ndarray, workers: np.ndarray, scores: np.ndarray, *, 
     return out
 
 
+def _random_share(items: np.ndarray, workers: np.ndarray, scores: np.ndarray, *, crowd: np.ndarray,
+                  ) -> dict[int, tuple[float, float]]:
+    """{worker: (p̂, SE)} of the random-answer mixture (module docstring) from scored ratings; ``crowd`` (R,) bool
+    marks the ratings that form the others' reference. Workers without an informative item are left out."""
+    if scores.size == 0:
+        return {}
+    _, unit = np.unique(items, return_inverse=True)
+    idx = scores.astype(np.int64) - 1
+    hist = np.zeros((unit.max() + 1, 5))
+    np.add.at(hist, (unit[crowd], idx[crowd]), 1)
+    others = hist[unit]
+    others[np.arange(scores.size), idx] -= crowd  # a rating is never its own reference
+    n = others.sum(axis=1)
+    total = others @ _VALUES
+    usable = n >= RANDOM_MIN_OTHERS
+    n_safe = np.maximum(n, 2)
+    mean = total / n_safe
+    # References of n − 1 ratings: the others' mean without one of them, each in turn (weights: the others'
+    # histogram / n). A crowd member is compared with the mean of the rest of the others, so the annotator is
+    # compared with equally large references: with 2 others a single rating is a noisier reference than their mean.
+    share_of = others / n_safe[:, None]
+    rest_mean = (total[:, None] - _VALUES[None, :]) / (n_safe[:, None] - 1)
+    baseline = (share_of * (np.abs(_VALUES[None, :] - rest_mean) >= RANDOM_GROSS_POINTS)).sum(axis=1)
+    out = {}
+    for worker in np.unique(workers):
+        mine = (workers == worker) & usable
+        if not mine.any():
+            continue
+        own, b, w = scores[mine], baseline[mine], share_of[mine]
+        centre = np.clip(rest_mean[mine] + np.median(own - mean[mine]), 1, 5)  # (m, 5): shifted references
+        gross = (w * (np.abs(own[:, None] - centre) >= RANDOM_GROSS_POINTS)).sum(axis=1)
+        g = (w * (np.abs(_VALUES[None, None, :] - centre[:, :, None]) >= RANDOM_GROSS_POINTS).mean(axis=2)).sum(axis=1)
+        weight = (g - b).sum()
+        if weight <= 0:
+            continue
+        share = float(np.clip((gross - b).sum() / weight, 0, 1))
+        # Binomial variance of each item's gross indicator: an upper bound for the averaged one (a wider bound).
+        rate = np.clip((1 - share) * b + share * g, 1e-6, 1 - 1e-6)
+        out[int(worker)] = (share, float(np.sqrt((rate * (1 - rate)).sum()) / weight))
+    return out
+
+
 def rater_signals_compute(
     *,
     item_ids: np.ndarray,
@@ -105,6 +171,8 @@ def rater_signals_compute(
     seconds: np.ndarray | None = None,
     min_others: int = 2,
     ds_iterations: int = 100,
+    min_items: int = 10,
+    reference_risk: float = 0.7,
 ) -> dict[int, RaterSignals]:
     """Signals per annotator (module docstring) from one entry per rating.
 
@@ -115,6 +183,9 @@ def rater_signals_compute(
         unable: (R,) bool, the rating carries code U or E (None: derived from NaN scores).
         seconds: (R,) float seconds on task, NaN when unmeasured (None: not available).
         min_others: other scored ratings an item needs to count toward ``loo_*`` and ``leniency``.
+        min_items: scored ratings an annotator needs before their agreement risk can leave them out of the crowd.
+        reference_risk: agreement or straight-lining risk (see :func:`combined_risk`) from which an annotator is
+            left out of the crowd that ``random_share`` compares with (the policy's pause score).
 
     Returns:
         {annotator id: RaterSignals} with ``risks``/``combined`` still empty (see :func:`combined_risk`).
@@ -163,6 +234,12 @@ def rater_signals_compute(
             sig.leniency = float(np.nanmean(superiority[counted]) - 0.5)
         sig.ds_accuracy = ds.get(int(ann))
         out[int(ann)] = sig
+    # Second pass: the random share against a crowd without the annotators the ratings alone already condemn.
+    rating_risks = _rating_risks(out, min_items=min_items)
+    outside = [a for a, risks in rating_risks.items() if max(risks.values(), default=0) >= reference_risk]
+    shares = _random_share(s_items, s_ann, s_scores, crowd=~np.isin(s_ann, outside))
+    for ann, (share, se) in shares.items():
+        out[ann].random_share, out[ann].random_share_se = share, se
     return out
 
 
@@ -175,19 +252,33 @@ def _relative_drop(value: float | None, reference: float | None) -> float | None
     return float(np.clip((reference - value) / reference, 0.0, 1.0))
 
 
-def combined_risk(signals: dict[int, RaterSignals], *, min_items: int = 10, max_attention_failures: int = 2) -> None:
-    """Fill ``risks`` and ``combined`` (0 = like the typical annotator, 1 = certainly unreliable) of every
-    annotator in ``signals`` in place (module docstring). The agreement and straight-lining risks need at least
-    ``min_items`` scored ratings; the crowd's median ρ is taken over annotators with that many."""
+def _rating_risks(signals: dict[int, RaterSignals], *, min_items: int) -> dict[int, dict[str, float]]:
+    """{annotator: {"agreement": .., "straightline": ..}} for annotators with >= ``min_items`` scored ratings (the
+    risks that come from the ratings alone; module docstring). The crowd's median ρ is over those annotators."""
     enough = [s.loo_rho for s in signals.values() if s.n_scored >= min_items and s.loo_rho is not None]
     rho_ref = float(np.median(enough)) if enough else None
+    out = {}
     for s in signals.values():
-        risks = {}
-        if s.n_scored >= min_items:
-            risks["agreement"] = _relative_drop(s.loo_rho, rho_ref)
-            if s.straightline is not None:
-                risks["straightline"] = float(np.clip((s.straightline - STRAIGHTLINE_START)
-                                                      / (1 - STRAIGHTLINE_START), 0, 1))
+        if s.n_scored < min_items:
+            continue
+        risks = {"agreement": _relative_drop(s.loo_rho, rho_ref)}
+        if s.straightline is not None:
+            risks["straightline"] = float(np.clip((s.straightline - STRAIGHTLINE_START) / (1 - STRAIGHTLINE_START),
+                                                  0, 1))
+        out[s.annotator_id] = {k: v for k, v in risks.items() if v is not None}
+    return out
+
+
+def combined_risk(signals: dict[int, RaterSignals], *, min_items: int = 10, max_attention_failures: int = 2) -> None:
+    """Fill ``risks`` and ``combined`` (0 = like the typical annotator, 1 = certainly unreliable) of every
+    annotator in ``signals`` in place (module docstring). The agreement, straight-lining and random-answer risks
+    need at least ``min_items`` scored ratings; the crowd's median ρ is taken over annotators with that many."""
+    rating_risks = _rating_risks(signals, min_items=min_items)
+    for s in signals.values():
+        risks = dict(rating_risks.get(s.annotator_id, {}))
+        if s.n_scored >= min_items and s.random_share is not None:
+            lower = s.random_share - RANDOM_SHARE_Z * (s.random_share_se or 0.0)
+            risks["random"] = float(np.clip(lower / RANDOM_SHARE_FULL, 0, 1))
         if s.gold_checks >= GOLD_MIN_CHECKS and s.gold_accuracy is not None:
             risks["gold"] = float(np.clip((GOLD_GOOD - s.gold_accuracy) / (GOLD_GOOD - GOLD_BAD), 0, 1))
         if s.attention_checks:

@@ -19,12 +19,14 @@ from annotation.quality.items import (
     attention_check_create, benchmark_quality_set, gold_item_mark, quality_check_evaluate, quality_policy,
 )
 from annotation.quality.models import (
-    QUALITY_INVALID_REASON, AnnotatorQuality, QualificationAttempt, QualityCheck, QualityItem,
+    GOLD_MARKED_INVALID_REASON, QUALITY_INVALID_REASON, AnnotatorQuality, QualificationAttempt, QualityCheck,
+    QualityItem,
 )
 from annotation.quality.queue import insertion_kind
 from annotation.services.accounts import ROLES
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.exports import dataset_export_orca_jsonl
+from annotation.selectors import rating_counting_queryset
 from annotation.services.rating import rating_submit
 from annotation.services.versions import question_version_create
 from tests.factories import (
@@ -59,6 +61,38 @@ def test_a_gold_rating_is_stored_invalid_checked_and_never_fills_the_candidate()
     assert not other.quality_check.passed
     assert other.quality_check.reason == "score 3 not in 4–5; missing code(s) A"
     assert CandidateAnswer.objects.get(pk=item.candidate_id).valid_rating_count == 0
+
+
+def test_marking_a_rated_answer_gold_makes_its_earlier_ratings_stop_counting():
+    """Ratings made before the candidate answer became gold are kept but invalid (so no reader of the ratings that
+    count sees them), are not quality checks, and the count of the candidate's valid ratings drops with them."""
+    candidate = CandidateAnswerFactory()
+    annotators = AnnotatorFactory.create_batch(2)
+    earlier = [rate(candidate=candidate, annotator=a, score=s, codes="") for a, s in zip(annotators, (4, 5))]
+    assert CandidateAnswer.objects.get(pk=candidate.pk).valid_rating_count == 2
+    gold_item_mark(candidate=candidate, min_score=4, max_score=5, by=UserFactory(is_staff=True))
+    for rating in earlier:
+        rating.refresh_from_db()
+        assert (rating.is_valid, rating.invalid_reason) == (False, GOLD_MARKED_INVALID_REASON)
+    assert not rating_counting_queryset().filter(candidate=candidate).exists()
+    assert CandidateAnswer.objects.get(pk=candidate.pk).valid_rating_count == 0
+    assert not QualityCheck.objects.exists()
+    assert AuditEvent.objects.get(action="quality.gold_mark").new["invalidated_ratings"] == 2
+    later = rate(candidate=candidate, annotator=AnnotatorFactory(), score=4, codes="")
+    assert later.invalid_reason == QUALITY_INVALID_REASON and later.quality_check.passed
+
+
+def test_undoing_an_annotator_invalidation_never_revives_a_rating_of_a_since_gold_answer():
+    admin = UserFactory(is_staff=True)
+    annotator = AnnotatorFactory()
+    plain, later_gold = CandidateAnswerFactory.create_batch(2)
+    rate(candidate=plain, annotator=annotator, score=3, codes="")
+    rate(candidate=later_gold, annotator=annotator, score=3, codes="")
+    action = annotator_ratings_invalidate(annotator=annotator, reason="clicked at random", by=admin)
+    gold_item_mark(candidate=later_gold, min_score=1, max_score=2, by=admin)
+    assert annotator_ratings_restore(invalidation=action, by=admin) == 1
+    assert list(rating_counting_queryset().filter(annotator=annotator).values_list("candidate_id", flat=True)) == [
+        plain.pk]
 
 
 def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_path):
@@ -269,6 +303,20 @@ def test_a_paused_annotator_gets_no_item_and_loses_open_assignments():
     annotator_status_set(annotator=annotator, status="active", reason="reviewed")
     assert assignment_next_for_annotator(annotator=annotator) is not None
     assert AuditEvent.objects.filter(action="quality.status").count() == 2
+
+
+def test_a_paused_annotator_cannot_rate_the_item_in_hand():
+    """Pausing releases the item the annotator holds, so its rating is refused with a message naming the pause
+    (not a time-out), and nothing is stored."""
+    CandidateAnswerFactory()
+    annotator = AnnotatorFactory()
+    held = assignment_next_for_annotator(annotator=annotator)
+    annotator_status_set(annotator=annotator, status="paused", reason="random clicking")
+    with pytest.raises(ValidationError) as excinfo:
+        _rate(held, score=3)
+    error = excinfo.value.error_dict["assignment"][0]
+    assert error.code == "paused" and "paused" in error.message
+    assert not Rating.objects.filter(annotator=annotator).exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -56,6 +56,78 @@ def test_ordinal_leniency_sees_a_rater_who_is_always_one_point_higher():
     assert abs(np.mean([signals[r].leniency for r in range(6)])) < 0.1
 
 
+def test_a_rater_who_answers_at_random_half_the_time_is_paused_and_good_raters_are_not():
+    """The half-random rater's ρ is only about half a good rater's, which real raters reach too; the random-answer
+    share sees that their gross disagreements fall on items where everyone else agrees. A good rater with a few
+    slips and a lenient rater (always one point higher) stay well below the warning threshold."""
+    rng = np.random.default_rng(7)
+    items, raters, scores, truth = _crowd(rng, n_items=120)
+    slips = set(rng.choice(120, size=4, replace=False).tolist())
+    for i in range(120):
+        items += [i, i, i, i, i]
+        raters += [200, 201, 202, 203, 204]
+        half = float(rng.integers(1, 6)) if rng.random() < 0.5 else float(truth[i])
+        slip = float(6 - truth[i]) if i in slips and truth[i] != 3 else float(truth[i])
+        scores += [half, slip, float(min(5, truth[i] + 1)), float(rng.integers(1, 6)), float(6 - truth[i])]
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    half_random, slipping, lenient = signals[200], signals[201], signals[202]
+    assert 0.3 < half_random.random_share < 0.7, half_random
+    assert half_random.risks["random"] >= 0.7 and half_random.combined >= 0.7, half_random
+    assert half_random.risks["agreement"] < 0.7, half_random  # ρ alone would not pause them
+    for rater in (slipping, lenient, *(signals[r] for r in range(6))):
+        assert rater.random_share < 0.1 and rater.risks["random"] == 0.0, rater
+        assert rater.combined < 0.4, rater
+    # The uniform and reversed raters are left out of the crowd the random share compares with, and caught.
+    assert signals[203].random_share > 0.6 and signals[203].combined == 1.0
+
+
+def test_the_half_random_rater_is_found_with_three_ratings_per_item():
+    """The platform's default k = 3: every item the half-random rater rates has only two other ratings, drawn from
+    a pool of eight real raters; their random share is still about ½ and theirs alone reaches the pause."""
+    rng = np.random.default_rng(4)
+    truth = rng.integers(1, 6, 400)
+    theirs = set(rng.choice(400, size=200, replace=False).tolist())
+    items, raters, scores = [], [], []
+    for i in range(400):
+        for r in rng.choice(8, 2 if i in theirs else 3, replace=False):
+            items.append(i)
+            raters.append(int(r))
+            scores.append(float(np.clip(truth[i] + rng.choice([-1, 0, 0, 0, 1]), 1, 5)))
+        if i in theirs:
+            items.append(i)
+            raters.append(100)
+            scores.append(float(rng.integers(1, 6)) if rng.random() < 0.5 else float(truth[i]))
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    assert 0.3 < signals[100].random_share < 0.7 and signals[100].combined >= 0.7, signals[100]
+    assert max(signals[r].combined for r in range(8)) < 0.4
+
+
+def test_the_random_answer_risk_needs_evidence():
+    """On a dozen items a single gross disagreement is not evidence of random answering: the risk uses the lower
+    95 % bound of the share, so it stays 0 where the point estimate alone would warn."""
+    rng = np.random.default_rng(9)
+    items, raters, scores, truth = _crowd(rng, n_items=12)
+    wrong = next(i for i in range(12) if truth[i] != 3)
+    for i in range(12):
+        items.append(i)
+        raters.append(300)
+        scores.append(float(6 - truth[i]) if i == wrong else float(truth[i]))
+    signals = rater_signals_compute(item_ids=np.array(items), annotator_ids=np.array(raters), scores=np.array(scores))
+    combined_risk(signals)
+    shaky = signals[300]
+    assert shaky.random_share > 0.1 and shaky.random_share - 1.645 * shaky.random_share_se <= 0, shaky
+    assert shaky.risks["random"] == 0.0
+
+
+def test_ratings_without_scores_give_no_random_share_and_no_risk():
+    signals = rater_signals_compute(item_ids=np.array([1, 1, 2]), annotator_ids=np.array([5, 6, 5]),
+                                    scores=np.array([np.nan, np.nan, np.nan]))
+    combined_risk(signals)
+    assert signals[5].random_share is None and signals[5].combined is None and signals[5].ue_share == 1.0
+
+
 def test_attention_failures_alone_pause():
     from modelling.quality.signals import RaterSignals
 
