@@ -255,7 +255,7 @@ SPECTACULAR_SETTINGS = {
         "CorrectionItemStatusEnum": "refinement.models.CorrectionItem.Status",
     },
 }
-# Dataset exports (annotation/services/exports.py): files under MEDIA_ROOT/exports; exports of more candidate
+# Dataset exports (annotation/services/exports/): files under MEDIA_ROOT/exports; exports of more candidate
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
