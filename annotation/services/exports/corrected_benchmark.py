@@ -11,31 +11,27 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from annotation.benchmark_formats import BENCHMARK_FILE_FORMATS, MMAR, MMAU, benchmark_record
 from annotation.models import Benchmark, Question, QuestionVersion
 from annotation.services.exports.records import ExportError
 
 #: Benchmark formats of :func:`benchmark_export_corrected`.
-BENCHMARK_FORMATS = ("mmau", "mmar")
+BENCHMARK_FORMATS = tuple(BENCHMARK_FILE_FORMATS)
 
 
 def benchmark_format_of(benchmark: Benchmark) -> str:
     """``mmar`` when the benchmark was imported from a JSONL file (MMAR meta), else ``mmau`` (a JSON list)."""
-    return "mmar" if benchmark.source.lower().endswith(".jsonl") else "mmau"
+    return MMAR.name if benchmark.source.lower().endswith(".jsonl") else MMAU.name
 
 
 def _benchmark_record(question: Question, version: QuestionVersion, file_format: str) -> dict:
     """One item in the benchmark's own format (the fields the importer reads), plus rationale and transcript."""
-    record = {"id": question.external_id}
-    if file_format == "mmar":
-        record.update(audio_path=question.audio_ref, question=version.question_text, choices=question.choices,
-                      answer=version.reference_answer, modality=question.modality_detail or question.modality,
-                      category=question.category, **{"sub-category": question.sub_category},
-                      thinking=version.rationale)
-    else:
-        record.update(audio_id=question.audio_ref, question=version.question_text, choices=question.choices,
-                      answer=version.reference_answer, task=question.modality_detail or question.modality,
-                      category=question.category, **{"sub-category": question.sub_category},
-                      rationale=version.rationale)
+    record = benchmark_record(
+        BENCHMARK_FILE_FORMATS[file_format], external_id=question.external_id, audio_ref=question.audio_ref,
+        question_text=version.question_text, choices=question.choices, reference_answer=version.reference_answer,
+        modality=question.modality_detail or question.modality, category=question.category,
+        sub_category=question.sub_category, rationale=version.rationale,
+    )
     record.update(question.extra or {})
     record.update(transcript=version.transcript, version=version.number)
     return record
@@ -77,7 +73,8 @@ def benchmark_export_corrected(
     work = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     slug = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in benchmark.name)
-    data_name = f"{slug}.jsonl" if file_format == "mmar" else f"{slug}.json"
+    jsonl = BENCHMARK_FILE_FORMATS[file_format].jsonl
+    data_name = f"{slug}.jsonl" if jsonl else f"{slug}.json"
     try:
         questions = (
             Question.objects.filter(benchmark=benchmark, current_version__isnull=False)
@@ -86,7 +83,7 @@ def benchmark_export_corrected(
         )
         written = 0
         with (work / data_name).open("w", encoding="utf-8") as fh:
-            if file_format == "mmau":
+            if not jsonl:
                 fh.write("[")
             last_pk = 0
             while True:
@@ -97,14 +94,14 @@ def benchmark_export_corrected(
                 for question in chunk:
                     record = json.dumps(_benchmark_record(question, question.current_version, file_format),
                                         ensure_ascii=False)
-                    if file_format == "mmar":
+                    if jsonl:
                         fh.write(record + "\n")
                     else:
                         fh.write(("," if written else "") + "\n  " + record)
                     written += 1
                 if progress is not None:
                     progress(written)
-            if file_format == "mmau":
+            if not jsonl:
                 fh.write("\n]\n")
         changes = _write_changelog(benchmark=benchmark, folder=work, chunk_size=chunk_size)
         (work / "README.md").write_text(
