@@ -80,7 +80,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from modelling.services.agreement import krippendorff_alpha, value_counts_matrix  # noqa: E402
+from annotation.agreement import krippendorff_alpha, value_counts_matrix  # noqa: E402
 from modelling.services.routing_policy import RoutingRules, RoutingThresholds, routing_replay  # noqa: E402
 
 K_FIXED = 3

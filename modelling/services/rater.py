@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from modelling.models import AgreementLevel, ModelVersion, Prediction, RaterSnapshot
 from modelling.selectors import ValidRatings, model_version_active, valid_ratings_load
-from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
 from modelling.services.routing_policy import model_rating
 
 #: Equal-count bins of predicted σ² in the calibration plot.

@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from annotation.agreement import AlphaAccumulator
 from annotation.models import Benchmark
-from annotation.services.exports.alpha import _AlphaAccumulator
 from annotation.services.exports.datasheet import DatasetExportSummary, SplitCounts, _datasheet
 from annotation.services.exports.records import ExportError, _candidate_selection, _iter_records
 from annotation.services.exports.writers import _FILE_NAMES, _save_hf, _SplitWriters
@@ -129,7 +129,7 @@ def dataset_export(
             for name in split_names
         }
         counts = {name: SplitCounts() for name in split_names}
-        alpha = _AlphaAccumulator()
+        alpha = AlphaAccumulator()
         written = 0
         try:
             for chunk in _iter_records(benchmark=benchmark, chunk_size=chunk_size, include_invalid=include_invalid):
