@@ -10,9 +10,10 @@ from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import Assignment, AudioClip, Benchmark, Rating
+from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
 from annotation.services.accounts import user_roles
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
+from annotation.services.target_ratings import target_ratings_expression
 
 #: Groups whose members may rate (staff may too).
 RATER_ROLES = frozenset({"annotator", "expert", "admin"})
@@ -170,17 +171,8 @@ def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
 
 
 def _rating_target_ratings():
-    """``k`` of a rating's candidate answer, for ``Rating`` querysets (``target_ratings_expression`` re-rooted)."""
-    from django.conf import settings
-    from django.db.models import IntegerField, Value
-    from django.db.models.functions import Coalesce
-
-    return Coalesce(
-        "candidate__target_ratings",
-        "candidate__question_version__question__benchmark__target_ratings",
-        Value(settings.ANNOTATION_TARGET_RATINGS),
-        output_field=IntegerField(),
-    )
+    """``k`` of a rating's candidate answer, for ``Rating`` querysets."""
+    return target_ratings_expression(via="candidate__")
 
 
 def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
@@ -239,7 +231,6 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     from datetime import timedelta
 
     from annotation.models import CandidateAnswer, Question
-    from annotation.services.assignment import target_ratings_expression
 
     access_overview(user=user)
     now = now or timezone.now()
@@ -308,3 +299,29 @@ def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
         raise Http404("No such benchmark.") from None
+
+
+def access_exports(user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is an admin: exports and their files are for admins only."""
+    if "admin" not in user_roles(user):
+        raise PermissionDenied("Only admins may export datasets.")
+
+
+def export_jobs_for_user(*, user):
+    """Export jobs, newest first (admins only).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+    """
+    access_exports(user)
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("benchmark", "created_by").order_by("-created_at")
+
+
+def export_job_for_user(*, user, job_pk: int) -> Job:
+    """Export job ``job_pk`` for an admin.
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+        Job.DoesNotExist: no such export job.
+    """
+    return export_jobs_for_user(user=user).get(pk=job_pk)

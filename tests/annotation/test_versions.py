@@ -43,3 +43,39 @@ def test_invalidation_keeps_the_ratings_and_refreshes_the_counts():
     ] * 2
     other.refresh_from_db()
     assert other.is_valid
+
+
+def _with_whisper_metadata(question):
+    QuestionVersion.objects.filter(pk=question.current_version_id).update(
+        transcript="old words", transcript_language="en",
+        transcript_segments=[{"start": 0.0, "end": 1.0, "text": "old words"}],
+    )
+    question.refresh_from_db()
+    return question
+
+
+def test_an_import_that_brings_a_new_transcript_empties_the_old_language_and_segments(tmp_path):
+    """The one difference between the importers' version carry-over and question_version_create (both
+    annotation.services.versions.version_values): an ORCA file's transcript text comes without Whisper's language
+    and segments, and those of the old text are not carried onto it."""
+    import json
+
+    from annotation.services.importers import ratings_import_orca_jsonl
+
+    question = _with_whisper_metadata(QuestionFactory(external_id="q-import"))
+    old = question.current_version
+    line = {"id": "q-import_M2_1", "question": old.question_text, "reference": old.reference_answer,
+            "rationale": old.rationale, "transcription": "new words", "candidate": "A dog", "ratings": [4]}
+    path = tmp_path / "orca.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    ratings_import_orca_jsonl(path=path, benchmark_name=question.benchmark.name)
+    question.refresh_from_db()
+    new = question.current_version
+    assert (new.number, new.transcript, new.transcript_language, new.transcript_segments) == (2, "new words", "", [])
+
+
+def test_a_correction_of_the_transcript_carries_the_old_language_and_segments_over():
+    question = _with_whisper_metadata(QuestionFactory())
+    new = question_version_create(question=question, source=QuestionVersion.Source.EXPERT, transcript="new words")
+    assert (new.transcript, new.transcript_language) == ("new words", "en")
+    assert new.transcript_segments == [{"start": 0.0, "end": 1.0, "text": "old words"}]
