@@ -30,6 +30,7 @@ from annotation.models import (
     Rating,
 )
 from annotation.services.assignment import target_ratings_expression
+from annotation.services.target_ratings import benchmark_target_ratings
 from config.navigation import home_url_for, roles_of
 from modelling.models import (
     AgreementLevel,
@@ -131,10 +132,8 @@ class PipelineDashboard:
 
 
 def _funnels() -> list[BenchmarkFunnel]:
-    from django.conf import settings
-
     funnels = {
-        b.pk: BenchmarkFunnel(pk=b.pk, name=b.name, k=b.target_ratings or settings.ANNOTATION_TARGET_RATINGS)
+        b.pk: BenchmarkFunnel(pk=b.pk, name=b.name, k=benchmark_target_ratings(b))
         for b in Benchmark.objects.order_by("name")
     }
     for row in Question.objects.values("benchmark_id").annotate(

@@ -20,6 +20,12 @@ def target_ratings_default() -> int:
     return settings.ANNOTATION_TARGET_RATINGS
 
 
+def benchmark_target_ratings(benchmark) -> int:
+    """``k`` of a benchmark's candidate answers that set none of their own: its ``target_ratings`` when set
+    (0 included, as in the query forms below), else :func:`target_ratings_default`."""
+    return benchmark.target_ratings if benchmark.target_ratings is not None else target_ratings_default()
+
+
 def target_ratings_expression(*, via: str = "", own: bool = True) -> Coalesce:
     """Query expression giving each candidate answer's ``k`` (an int >= 1).
 
