@@ -10,7 +10,7 @@ from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import Assignment, AudioClip, Benchmark, Rating
+from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
 from annotation.services.accounts import user_roles
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 
@@ -308,3 +308,29 @@ def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
         raise Http404("No such benchmark.") from None
+
+
+def access_exports(user) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` is an admin: exports and their files are for admins only."""
+    if "admin" not in user_roles(user):
+        raise PermissionDenied("Only admins may export datasets.")
+
+
+def export_jobs_for_user(*, user):
+    """Export jobs, newest first (admins only).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+    """
+    access_exports(user)
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("benchmark", "created_by").order_by("-created_at")
+
+
+def export_job_for_user(*, user, job_pk: int) -> Job:
+    """Export job ``job_pk`` for an admin.
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+        Job.DoesNotExist: no such export job.
+    """
+    return export_jobs_for_user(user=user).get(pk=job_pk)

@@ -11,6 +11,7 @@ import numpy as np
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 
+from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from annotation.services.accounts import user_roles
 from refinement.diffs import DiffPart, word_diff
@@ -285,8 +286,6 @@ class RefinementReport:
 
 
 def _alpha_row(label: str, rows: list[tuple[int, int, int]]) -> AlphaRow:
-    from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
-
     scored = [(cid, score, qid) for cid, score, qid in rows if score is not None]
     if scored:
         ids = np.asarray([r[0] for r in scored])
