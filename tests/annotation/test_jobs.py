@@ -352,3 +352,17 @@ def test_a_new_rationale_on_a_rated_question_works_like_a_correction(
     assert "works like a correction" in page
     assert "<strong>1</strong> rating of the replaced versions stopped counting" in page
     assert "<strong>1</strong> candidate answer on the new versions waits to be rated" in page
+
+
+def test_every_job_kind_is_registered_and_an_unknown_one_is_named():
+    from annotation.jobs.registry import enqueue, kind_task
+
+    assert {kind: kind_task(kind) for kind in ("transcribe", "judge", "export", "training_run", "suggestion")} == {
+        "transcribe": "annotation.tasks.job_item_task",
+        "judge": "annotation.tasks.job_item_task",
+        "export": "annotation.tasks.export_job_task",
+        "training_run": "modelling.tasks.training_run_task",
+        "suggestion": "refinement.tasks.suggestion_generate_task",
+    }
+    with pytest.raises(KeyError, match="no job kind 'nonsense' is registered"):
+        enqueue("nonsense", 1)
