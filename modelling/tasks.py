@@ -16,6 +16,13 @@ from modelling.services.training import training_retrain_if_due, training_run_ex
 
 logger = logging.getLogger(__name__)
 
+#: Options of the tasks that train (a training run, a cross-fit): one message per row, acknowledged after the run,
+#: limited to ORCA_TRAIN_TIME_LIMIT_S (the hard limit 5 minutes later); the row's claim makes a redelivery a no-op.
+ORCA_RUN_TASK = {
+    "bind": True, "acks_late": True, "ignore_result": True,
+    "soft_time_limit": settings.ORCA_TRAIN_TIME_LIMIT_S, "time_limit": settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
+}
+
 
 @shared_task(soft_time_limit=600, time_limit=660)
 def agreement_snapshot_task(force: bool = False) -> int:
@@ -33,17 +40,13 @@ def agreement_snapshot_task(force: bool = False) -> int:
     return len(written)
 
 
-@shared_task(
-    bind=True, acks_late=True, ignore_result=True,
-    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
-)
+@shared_task(**ORCA_RUN_TASK)
 def training_run_task(self, training_run_pk: int) -> str:
     """Train one ORCA run (``modelling.services.training.training_run_execute``); returns its final status.
 
     Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
     """
-    run = training_run_execute(run_id=training_run_pk, task_id=self.request.id or "")
-    return run.status if run is not None else "skipped"
+    return _final_status(training_run_execute(run_id=training_run_pk, task_id=self.request.id or ""))
 
 
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
@@ -110,14 +113,15 @@ def reliability_refresh_task() -> int:
     return len(run.paused)
 
 
-@shared_task(
-    bind=True, acks_late=True, ignore_result=True,
-    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
-)
+@shared_task(**ORCA_RUN_TASK)
 def crossfit_task(self, crossfit_pk: int) -> str:
     """Run one cross-fit (``modelling.leaderboard.crossfit.crossfit_execute``); returns its final status.
 
     Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
     """
-    run = crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or "")
+    return _final_status(crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or ""))
+
+
+def _final_status(run) -> str:
+    """The status a run ended with, or "skipped" when this message did not claim it."""
     return run.status if run is not None else "skipped"
