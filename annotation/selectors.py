@@ -13,6 +13,7 @@ from django.utils import timezone
 from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
 from annotation.services.accounts import user_roles
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
+from annotation.services.target_ratings import target_ratings_expression
 
 #: Groups whose members may rate (staff may too).
 RATER_ROLES = frozenset({"annotator", "expert", "admin"})
@@ -170,17 +171,8 @@ def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
 
 
 def _rating_target_ratings():
-    """``k`` of a rating's candidate answer, for ``Rating`` querysets (``target_ratings_expression`` re-rooted)."""
-    from django.conf import settings
-    from django.db.models import IntegerField, Value
-    from django.db.models.functions import Coalesce
-
-    return Coalesce(
-        "candidate__target_ratings",
-        "candidate__question_version__question__benchmark__target_ratings",
-        Value(settings.ANNOTATION_TARGET_RATINGS),
-        output_field=IntegerField(),
-    )
+    """``k`` of a rating's candidate answer, for ``Rating`` querysets."""
+    return target_ratings_expression(via="candidate__")
 
 
 def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
@@ -239,7 +231,6 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     from datetime import timedelta
 
     from annotation.models import CandidateAnswer, Question
-    from annotation.services.assignment import target_ratings_expression
 
     access_overview(user=user)
     now = now or timezone.now()

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.services.accounts import user_is_admin
 from modelling.forms import ModelImportForm, TrainingRunForm
 from modelling.models import AgreementLevel
+from modelling.orca.data import normalise_rating
 from modelling.selectors import (
     item_candidates_with_predictions,
     item_question_list,
@@ -233,7 +234,7 @@ def item_page(request, pk: int):
     candidates = item_candidates_with_predictions(question=question, model_version=active)
     for c in candidates:
         scored = [s for s in c.valid_scores if s is not None]
-        c.human_mean = sum((s - 1) / 4 for s in scored) / len(scored) if scored else None
+        c.human_mean = sum(normalise_rating(s) for s in scored) / len(scored) if scored else None
         c.sigma = math.sqrt(c.prediction.variance) if c.prediction else None
     return render(request, "modelling/item.html", {
         "question": question, "version": question.current_version, "candidates": candidates, "active": active,

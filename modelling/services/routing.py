@@ -18,12 +18,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, OuterRef, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Max, OuterRef, Subquery
 from django.utils import timezone
 
+from annotation.services.target_ratings import target_ratings_expression
 from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the policy's names callers use)
     ACTIVE_PRIORITY,
     ACTIVE_SELECTED,
@@ -340,8 +339,7 @@ def routing_summary() -> dict[str, int]:
     from modelling.models import RoutingDecision
 
     current = CandidateAnswer.objects.filter(question_version=F("question_version__question__current_version"))
-    default_k = Coalesce(F("question_version__question__benchmark__target_ratings"),
-                         Value(settings.ANNOTATION_TARGET_RATINGS))
+    default_k = target_ratings_expression(own=False)
     routed = current.filter(target_ratings__isnull=False).annotate(k=default_k)
     latest = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
     return {
