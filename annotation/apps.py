@@ -7,3 +7,8 @@ class AnnotationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "annotation"
     verbose_name = "Annotation"
+
+    def ready(self) -> None:
+        # The job kinds register their item work and Celery task when their service modules are imported; importing
+        # them here makes every kind known in every process (web, worker, shell) before a job is started or worked.
+        from annotation.services import exports, jobs, judging  # noqa: F401

@@ -1,7 +1,9 @@
 """Celery tasks of the annotation app: thin wrappers that call one service each."""
 from celery import shared_task
 
+from annotation.jobs.items import job_item_process, job_items_process, job_items_requeue_stale
 from annotation.services.assignment import assignment_expire_stale
+from annotation.services.exports import export_run, exports_reclaim_stale
 
 
 @shared_task(ignore_result=True)
@@ -12,13 +14,12 @@ def assignment_expire_task() -> int:
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1900)
 def job_item_task(self, job_item_pk: int) -> str:
-    """Do one Stage 1 job item (transcript, rationale or candidate answer); returns the outcome.
+    """Do one Stage 1 or judge job item (transcript, rationale, candidate answer, judge ratings); returns the
+    outcome.
 
     Re-runnable: the service claims the item conditionally, so a redelivered message after a worker died, or a
     duplicate, never writes a second result.
     """
-    from annotation.services.jobs import job_item_process
-
     return job_item_process(item_pk=job_item_pk, task_id=self.request.id)
 
 
@@ -30,8 +31,6 @@ def job_items_task(self, job_item_pks: list[int]) -> dict[int, str]:
     Re-runnable like ``job_item_task``: every item is claimed conditionally under this message's id and its result
     written in its own transaction.
     """
-    from annotation.services.jobs import job_items_process
-
     return job_items_process(item_pks=job_item_pks, task_id=self.request.id)
 
 
@@ -41,22 +40,16 @@ def export_job_task(job_pk: int) -> str:
 
     Re-runnable: the service claims the job with a conditional update, so a duplicate message does nothing.
     """
-    from annotation.services.exports import export_run
-
     return export_run(job_pk=job_pk)
 
 
 @shared_task(ignore_result=True)
 def job_items_requeue_stale_task() -> int:
     """Send again Stage 1 job items whose worker went silent past the lease (beat, every 5 minutes)."""
-    from annotation.services.jobs import job_items_requeue_stale
-
     return job_items_requeue_stale()
 
 
 @shared_task(ignore_result=True)
 def exports_reclaim_stale_task() -> int:
     """Send again (or fail) export jobs whose worker went silent past ``EXPORT_LEASE_S`` (beat, every 5 minutes)."""
-    from annotation.services.exports import exports_reclaim_stale
-
     return exports_reclaim_stale()

@@ -16,17 +16,16 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.jobs.items import job_cancel, job_retry_failed
 from annotation.models import LALM, Benchmark, Job
 from annotation.services.accounts import user_is_admin
 from annotation.services.jobs import (
     JobStartError,
-    job_cancel,
     job_check_admin,
     job_check_staff,
     job_for_staff,
     job_list_for_staff,
     job_progress,
-    job_retry_failed,
     job_start,
     provider_availabilities,
 )

@@ -1,7 +1,7 @@
 """Request ids, job ids and structured logs.
 
 Every log record carries ``request_id`` (from the ``X-Request-ID`` header or a new UUID, echoed in the response)
-and ``job_id``/``task_id`` while a Celery task runs, so one request or one job can be followed across web and
+and ``job_id``/``job_kind``/``task_id`` while a Celery task works a job (``annotation.jobs`` binds the job), so one request or one job can be followed across web and
 worker logs. ``LOG_FORMAT=json`` (the production default) writes one JSON object per line via python-json-logger.
 """
 import contextvars
@@ -11,15 +11,17 @@ from contextlib import contextmanager
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 job_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("job_id", default="-")
+job_kind_var: contextvars.ContextVar[str] = contextvars.ContextVar("job_kind", default="-")
 task_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("task_id", default="-")
 
 
 class ContextFilter(logging.Filter):
-    """Adds ``request_id``, ``job_id`` and ``task_id`` attributes to every record ("-" when unknown)."""
+    """Adds ``request_id``, ``job_id``, ``job_kind`` and ``task_id`` attributes to every record ("-" when unknown)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
         record.job_id = job_id_var.get()
+        record.job_kind = job_kind_var.get()
         record.task_id = task_id_var.get()
         return True
 
@@ -43,13 +45,16 @@ class RequestIdMiddleware:
 
 
 @contextmanager
-def job_log_context(job_id):
-    """Within the block, log records carry ``job_id`` (a ``Job`` or ``TrainingRun`` primary key)."""
-    token = job_id_var.set(str(job_id))
+def job_log_context(job_id, kind: str = "-"):
+    """Within the block, log records carry ``job_id`` (the primary key of a ``Job``, ``TrainingRun`` or
+    ``CrossFitRun``) and ``job_kind`` (the ``Job`` kind, e.g. ``rationale``, or ``trainingrun``/``crossfitrun``,
+    which tells the tables apart). ``annotation.jobs`` binds it around every job's work."""
+    tokens = (job_id_var.set(str(job_id)), job_kind_var.set(str(kind)))
     try:
         yield
     finally:
-        job_id_var.reset(token)
+        job_id_var.reset(tokens[0])
+        job_kind_var.reset(tokens[1])
 
 
 def connect_celery_signals() -> None:
@@ -77,7 +82,7 @@ def logging_config(*, fmt: str, level: str) -> dict:
         },
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(job_id)s %(task_id)s",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(job_id)s %(job_kind)s %(task_id)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
     }

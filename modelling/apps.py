@@ -12,9 +12,17 @@ class ModellingConfig(AppConfig):
     verbose_name = "Modelling"
 
     def ready(self) -> None:
+        from annotation.jobs.registry import kind_register
         from annotation.services.exports import datasheet_section_register
+        from modelling.leaderboard.crossfit import CROSSFIT
+        from modelling.services.registry import PREDICTIONS_SCORE
+        from modelling.services.training import TRAINING_RUN
 
         datasheet_section_register(_leaderboard_datasheet_section)
+        # This app's long jobs (annotation.jobs); their queues come from CELERY_TASK_ROUTES.
+        kind_register(TRAINING_RUN, task="modelling.tasks.training_run_task")
+        kind_register(CROSSFIT, task="modelling.tasks.crossfit_task")
+        kind_register(PREDICTIONS_SCORE, task="modelling.tasks.predictions_score_task")
 
 
 def _leaderboard_datasheet_section(benchmark) -> str:

@@ -4,10 +4,24 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from modelling.leaderboard.crossfit import crossfit_execute, crossfits_fail_stale
+from modelling.models import ModelVersion
+from modelling.quality.services import reliability_refresh
 from modelling.services.agreement_cache import agreement_reports_warm
+from modelling.services.predictions import predictions_pending_for_active, predictions_score
+from modelling.services.rater import rater_snapshots_write
+from modelling.services.routing import routing_refresh
 from modelling.services.snapshots import agreement_snapshots_refresh
+from modelling.services.training import training_retrain_if_due, training_run_execute, training_runs_fail_stale
 
 logger = logging.getLogger(__name__)
+
+#: Options of the tasks that train (a training run, a cross-fit): one message per row, acknowledged after the run,
+#: limited to ORCA_TRAIN_TIME_LIMIT_S (the hard limit 5 minutes later); the row's claim makes a redelivery a no-op.
+ORCA_RUN_TASK = {
+    "bind": True, "acks_late": True, "ignore_result": True,
+    "soft_time_limit": settings.ORCA_TRAIN_TIME_LIMIT_S, "time_limit": settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
+}
 
 
 @shared_task(soft_time_limit=600, time_limit=660)
@@ -26,27 +40,18 @@ def agreement_snapshot_task(force: bool = False) -> int:
     return len(written)
 
 
-@shared_task(
-    bind=True, acks_late=True, ignore_result=True,
-    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
-)
+@shared_task(**ORCA_RUN_TASK)
 def training_run_task(self, training_run_pk: int) -> str:
     """Train one ORCA run (``modelling.services.training.training_run_execute``); returns its final status.
 
     Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
     """
-    from modelling.services.training import training_run_execute
-
-    run = training_run_execute(run_id=training_run_pk, task_id=self.request.id or "")
-    return run.status if run is not None else "skipped"
+    return _final_status(training_run_execute(run_id=training_run_pk, task_id=self.request.id or ""))
 
 
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
 def predictions_score_task(model_version_pk: int) -> int:
     """Score every current candidate answer the model version has not scored yet; returns how many."""
-    from modelling.models import ModelVersion
-    from modelling.services.predictions import predictions_score
-
     version = ModelVersion.objects.filter(pk=model_version_pk).first()
     if version is None:
         return 0
@@ -57,15 +62,12 @@ def predictions_score_task(model_version_pk: int) -> int:
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def predictions_score_new_task() -> bool:
-    """Beat: when candidate answers lack a prediction of the active model, enqueue ``predictions_score_task`` on
-    ``ORCA_TRAIN_QUEUE`` (the model is loaded there, not in this light task). Returns whether it enqueued."""
-    from modelling.services.predictions import predictions_pending_for_active
-    from modelling.services.training import training_queue
-
+    """Beat: when candidate answers lack a prediction of the active model, enqueue ``predictions_score_task`` (routed
+    to ``ORCA_TRAIN_QUEUE``: the model is loaded there, not in this light task). Returns whether it enqueued."""
     version = predictions_pending_for_active()
     if version is None:
         return False
-    predictions_score_task.apply_async(args=[version.pk], queue=training_queue())
+    predictions_score_task.delay(version.pk)  # routed to ORCA_TRAIN_QUEUE by CELERY_TASK_ROUTES
     return True
 
 
@@ -73,17 +75,12 @@ def predictions_score_new_task() -> bool:
 def training_runs_fail_stale_task() -> int:
     """Beat: fail RUNNING training runs and cross-fits without a heartbeat for ``ORCA_STALE_MINUTES``; returns how
     many."""
-    from modelling.leaderboard.crossfit import crossfits_fail_stale
-    from modelling.services.training import training_runs_fail_stale
-
     return training_runs_fail_stale() + crossfits_fail_stale()
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
 def training_retrain_task() -> int | None:
     """Beat: start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived; returns its id or None."""
-    from modelling.services.training import training_retrain_if_due
-
     run = training_retrain_if_due()
     return run.pk if run is not None else None
 
@@ -93,8 +90,6 @@ def routing_refresh_task() -> int:
     """Beat (every minute) and after scoring: re-evaluate routing by predicted disagreement where a new active
     model, new predictions or new ratings call for it (``modelling.services.routing.routing_refresh``); returns how
     many candidate answers changed."""
-    from modelling.services.routing import routing_refresh
-
     result = routing_refresh()
     return result.changed if result is not None else 0
 
@@ -103,8 +98,6 @@ def routing_refresh_task() -> int:
 def rater_snapshot_task() -> int:
     """Beat (hourly): snapshot ORCA-as-a-rater agreement of the active model (``modelling.services.rater``);
     returns the number of snapshot rows written."""
-    from modelling.services.rater import rater_snapshots_write
-
     return len(rater_snapshots_write())
 
 
@@ -114,24 +107,21 @@ def reliability_refresh_task() -> int:
 
     Returns the number of annotators paused. See ``modelling.quality.services.reliability_refresh``.
     """
-    from modelling.quality.services import reliability_refresh
-
     run = reliability_refresh()
     if run.paused or run.warned:
         logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
     return len(run.paused)
 
 
-@shared_task(
-    bind=True, acks_late=True, ignore_result=True,
-    soft_time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S, time_limit=settings.ORCA_TRAIN_TIME_LIMIT_S + 300,
-)
+@shared_task(**ORCA_RUN_TASK)
 def crossfit_task(self, crossfit_pk: int) -> str:
     """Run one cross-fit (``modelling.leaderboard.crossfit.crossfit_execute``); returns its final status.
 
     Re-runnable: the service claims the run conditionally, so a redelivered message is a no-op ("skipped").
     """
-    from modelling.leaderboard.crossfit import crossfit_execute
+    return _final_status(crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or ""))
 
-    run = crossfit_execute(run_id=crossfit_pk, task_id=self.request.id or "")
+
+def _final_status(run) -> str:
+    """The status a run ended with, or "skipped" when this message did not claim it."""
     return run.status if run is not None else "skipped"

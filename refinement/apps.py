@@ -12,3 +12,9 @@ class RefinementConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "refinement"
     verbose_name = "Refinement (Stage 3)"
+
+    def ready(self) -> None:
+        from annotation.jobs.registry import kind_register
+        from refinement.services.suggestions import SUGGESTION
+
+        kind_register(SUGGESTION, task="refinement.tasks.suggestion_generate_task")

@@ -2,7 +2,8 @@
 
 - ``annotation`` imports neither ``refinement`` nor ``modelling``; ``modelling.orca`` imports no Django and
   nothing of the apps (it runs as ``python -m modelling.orca`` on a machine without the platform).
-- No import circle among the project's modules at module level.
+- No import circle among the project's modules, counting imports inside functions too; tasks import services,
+  services never import tasks (they send them by name through ``annotation.jobs``).
 """
 
 import importlib.util
@@ -56,6 +57,21 @@ def test_orca_package_imports_nothing_of_django_or_the_apps(house):
 
 def test_no_import_circle_at_module_level(house):
     assert house.circles(house.import_graph(house.project_files(), top_level_only=True)) == []
+
+
+def test_no_import_circle_even_counting_imports_inside_functions(house, graph_all):
+    assert house.circles(graph_all) == []
+
+
+def test_services_never_import_tasks(graph_all):
+    offending = {
+        (module, target)
+        for module, targets in graph_all.items()
+        if ".services" in module or module.startswith("annotation.jobs")
+        for target in targets
+        if target.endswith(".tasks")
+    }
+    assert offending == set()
 
 
 def test_the_circle_finder_finds_a_circle(house):

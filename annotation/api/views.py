@@ -21,6 +21,7 @@ from annotation.api.selectors import (
     user_sees_blind,
 )
 from annotation.api.throttles import TokenObtainThrottle
+from annotation.jobs.items import job_cancel
 from annotation.models import (
     LALM,
     Assignment,
@@ -35,7 +36,7 @@ from annotation.models import (
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.audit import audit_events_for_user
 from annotation.services.exports import ExportError, export_download_path, export_jobs_for_user, export_start
-from annotation.services.jobs import JobStartError, job_cancel, job_start
+from annotation.services.jobs import JobStartError, job_start
 from annotation.services.rating import rating_submit
 
 

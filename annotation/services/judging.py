@@ -1,7 +1,7 @@
 """LLM judges over benchmarks: judge jobs, the per-candidate judging step, fusion and the comparison with humans.
 
 ORCA paper, section 5.6 and Appendix B.2. A judge run is a ``Job`` of kind ``judge`` with one ``JobItem`` per
-question (the Stage 1 machinery of :mod:`annotation.services.jobs`: conditional claims, retry of failed items,
+question (the item machinery of :mod:`annotation.jobs.items`: conditional claims, retry of failed items,
 cancel, progress); the item rates every candidate answer of the question's current version that the judge has
 not scored yet, so re-running or retrying a job only asks for what is missing (idempotent). A reply without a
 parsable score is stored with its raw text and ``score`` empty, and its item is marked failed ("counted as a
@@ -25,6 +25,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Avg, Count, F, Q
 from django.utils import timezone
 
+from annotation.jobs.items import ITEM_TASK, item_close, item_skip, job_start_items
+from annotation.jobs.registry import ItemKind, kind_register
 from annotation.judging.clients import (
     GeminiJudge,
     JudgeClient,
@@ -265,24 +267,6 @@ def judge_rating_store(*, judge: Judge, candidate: CandidateAnswer, raw_output: 
         return rating
 
 
-def judge_rate_candidate(*, judge: Judge, candidate: CandidateAnswer, client: JudgeClient | None = None,
-                         job: Job | None = None) -> JudgeRating:
-    """Ask ``judge`` about ``candidate`` and store the result (see :func:`judge_rating_store`).
-
-    Raises:
-        ProviderError: the provider failed (transient errors only after the retry policy gave up).
-        PromptTemplateError: the variant's template is missing or malformed.
-    """
-    client = client or judge_client_for(judge=judge)
-    prompt = judge_prompt_for(judge=judge, candidate=candidate)
-    if judge.mode == GENERATE:
-        reply = client.judge(prompt=prompt)
-    else:
-        reply = client.score(prompts=[prompt], mode=judge.mode)[0]
-    return judge_rating_store(judge=judge, candidate=candidate, raw_output=reply.text,
-                              expected_score=reply.expected_score, distribution=reply.distribution, job=job)
-
-
 # --- jobs ---------------------------------------------------------------------------------------------------
 class JudgeJobError(ValueError):
     """A judge job cannot be started: judge inactive or unavailable (reason given), unknown ids, nothing to rate."""
@@ -314,8 +298,6 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     Raises:
         JudgeJobError: the judge is inactive or unavailable, an id is unknown, or no question has candidates.
     """
-    from annotation.services.jobs import _enqueue
-
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
     problem = judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings)
@@ -344,8 +326,7 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     with transaction.atomic():
         job = Job.objects.create(kind=Job.Kind.JUDGE, benchmark=benchmark, params=params, total=len(questions),
                                  created_by=created_by)
-        JobItem.objects.bulk_create([JobItem(job=job, question_id=pk) for pk in questions])
-        _enqueue(job=job, items=JobItem.objects.filter(job=job))
+        job_start_items(job=job, question_pks=questions)
         audit_record(actor=created_by, action="job.start", obj=job, new={"kind": job.kind, "total": job.total, "params": params})
     return job
 
@@ -353,18 +334,16 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
 def judge_item_work(*, item: JobItem, token: str, job: Job, question: Question) -> str:
     """Judge every candidate answer of the item's question (current version) that has no parsed score yet.
 
-    Called by :func:`annotation.services.jobs.job_item_process` for judge jobs, after it claimed the item; each
-    judge rating is its own transaction, so a crash loses at most one reply. Provider errors propagate (the
-    caller marks the item failed).
+    Registered as the judge kind's item work: :func:`annotation.jobs.items.job_item_process` calls it after it
+    claimed the item; each judge rating is its own transaction, so a crash loses at most one reply. Provider errors
+    propagate (the caller marks the item failed).
 
     Returns:
         ``done``, ``skipped`` (nothing left to judge), ``failed`` (some replies unparsable) or ``lost-claim``.
     """
-    from annotation.services.jobs import _item_close
-
     judge = Judge.objects.filter(pk=(job.params or {}).get("judge")).first()
     if judge is None:
-        _item_close(item=item, token=token, status=JobItem.Status.FAILED, error="the judge was deleted")
+        item_close(item=item, token=token, status=JobItem.Status.FAILED, error="the judge was deleted")
         return "failed"
     candidates = list(
         CandidateAnswer.objects.filter(question_version_id=question.current_version_id)
@@ -376,7 +355,7 @@ def judge_item_work(*, item: JobItem, token: str, job: Job, question: Question) 
     )
     todo = [c for c in candidates if c.pk not in scored]
     if not todo:
-        return "skipped" if _item_close(item=item, token=token, status=JobItem.Status.SKIPPED) else "lost-claim"
+        return item_skip(item=item, token=token)
     client = judge_client_for(judge=judge)
     usage: dict = {"candidates": len(todo), "mode": judge.mode, "parsed": 0, "unparsable": 0, "total_tokens": 0}
     # Probability modes score a batch of candidates per call (local models: one forward pass per batch).
@@ -402,9 +381,12 @@ def judge_item_work(*, item: JobItem, token: str, job: Job, question: Question) 
         what = "had no parsable score" if judge.mode == GENERATE else "had no score label among their alternatives"
         error = (f"{usage['unparsable']} of {usage['candidates']} judge replies {what} "
                  "(stored with their raw text; retry asks again)")
-        closed = _item_close(item=item, token=token, status=JobItem.Status.FAILED, error=error, usage=usage)
+        closed = item_close(item=item, token=token, status=JobItem.Status.FAILED, error=error, usage=usage)
         return "failed" if closed else "lost-claim"
-    return "done" if _item_close(item=item, token=token, status=JobItem.Status.DONE, usage=usage) else "lost-claim"
+    return "done" if item_close(item=item, token=token, status=JobItem.Status.DONE, usage=usage) else "lost-claim"
+
+
+kind_register(Job.Kind.JUDGE, task=ITEM_TASK, item=ItemKind(work=judge_item_work))
 
 
 # --- comparison with humans and fusion ----------------------------------------------------------------------

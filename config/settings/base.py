@@ -329,6 +329,15 @@ ORCA_BASE_MODEL = env("ORCA_BASE_MODEL", default="minilm")
 ORCA_DEVICE = env("ORCA_DEVICE", default="cpu")
 # Celery queue for training and scoring (e.g. "gpu", served by `celery worker -Q gpu`); empty: the default queue.
 ORCA_TRAIN_QUEUE = env("ORCA_TRAIN_QUEUE", default="")
+# Which queue each task goes to (tasks not named here: CELERY_TASK_DEFAULT_QUEUE). Services send tasks by name
+# (annotation.jobs.registry) and never choose a queue; ORCA training, cross-fits and scoring follow ORCA_TRAIN_QUEUE.
+# Stage 1 and judge items go where their job recorded at its start (Job.params["queue"]: PREPARATION_GPU_QUEUE for
+# Whisper and local judges), so a retry reaches the same workers.
+CELERY_TASK_ROUTES = {
+    task: {"queue": ORCA_TRAIN_QUEUE}
+    for task in ("modelling.tasks.training_run_task", "modelling.tasks.crossfit_task",
+                 "modelling.tasks.predictions_score_task")
+} if ORCA_TRAIN_QUEUE else {}
 # Folder for run data and saved models; empty: MEDIA_ROOT/orca.
 ORCA_ARTIFACT_DIR = env("ORCA_ARTIFACT_DIR", default="")
 # Periodic retraining: train again once this many new valid ratings arrived since the active model's data (0: never).

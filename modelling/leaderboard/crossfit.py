@@ -13,35 +13,33 @@ the human ratings with a CI that is too narrow. A cross-fit fixes that:
    cross-fit (each ``Prediction`` row names the fold's model version that made it).
 
 A run is a row first (``CrossFitRun``, QUEUED), then a Celery task claims it (QUEUED → RUNNING) and records
-progress (``folds_done``, ``n_predictions``, heartbeat, log) as a training run does; a cancelled run stops at the
+progress (``folds_done``, ``n_predictions``, heartbeat, log) with the lifecycle a training run has
+(:mod:`annotation.jobs.lifecycle`); a cancelled run stops at the
 next fold or heartbeat. Heavy imports happen inside :func:`crossfit_execute`.
 """
 from __future__ import annotations
 
-import logging
 import random
 import time
-import traceback
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Concat
+from django.db.models import F
 from django.utils import timezone
 
+from annotation.jobs import lifecycle
+from annotation.jobs.registry import enqueue
 from annotation.models import CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
+from modelling.services.predictions import predictions_score
+from modelling.services.registry import artifact_root
+from modelling.services.training import model_version_register, scored_items, training_config_clean
 
-logger = logging.getLogger(__name__)
-
-#: Seconds between heartbeats while a fold trains.
-HEARTBEAT_EVERY_S = 10.0
-
-
-class CrossFitCancelled(Exception):
-    """A user cancelled the cross-fit; raised inside the progress callback to stop training."""
+#: The job kind of a cross-fit (``ModellingConfig.ready`` registers its task).
+CROSSFIT = "crossfit"
 
 
 def crossfit_latest_done() -> CrossFitRun | None:
@@ -51,7 +49,7 @@ def crossfit_latest_done() -> CrossFitRun | None:
 
 
 def crossfit_start(*, config: dict | None = None, folds: int = 5, seed: int = 0, created_by=None) -> CrossFitRun:
-    """Create a QUEUED cross-fit and enqueue its task after commit (queue ``ORCA_TRAIN_QUEUE`` when set).
+    """Create a QUEUED cross-fit and enqueue its task after commit (routed to ``ORCA_TRAIN_QUEUE`` when set).
 
     Args:
         config: ORCA settings (``modelling.services.training.training_config_clean``; missing keys take the
@@ -60,9 +58,6 @@ def crossfit_start(*, config: dict | None = None, folds: int = 5, seed: int = 0,
 
     Raises ``ValidationError`` naming the field for bad settings.
     """
-    from modelling.services.training import training_config_clean, training_queue
-    from modelling.tasks import crossfit_task
-
     clean = training_config_clean(config=config or {})
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 20:
         raise ValidationError({"folds": "must be a whole number from 2 to 20"})
@@ -74,20 +69,16 @@ def crossfit_start(*, config: dict | None = None, folds: int = 5, seed: int = 0,
         run.save()
         audit_record(actor=created_by, action="crossfit.start", obj=run,
                      new={"config": clean, "folds": folds, "seed": seed})
-        queue = training_queue()
-        transaction.on_commit(lambda: crossfit_task.apply_async(args=[run.pk], queue=queue))
+        enqueue(CROSSFIT, run.pk)
     return run
 
 
 def _log(pk: int, line: str) -> None:
-    stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
-    CrossFitRun.objects.filter(pk=pk).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
+    lifecycle.run_log(CrossFitRun, pk, line)
 
 
 def _beat(pk: int, **fields) -> None:
-    CrossFitRun.objects.filter(pk=pk).update(heartbeat_at=timezone.now(), **fields)
-    if CrossFitRun.objects.filter(pk=pk, status=CrossFitRun.Status.CANCELLED).exists():
-        raise CrossFitCancelled()
+    lifecycle.run_heartbeat(CrossFitRun, pk, **fields)  # raises RunStopped once the cross-fit was cancelled
 
 
 def crossfit_assign_folds(*, question_ids, folds: int, seed: int) -> dict[int, int]:
@@ -105,36 +96,11 @@ def _current_question_ids() -> list[int]:
 
 def crossfit_execute(*, run_id: int, task_id: str = "") -> CrossFitRun | None:
     """Claim a QUEUED cross-fit and run every fold to DONE (or FAILED / CANCELLED); None when not claimable."""
-    now = timezone.now()
-    claimed = CrossFitRun.objects.filter(pk=run_id, status=CrossFitRun.Status.QUEUED).update(
-        status=CrossFitRun.Status.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id
-    )
-    if claimed != 1:
-        return None
-    run = CrossFitRun.objects.get(pk=run_id)
-    try:
-        _crossfit(run)
-    except CrossFitCancelled:
-        _log(run_id, "stopped: the cross-fit was cancelled")
-        CrossFitRun.objects.filter(pk=run_id).update(finished_at=timezone.now())
-    except Exception as exc:
-        logger.exception("cross-fit %s failed", run_id)
-        _log(run_id, f"FAILED: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-        CrossFitRun.objects.filter(pk=run_id, status=CrossFitRun.Status.RUNNING).update(
-            status=CrossFitRun.Status.FAILED, finished_at=timezone.now()
-        )
-    run.refresh_from_db()
-    return run
+    return lifecycle.run_execute(CrossFitRun, run_id, task_id=task_id, work=_crossfit, what="cross-fit")
 
 
 def _crossfit(run: CrossFitRun) -> None:
     from modelling.orca import OrcaConfig, TrainConfig, train
-    from modelling.services.predictions import predictions_score
-    from modelling.services.training import (
-        _scored_items,
-        artifact_root,
-        model_version_register,
-    )
 
     cfg = run.config
     fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)
@@ -150,7 +116,7 @@ def _crossfit(run: CrossFitRun) -> None:
         data = folder / f"fold-{k}"
         data.mkdir(parents=True, exist_ok=True)
         dataset_export_orca_jsonl(out=data / "train.jsonl", question_ids=train_questions)
-        items = _scored_items(data / "train.jsonl")
+        items = scored_items(data / "train.jsonl")
         if not items:
             raise ValueError(f"fold {k}: the other folds have no candidate answer with a scored valid rating")
         fold_run = TrainingRun.objects.create(
@@ -163,7 +129,7 @@ def _crossfit(run: CrossFitRun) -> None:
         last = [time.monotonic()]
 
         def progress(event: dict, pk=run.pk, last=last) -> None:
-            if time.monotonic() - last[0] >= HEARTBEAT_EVERY_S or event.get("event") == "epoch":
+            if time.monotonic() - last[0] >= lifecycle.HEARTBEAT_EVERY_S or event.get("event") == "epoch":
                 last[0] = time.monotonic()
                 _beat(pk)
 
@@ -196,21 +162,15 @@ def _crossfit(run: CrossFitRun) -> None:
         CrossFitFold.objects.filter(pk=fold_row.pk).update(n_predicted=written)
         _beat(run.pk, folds_done=k + 1, n_predictions=total)
         _log(run.pk, f"fold {k}: {version.name} predicted {written} answers")
-    done = CrossFitRun.objects.filter(pk=run.pk, status=CrossFitRun.Status.RUNNING).update(
-        status=CrossFitRun.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now()
-    )
-    if done != 1:
-        raise CrossFitCancelled()
+    if not lifecycle.run_finish(CrossFitRun, run.pk):
+        raise lifecycle.RunStopped(f"cross-fit {run.pk} was cancelled")
     _log(run.pk, f"done: {total} cross-fitted predictions")
 
 
 def crossfit_cancel(*, run: CrossFitRun, user=None) -> bool:
     """Cancel a QUEUED or RUNNING cross-fit (a running one stops at its next heartbeat); False when finished."""
     with transaction.atomic():
-        updated = CrossFitRun.objects.filter(
-            pk=run.pk, status__in=[CrossFitRun.Status.QUEUED, CrossFitRun.Status.RUNNING]
-        ).update(status=CrossFitRun.Status.CANCELLED, finished_at=timezone.now())
-        if updated != 1:
+        if lifecycle.run_cancel(CrossFitRun, run.pk) is None:
             return False
         _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
         audit_record(actor=user, action="crossfit.cancel", obj=run, new={"status": CrossFitRun.Status.CANCELLED})
@@ -219,22 +179,7 @@ def crossfit_cancel(*, run: CrossFitRun, user=None) -> bool:
 
 def crossfits_fail_stale(*, now=None) -> int:
     """Mark RUNNING cross-fits without a heartbeat for ``ORCA_STALE_MINUTES`` FAILED (a lost worker); how many."""
-    from datetime import timedelta
-
-    from django.conf import settings
-
-    now = now or timezone.now()
-    cutoff = now - timedelta(minutes=settings.ORCA_STALE_MINUTES)
-    failed = 0
-    for pk in CrossFitRun.objects.filter(status=CrossFitRun.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
-        "pk", flat=True
-    ):
-        if CrossFitRun.objects.filter(pk=pk, status=CrossFitRun.Status.RUNNING, heartbeat_at__lt=cutoff).update(
-            status=CrossFitRun.Status.FAILED, finished_at=now
-        ):
-            failed += 1
-            _log(pk, f"FAILED: no heartbeat for {settings.ORCA_STALE_MINUTES} minutes (worker lost or killed)")
-    return failed
+    return lifecycle.runs_fail_stale(CrossFitRun, now=now or timezone.now(), minutes=settings.ORCA_STALE_MINUTES)
 
 
 def crossfit_list():

@@ -5,13 +5,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotation.jobs.registry import enqueue
 from annotation.services.audit import audit_record
 from modelling.models import ModelVersion, TrainingRun
+
+#: The job kind that scores candidate answers with a model version (``ModellingConfig.ready`` registers its task).
+PREDICTIONS_SCORE = "predictions_score"
+
+
+def artifact_root() -> Path:
+    """Folder of run data and saved models: ``ORCA_ARTIFACT_DIR``, or ``MEDIA_ROOT/orca`` when that is empty."""
+    return Path(settings.ORCA_ARTIFACT_DIR) if settings.ORCA_ARTIFACT_DIR else Path(settings.MEDIA_ROOT) / "orca"
 
 
 def model_version_import(
@@ -47,7 +57,6 @@ def model_version_import(
     """
     from modelling.orca.model import OrcaModelError
     from modelling.orca.upstream import import_upstream
-    from modelling.services.training import artifact_root
 
     name = name.strip()
     if ModelVersion.objects.filter(name=name).exists():
@@ -84,15 +93,12 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
     imported checkpoint), deactivating every other in the same transaction.
 
     Once committed, a batch job scores every candidate answer on its question's current version with the new model
-    (``predictions_score_task`` on ``ORCA_TRAIN_QUEUE``). The database allows at most one active version
+    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most one active version
     (partial unique constraint), so concurrent activations cannot leave two active.
 
     Raises:
         ValidationError: the run is not DONE or has no registered model.
     """
-    from modelling.services.training import training_queue
-    from modelling.tasks import predictions_score_task
-
     if (run is None) == (version is None):
         raise ValueError("give exactly one of run and version")
     if run is not None and run.status != TrainingRun.Status.DONE:
@@ -112,6 +118,5 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
         version.activated_by = user
         version.save(update_fields=["is_active", "activated_at", "activated_by"])
         audit_record(actor=user, action="model.activate", obj=version, old={"active": previous}, new={"active": [version.name]})
-        queue = training_queue()
-        transaction.on_commit(lambda: predictions_score_task.apply_async(args=[version.pk], queue=queue))
+        enqueue(PREDICTIONS_SCORE, version.pk)
     return version

@@ -1,7 +1,8 @@
 """ORCA training runs in the platform: start, execute, cancel, reap stale runs, retrain periodically.
 
-A run is a row first (``TrainingRun``, QUEUED), then a Celery task (``modelling.tasks.training_run_task``) claims it
-with a conditional update (QUEUED → RUNNING), exports the split data with annotation's export service, calls
+A run is a row first (``TrainingRun``, QUEUED), then a Celery task (``modelling.tasks.training_run_task``, routed to
+``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``) claims it with a conditional update (QUEUED → RUNNING; the lifecycle is
+:mod:`annotation.jobs.lifecycle`), exports the split data with annotation's export service, calls
 ``modelling.orca.train`` with a progress callback (epoch, loss, dev ρ; heartbeat), evaluates dev and test (ORCA paper,
 section 5.4: Spearman ρ, Kendall τ, MAE_μ, MAE_σ², unclamped and clamped as in section 5.5), registers the saved model
 as a ``ModelVersion`` and ends DONE. Any exception ends it FAILED with the message and traceback in ``log``.
@@ -11,28 +12,34 @@ processes stay light.
 """
 from __future__ import annotations
 
-import logging
 import math
 import time
-import traceback
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Concat
+from django.db.models import F
 from django.utils import timezone
 
+from annotation.jobs.lifecycle import (
+    HEARTBEAT_EVERY_S,
+    RunStopped,
+    run_cancel,
+    run_execute,
+    run_finish,
+    run_heartbeat,
+    run_log,
+    runs_fail_stale,
+)
+from annotation.jobs.registry import enqueue
 from annotation.models import CandidateAnswer, LALM, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions
 from modelling.models import ModelVersion, SplitKind, TrainingRun
 from modelling.selectors import model_version_active, valid_rating_count
-
-logger = logging.getLogger(__name__)
+from modelling.services.registry import artifact_root, model_version_activate
 
 HEADS = ("beta", "multinomial")
 POOLINGS = ("auto", "mean", "cls", "last")
@@ -57,12 +64,6 @@ DEFAULT_CONFIG = {
 }
 #: Dev share of the training LALMs' questions in the held-out-LALM scenario.
 HELD_OUT_DEV_RATIOS = (0.9, 0.1, 0.0)
-#: Seconds between heartbeat writes (and cancellation checks) while training.
-HEARTBEAT_EVERY_S = 10.0
-
-
-class TrainingCancelled(Exception):
-    """Raised inside the progress callback when a user cancelled the run; ends training early."""
 
 
 def training_config_clean(*, config: dict) -> dict:
@@ -119,11 +120,6 @@ def _split_clean(split: dict) -> tuple[str, int, list[str]]:
     return kind, seed, held_out
 
 
-def training_queue() -> str | None:
-    """Celery queue for ORCA work: ``ORCA_TRAIN_QUEUE`` (e.g. ``gpu``) when set, else None (the default queue)."""
-    return settings.ORCA_TRAIN_QUEUE or None
-
-
 def training_run_start(
     *, config: dict, split: dict, created_by=None, trigger: str = TrainingRun.Trigger.MANUAL
 ) -> TrainingRun:
@@ -135,10 +131,9 @@ def training_run_start(
         created_by: the user starting it (None for periodic retraining).
         trigger: ``TrainingRun.Trigger`` value.
 
-    The task goes to ``ORCA_TRAIN_QUEUE`` when set. Raises ``ValidationError`` for bad settings or split.
+    The task goes to ``ORCA_TRAIN_QUEUE`` when set (``CELERY_TASK_ROUTES``). Raises ``ValidationError`` for bad
+    settings or split.
     """
-    from modelling.tasks import training_run_task
-
     clean = training_config_clean(config=config)
     kind, seed, held_out = _split_clean(split)
     with transaction.atomic():
@@ -151,19 +146,16 @@ def training_run_start(
         audit_record(actor=created_by, action="training_run.start", obj=run,
                      new={"config": clean, "split_kind": kind, "split_seed": seed, "held_out_lalms": held_out,
                           "trigger": trigger})
-        queue = training_queue()
-        transaction.on_commit(lambda: training_run_task.apply_async(args=[run.pk], queue=queue))
+        enqueue(TRAINING_RUN, run.pk)
     return run
 
 
+#: The job kind of a training run (``ModellingConfig.ready`` registers its task).
+TRAINING_RUN = "training_run"
+
+
 def _log(run_id: int, line: str) -> None:
-    stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
-    TrainingRun.objects.filter(pk=run_id).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
-
-
-def artifact_root() -> Path:
-    """Folder of run data and saved models: ``ORCA_ARTIFACT_DIR``, or ``MEDIA_ROOT/orca`` when that is empty."""
-    return Path(settings.ORCA_ARTIFACT_DIR) if settings.ORCA_ARTIFACT_DIR else Path(settings.MEDIA_ROOT) / "orca"
+    run_log(TrainingRun, run_id, line)
 
 
 def _rated_questions():
@@ -222,10 +214,11 @@ def _finite(obj):
     return obj
 
 
-def _scored_items(path: Path):
+def scored_items(path: Path) -> list:
+    """The ``modelling.orca`` items of an ORCA JSONL file that have at least one scored rating (answers rated only
+    with U/E are exported but carry no training signal)."""
     from modelling.orca import load_items
 
-    # Answers rated only with U/E (no score) are exported but carry no training signal.
     return [item for item in load_items(path, require_ratings=False) if item.ratings]
 
 
@@ -255,9 +248,7 @@ class _Progress:
 
     def _beat(self, **fields) -> None:
         self.last_beat = time.monotonic()
-        TrainingRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now(), **fields)
-        if TrainingRun.objects.filter(pk=self.run_id, status=TrainingRun.Status.CANCELLED).exists():
-            raise TrainingCancelled()
+        run_heartbeat(TrainingRun, self.run_id, **fields)  # raises RunStopped once the run was cancelled
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
@@ -287,25 +278,9 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun | Non
     is registered as an inactive ``ModelVersion``; a periodic-retraining run is then activated when its dev ρ is not
     worse than the active model's (:func:`training_run_promote_if_not_worse`).
     """
-    now = timezone.now()
-    claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
-        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, task_id=task_id
-    )
-    if claimed != 1:
+    run = run_execute(TrainingRun, run_id, task_id=task_id, work=_train, what="run")
+    if run is None:
         return None
-    run = TrainingRun.objects.get(pk=run_id)
-    try:
-        _train(run)
-    except TrainingCancelled:
-        _log(run_id, "stopped: the run was cancelled")
-        TrainingRun.objects.filter(pk=run_id).update(finished_at=timezone.now())
-    except Exception as exc:  # noqa: BLE001 - any failure must end the row FAILED with its traceback
-        logger.exception("training run %s failed", run_id)
-        _log(run_id, f"FAILED: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING).update(
-            status=TrainingRun.Status.FAILED, finished_at=timezone.now()
-        )
-    run.refresh_from_db()
     if run.status == TrainingRun.Status.DONE and run.trigger == TrainingRun.Trigger.RETRAIN:
         training_run_promote_if_not_worse(run=run)
     return run
@@ -318,7 +293,7 @@ def _train(run: TrainingRun) -> None:
     folder = artifact_root() / f"run-{run.pk:05d}"
     source_rating_count = valid_rating_count()
     paths = training_split_export(run=run, data_dir=folder / "data")
-    items = {name: _scored_items(path) for name, path in paths.items()}
+    items = {name: scored_items(path) for name, path in paths.items()}
     counts = {}
     for name, split_items in items.items():
         counts[f"n_{name}_items"] = len(split_items)
@@ -353,12 +328,8 @@ def _train(run: TrainingRun) -> None:
         "pooling": trained.pooling,
     })
     with transaction.atomic():
-        done = TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
-            status=TrainingRun.Status.DONE, metrics=metrics, artifact_path=str(model_dir),
-            finished_at=timezone.now(), heartbeat_at=timezone.now(),
-        )
-        if done != 1:
-            raise TrainingCancelled()
+        if not run_finish(TrainingRun, run.pk, metrics=metrics, artifact_path=str(model_dir)):
+            raise RunStopped(f"training run {run.pk} was cancelled")
         run.refresh_from_db()
         model_version_register(run=run)
     _log(run.pk, f"done in {metrics['train_wall_s']} s; model saved to {model_dir}")
@@ -384,11 +355,8 @@ def training_run_cancel(*, run: TrainingRun, user=None) -> bool:
     embedded ``filesystem://`` broker has no broadcast channel for it.
     """
     with transaction.atomic():
-        before = TrainingRun.objects.filter(pk=run.pk).values_list("status", flat=True).first()
-        updated = TrainingRun.objects.filter(
-            pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING]
-        ).update(status=TrainingRun.Status.CANCELLED, finished_at=timezone.now())
-        if updated != 1:
+        before = run_cancel(TrainingRun, run.pk)
+        if before is None:
             return False
         _log(run.pk, f"cancelled by {getattr(user, 'username', None) or 'the system'}")
         audit_record(actor=user, action="training_run.cancel", obj=run, old={"status": before},
@@ -402,20 +370,7 @@ def training_runs_fail_stale(*, now=None) -> int:
     A worker killed by the hard time limit, out of memory or a machine going away leaves its run RUNNING; this is
     what ends it (beat, every 5 minutes). A run without a heartbeat is judged by its start time.
     """
-    now = now or timezone.now()
-    cutoff = now - timedelta(minutes=settings.ORCA_STALE_MINUTES)
-    stale = list(
-        TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff).values_list("pk", flat=True)
-    )
-    failed = 0
-    for pk in stale:
-        updated = TrainingRun.objects.filter(
-            pk=pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff
-        ).update(status=TrainingRun.Status.FAILED, finished_at=now)
-        if updated:
-            failed += 1
-            _log(pk, f"FAILED: no heartbeat for {settings.ORCA_STALE_MINUTES} minutes (worker lost or killed)")
-    return failed
+    return runs_fail_stale(TrainingRun, now=now or timezone.now(), minutes=settings.ORCA_STALE_MINUTES)
 
 
 def _dev_rho(metrics: dict | None) -> float | None:
@@ -442,8 +397,6 @@ def training_run_promote_if_not_worse(*, run: TrainingRun) -> bool:
     The two ρ come from each run's own dev split (the data grew in between, so the splits differ); unclamped ρ
     because the clamp threshold is tuned on dev itself.
     """
-    from modelling.services.registry import model_version_activate
-
     active = model_version_active()
     new_rho = _dev_rho(run.metrics)
     active_rho = _dev_rho(active.metrics) if active else None

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
+from annotation.jobs.registry import enqueue
 from annotation.models import Question, Rating
 from annotation.services.audit import audit_record
 from annotation.providers.base import (
@@ -36,6 +37,8 @@ from annotation.providers.base import (
 from refinement.models import Field, Suggestion
 
 logger = logging.getLogger(__name__)
+#: The job kind of an AI suggestion (``RefinementConfig.ready`` registers its task).
+SUGGESTION = "suggestion"
 
 GEMINI = "gemini"
 OPENAI = "openai"
@@ -125,8 +128,6 @@ def suggestion_request(*, question: Question, field: str, requested_by, instruct
     if not availability.ok:
         raise ValidationError(f"AI suggestions are unavailable: {availability.reason}.")
     provider, model = suggestion_model()
-    from refinement.tasks import suggestion_generate_task  # noqa: PLC0415 - tasks import services, not the reverse
-
     with transaction.atomic():
         suggestion = Suggestion.objects.create(
             question=question,
@@ -138,7 +139,7 @@ def suggestion_request(*, question: Question, field: str, requested_by, instruct
             requested_by=requested_by,
         )
         audit_record(actor=requested_by, action="suggestion.request", obj=suggestion, new={"field": field})
-        transaction.on_commit(lambda: suggestion_generate_task.delay(suggestion.pk))
+        enqueue(SUGGESTION, suggestion.pk)
     return suggestion
 
 

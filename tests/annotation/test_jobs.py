@@ -1,4 +1,6 @@
 """Stage 1 jobs end to end in the test process (eager Celery): real providers' clients against fake servers."""
+import logging
+
 import numpy as np
 import pytest
 import soundfile
@@ -6,16 +8,10 @@ from django.test import override_settings
 
 from annotation.models import LALM, CandidateAnswer, Job, JobItem, Modality, QuestionVersion
 from annotation.services.audio import audio_clip_from_path
-from annotation.services.jobs import (
-    JobStartError,
-    job_cancel,
-    job_item_claim,
-    job_item_process,
-    job_progress,
-    job_retry_failed,
-    job_start,
-)
+from annotation.jobs.items import job_cancel, job_item_claim, job_item_process, job_retry_failed
+from annotation.services.jobs import JobStartError, job_progress, job_start
 from annotation.services.versions import question_version_create
+from config.observability import ContextFilter
 from tests.factories import BenchmarkFactory, QuestionFactory
 from tests.fakes.base import Reply
 from tests.fakes.gemini import FakeGemini, error_body
@@ -138,6 +134,34 @@ def test_a_permanent_error_fails_the_item_with_the_message_and_retry_failed_redo
     failed.refresh_from_db()
     assert (job.status, job.done, job.failed) == (Job.Status.DONE, 3, 0)
     assert failed.status == JobItem.Status.DONE and failed.attempts == 2 and failed.error == ""
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(level=logging.INFO)
+        self.addFilter(ContextFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_jobs_log_records_carry_its_id_and_kind(benchmark, gemini, django_capture_on_commit_callbacks):
+    gemini.script("generate", Reply(400, error_body(400, "INVALID_ARGUMENT", "Unsupported audio")))
+    handler = _Records()
+    logger = logging.getLogger("annotation.jobs")
+    logger.addHandler(handler)
+    try:
+        job = run_job(django_capture_on_commit_callbacks, kind=Job.Kind.RATIONALE, benchmark=benchmark)
+    finally:
+        logger.removeHandler(handler)
+
+    failed = [record for record in handler.records if "HTTP 400 Unsupported audio" in record.getMessage()]
+    assert len(failed) == 1
+    assert (failed[0].job_id, failed[0].job_kind) == (str(job.pk), "rationale")
+    outside = logging.LogRecord("orca", logging.INFO, __file__, 1, "after the job", (), None)
+    ContextFilter().filter(outside)
+    assert (outside.job_id, outside.job_kind) == ("-", "-")
 
 
 def test_exhausted_transient_errors_fail_the_item_with_the_message(benchmark, gemini, django_capture_on_commit_callbacks):
@@ -272,7 +296,7 @@ def test_items_of_a_silent_worker_are_sent_again_after_the_lease(benchmark, gemi
 
     from django.utils import timezone
 
-    from annotation.services.jobs import job_items_requeue_stale
+    from annotation.jobs.items import job_items_requeue_stale
 
     job = job_start(kind=Job.Kind.RATIONALE, benchmark=benchmark, external_ids=["q0", "q1"])
     first, second = job.items.order_by("pk")
@@ -328,3 +352,17 @@ def test_a_new_rationale_on_a_rated_question_works_like_a_correction(
     assert "works like a correction" in page
     assert "<strong>1</strong> rating of the replaced versions stopped counting" in page
     assert "<strong>1</strong> candidate answer on the new versions waits to be rated" in page
+
+
+def test_every_job_kind_is_registered_and_an_unknown_one_is_named():
+    from annotation.jobs.registry import enqueue, kind_task
+
+    assert {kind: kind_task(kind) for kind in ("transcribe", "judge", "export", "training_run", "suggestion")} == {
+        "transcribe": "annotation.tasks.job_item_task",
+        "judge": "annotation.tasks.job_item_task",
+        "export": "annotation.tasks.export_job_task",
+        "training_run": "modelling.tasks.training_run_task",
+        "suggestion": "refinement.tasks.suggestion_generate_task",
+    }
+    with pytest.raises(KeyError, match="no job kind 'nonsense' is registered"):
+        enqueue("nonsense", 1)

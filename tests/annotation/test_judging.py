@@ -9,7 +9,7 @@ from annotation.judging.parsing import TokenLogprobs, expected_score_from_logpro
 from annotation.judging.prompting import prompt_render
 from annotation.judging.prompting import prompt_template as prompt_template_text
 from annotation.models import Job, JobItem, Judge, JudgeRating
-from annotation.services.jobs import job_retry_failed
+from annotation.jobs.items import job_retry_failed
 from annotation.services.judging import (
     JudgeJobError,
     agreement_row,

@@ -8,7 +8,8 @@ import pytest
 
 from annotation.models import Job, JobItem, Modality, QuestionVersion
 from annotation.services.audio import audio_clip_from_path
-from annotation.services.jobs import job_item_claim, job_items_process, job_retry_failed, job_start
+from annotation.jobs.items import job_item_claim, job_items_process, job_retry_failed
+from annotation.services.jobs import job_start
 from annotation.services.preparation import questions_for_preparation
 from tests.factories import BenchmarkFactory, QuestionFactory
 

@@ -36,19 +36,20 @@ def test_folds_are_a_seeded_round_robin_over_shuffled_questions():
     assert folds != crossfit_assign_folds(question_ids=range(1, 11), folds=3, seed=5)
 
 
-def test_start_validates_and_enqueues_after_commit(settings, django_capture_on_commit_callbacks, monkeypatch):
-    settings.ORCA_TRAIN_QUEUE = "gpu"
+def test_start_validates_and_enqueues_after_commit(django_capture_on_commit_callbacks, monkeypatch):
     sent = []
     from modelling import tasks
 
-    monkeypatch.setattr(tasks.crossfit_task, "apply_async", lambda args, queue: sent.append((args, queue)))
+    # No queue is chosen here: CELERY_TASK_ROUTES routes it to ORCA_TRAIN_QUEUE (tests/modelling/test_training.py).
+    monkeypatch.setattr(tasks.crossfit_task, "apply_async",
+                        lambda args, kwargs=None, **options: sent.append((list(args), options.get("queue"))))
     with pytest.raises(ValidationError) as err:
         crossfit_start(folds=1)
     assert "folds" in err.value.message_dict
     with django_capture_on_commit_callbacks(execute=True):
         run = crossfit_start(folds=3, seed=2, config={"epochs": 1}, created_by=UserFactory())
     assert run.status == CrossFitRun.Status.QUEUED and run.config["epochs"] == 1 and run.folds == 3
-    assert sent == [([run.pk], "gpu")]
+    assert sent == [([run.pk], None)]
 
 
 def test_a_cross_fit_without_rated_answers_fails_with_the_reason_and_is_claimed_once(tmp_path, settings):

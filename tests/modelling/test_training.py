@@ -1,5 +1,9 @@
 """ORCA training runs without training: settings validation, queueing, activation, stale reaper, retraining rules."""
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -64,15 +68,14 @@ def test_the_platform_defaults_are_the_cli_and_bench_recipe():
     assert set(exc.value.message_dict) == {"freeze_layers", "var_weight"}
 
 
-def test_start_creates_a_queued_run_and_enqueues_it_on_the_configured_queue_after_commit(
-    settings, django_capture_on_commit_callbacks, monkeypatch
-):
-    settings.ORCA_TRAIN_QUEUE = "gpu"
+def test_start_creates_a_queued_run_and_enqueues_it_after_commit(django_capture_on_commit_callbacks, monkeypatch):
     sent = []
     from modelling import tasks
 
-    # Record the message instead of training (the run itself is exercised in test_training_e2e.py).
-    monkeypatch.setattr(tasks.training_run_task, "apply_async", lambda args, queue: sent.append((args, queue)))
+    # Record the message instead of training (the run itself is exercised in test_training_e2e.py). No queue is
+    # chosen here: CELERY_TASK_ROUTES routes it (test_orca_tasks_go_to_the_orca_train_queue_through_the_routes).
+    monkeypatch.setattr(tasks.training_run_task, "apply_async",
+                        lambda args, kwargs=None, **options: sent.append((list(args), options.get("queue"))))
     user = UserFactory()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = training_run_start(config={"epochs": 1}, split=SPLIT, created_by=user)
@@ -80,7 +83,27 @@ def test_start_creates_a_queued_run_and_enqueues_it_on_the_configured_queue_afte
     assert sent == []  # nothing is sent before the transaction commits
     for callback in callbacks:
         callback()
-    assert sent == [([run.pk], "gpu")]
+    assert sent == [([run.pk], None)]
+
+
+def test_orca_tasks_go_to_the_orca_train_queue_through_the_routes():
+    """The env setting ORCA_TRAIN_QUEUE builds CELERY_TASK_ROUTES: training, cross-fits and scoring go to its queue,
+    other tasks to the default queue (a fresh process, as a worker or web process reads its environment)."""
+    script = (
+        "import django; django.setup()\n"
+        "from config.celery import app\n"
+        "for name in ('modelling.tasks.training_run_task', 'modelling.tasks.crossfit_task',\n"
+        "             'modelling.tasks.predictions_score_task', 'annotation.tasks.export_job_task'):\n"
+        "    print(app.amqp.router.route({}, name)['queue'].name)\n"
+    )
+    queues = {}
+    for value in ("gpu", ""):
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "ORCA_TRAIN_QUEUE": value}
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr
+        queues[value] = done.stdout.split()
+    assert queues == {"gpu": ["gpu", "gpu", "gpu", "default"], "": ["default"] * 4}
 
 
 def test_a_held_out_lalm_split_needs_lalms():

@@ -1,5 +1,8 @@
 """Export jobs: the exports as ``Job(kind="export")`` rows, run in the request or a Celery worker, reclaimed when
-their worker goes silent, their zip file handed to admins only."""
+their worker goes silent, their zip file handed to admins only.
+
+The row's life (claim, heartbeat after every chunk, finish, fail) is :mod:`annotation.jobs.lifecycle`; the worker's
+task is ``annotation.tasks.export_job_task``, sent by name (:func:`annotation.jobs.registry.enqueue`)."""
 from __future__ import annotations
 
 import logging
@@ -14,14 +17,19 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.jobs import lifecycle
+from annotation.jobs.registry import enqueue, kind_register
 from annotation.models import Benchmark, Job, Question
 from annotation.selectors import access_exports as _access_exports
 from annotation.services.audit import audit_record
 from annotation.services.exports.corrected_benchmark import BENCHMARK_FORMATS, benchmark_export_corrected
 from annotation.services.exports.dataset import DATASET_FORMATS, SPLIT_KINDS, dataset_export
-from annotation.services.exports.records import ExportCancelled, ExportError, _candidate_selection
+from annotation.services.exports.records import ExportError, _candidate_selection
+from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
+
+kind_register(Job.Kind.EXPORT, task="annotation.tasks.export_job_task")
 
 
 #: What an export job makes.
@@ -100,9 +108,7 @@ def export_start(
         )
         audit_record(actor=requested_by, action="export.start", obj=job, old=None, new=params)
         if not inline:
-            from annotation.tasks import export_job_task
-
-            transaction.on_commit(lambda: export_job_task.delay(job.pk))
+            enqueue(Job.Kind.EXPORT, job.pk)
     if inline:
         export_run(job_pk=job.pk)
         job.refresh_from_db()
@@ -116,20 +122,17 @@ def export_run(*, job_pk: int) -> str:
     done with ``params["result"]`` (files, counts, alpha), or failed with the error. A job cancelled while it runs
     stops after the current chunk and leaves no files. Returns the final status ("" when not claimed).
     """
-    now = timezone.now()
-    if not Job.objects.filter(pk=job_pk, kind=Job.Kind.EXPORT, status=Job.Status.QUEUED).update(
-        status=Job.Status.RUNNING, started_at=now, heartbeat_at=now
-    ):
+    if not lifecycle.run_claim(Job, job_pk, kind=Job.Kind.EXPORT):
         return ""
-    job = Job.objects.select_related("benchmark").get(pk=job_pk)
-    params = job.params
+    with job_log_context(job_pk, kind=Job.Kind.EXPORT):
+        return _export_work(job=Job.objects.select_related("benchmark").get(pk=job_pk))
+
+
+def _export_work(*, job: Job) -> str:
+    job_pk, params = job.pk, job.params
 
     def progress(done: int) -> None:
-        updated = Job.objects.filter(pk=job_pk, status=Job.Status.RUNNING).update(
-            done=done, heartbeat_at=timezone.now()
-        )
-        if not updated:
-            raise ExportCancelled(f"export job {job_pk} was cancelled")
+        lifecycle.run_heartbeat(Job, job_pk, done=done)  # raises RunStopped once the job was cancelled
 
     folder = _export_folder(job_pk)
     try:
@@ -167,29 +170,20 @@ def export_run(*, job_pk: int) -> str:
                     zf.write(path, arcname=str(path.relative_to(folder)))
         partial.replace(archive)
         shutil.rmtree(folder, ignore_errors=True)
-    except ExportCancelled:
+    except lifecycle.RunStopped:
         shutil.rmtree(folder, ignore_errors=True)
         return Job.Status.CANCELLED
     except Exception as error:  # the job row must say why it failed; the worker logs the traceback
         shutil.rmtree(folder, ignore_errors=True)
         with transaction.atomic():
-            Job.objects.filter(pk=job_pk, status=Job.Status.RUNNING).update(
-                status=Job.Status.FAILED, error=f"{type(error).__name__}: {error}"[:5000], finished_at=timezone.now()
-            )
+            lifecycle.run_fail(Job, job_pk, error=f"{type(error).__name__}: {error}"[:5000])
             audit_record(actor=None, actor_label=f"job {job_pk}", action="export.fail", obj=job,
                          old={"status": Job.Status.RUNNING}, new={"status": Job.Status.FAILED, "error": str(error)})
         logger.exception("export job %s failed", job_pk)
         return Job.Status.FAILED
     done_rows = result.get("rows", result.get("questions", 0))
     with transaction.atomic():
-        finished = Job.objects.filter(pk=job_pk, status=Job.Status.RUNNING).update(
-            status=Job.Status.DONE,
-            done=done_rows,
-            total=done_rows,
-            params={**params, "result": result},
-            finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-        )
+        finished = lifecycle.run_finish(Job, job_pk, done=done_rows, total=done_rows, params={**params, "result": result})
         if finished:
             audit_record(actor=None, actor_label=f"job {job_pk}", action="export.finish", obj=job,
                          old={"status": Job.Status.RUNNING}, new={"status": Job.Status.DONE, **result})
@@ -218,8 +212,6 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
     Returns:
         The number of exports reclaimed, failed or sent again.
     """
-    from annotation.tasks import export_job_task
-
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EXPORT_LEASE_S)
     changed = 0
@@ -238,7 +230,7 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
                 if not silent.update(status=Job.Status.QUEUED, started_at=None, heartbeat_at=now, done=0,
                                      params={**job.params, "reclaims": reclaims + 1}):
                     continue
-                transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
+                enqueue(Job.Kind.EXPORT, job.pk)
                 new = {"status": Job.Status.QUEUED, "reclaims": reclaims + 1}
             # Before the commit, so the new execution never finds (or loses) the dead one's partial files.
             shutil.rmtree(_export_folder(job.pk), ignore_errors=True)
@@ -252,7 +244,7 @@ def exports_reclaim_stale(*, now: datetime | None = None) -> int:
     for job in unsent:
         with transaction.atomic():
             if Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(heartbeat_at=now):
-                transaction.on_commit(lambda pk=job.pk: export_job_task.delay(pk))
+                enqueue(Job.Kind.EXPORT, job.pk)
                 changed += 1
     return changed
 

@@ -12,6 +12,7 @@ from django.apps import apps
 from django.db.models import Exists, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 
+from annotation.jobs.lifecycle import RunStopped
 from annotation.models import Benchmark, CandidateAnswer, JudgeRating, Question, Rating
 from annotation.quality.models import QUALITY_INVALID_REASON
 
@@ -26,7 +27,7 @@ class ExportError(ValueError):
     """An export cannot be made as asked: unknown format or split, unknown held-out LALM, nothing to export."""
 
 
-class ExportCancelled(Exception):
+class ExportCancelled(RunStopped):
     """The export's job was cancelled while it ran; nothing was written to the output folder."""
 
 # --- reading: candidate answers as plain records, chunk by chunk ----------------------------------------------
