@@ -20,7 +20,7 @@ Latency is per HTTP request (next item and submit), measured by the client. Run:
 ``python bench/load.py [--annotators 50] [--seconds 60] [--pause 1.0] [--web-workers 4] [--web-threads 2]
 [--worker-class gthread|sync]``; PostgreSQL from
 ``--server`` (default ``postgres://postgres@127.0.0.1:5432``), Redis db 9 as the (unused) broker.
-Targets (issue #8): zero errors, zero lost or duplicate ratings, p95 <= 100 ms.
+Targets: zero errors, zero lost or duplicate ratings, p95 <= 100 ms.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Routing simulation on real ratings (issue #9): fixed k = 3 against routing by ORCA's predicted disagreement.
+"""Routing simulation on real ratings: fixed k = 3 against routing by ORCA's predicted disagreement.
 
 Usage (from the repository root)::
 

@@ -1,5 +1,5 @@
 """Rows of the modelling app: agreement snapshots (ORCA paper, section 5.2) and the ORCA registry: training runs,
-model versions and predictions (ORCA paper, sections 4–5; issue #6, "In the platform").
+model versions and predictions (ORCA paper, sections 4–5).
 """
 from django.conf import settings
 from django.db import models
@@ -324,7 +324,7 @@ class CrossFitFold(models.Model):
         return f"{self.crossfit.name} fold {self.fold}"
 
 
-# --- Routing annotation by predicted disagreement (issue #9; modelling/services/routing.py) ------------------------
+# --- Routing annotation by predicted disagreement (modelling/services/routing.py) ------------------------
 
 
 class RoutingPolicy(models.Model):
@@ -468,7 +468,7 @@ class BenchmarkRouting(models.Model):
 
 class RaterSnapshot(models.Model):
     """ORCA as an extra rater at one moment: Krippendorff's alpha with and without the model's rounded ratings and
-    Spearman ρ of μ against the mean human rating (issue #9). Written by ``modelling.services.rater``.
+    Spearman ρ of μ against the mean human rating. Written by ``modelling.services.rater``.
     """
 
     model_version = models.ForeignKey(

@@ -1,4 +1,4 @@
-"""The SQL of the work queue's hot path: "next item" and "submit" (ORCA paper, section 3.2; issue #4).
+"""The SQL of the work queue's hot path: "next item" and "submit" (ORCA paper, section 3.2).
 
 Every annotator request runs these statements, so they are written once as plain SQL with parameters instead of
 being rebuilt by the ORM on every call: building the equivalent querysets (joins, ``Exists``, ``Coalesce``,

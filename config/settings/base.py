@@ -347,7 +347,7 @@ ORCA_STALE_MINUTES = env.int("ORCA_STALE_MINUTES", default=30)
 # Soft time limit of one training run in seconds (the hard limit is 5 minutes later).
 ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
 
-# --- Routing by ORCA's predicted disagreement (modelling/services/routing.py; issue #9) --------------------------
+# --- Routing by ORCA's predicted disagreement (modelling/services/routing.py) --------------------------
 # The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.
 # Defaults chosen on the fit half of bench/routing.py (its docstring holds the tuning report).
 # Candidates whose predicted variance is in this top share get ROUTING_HIGH_TARGET ratings and ROUTING_HIGH_PRIORITY

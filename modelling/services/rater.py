@@ -1,4 +1,4 @@
-"""ORCA as an extra rater, and its calibration (issue #9; ORCA paper, sections 4.2, 5.2 and 6.1).
+"""ORCA as an extra rater, and its calibration (ORCA paper, sections 4.2, 5.2 and 6.1).
 
 *Extra rater.* The model's rating of a candidate answer is round(1 + 4μ) on the 1–5 scale
 (:func:`modelling.services.routing_policy.model_rating`). Krippendorff's alpha is computed over the humans' valid scored

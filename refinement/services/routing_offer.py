@@ -1,4 +1,4 @@
-"""Offering questions that ORCA predicts to be ambiguous to the expert review queue (issue #9; ORCA paper, 6.1).
+"""Offering questions that ORCA predicts to be ambiguous to the expert review queue (ORCA paper, 6.1).
 
 Modelling's routing (``modelling.services.routing``) marks a candidate answer *predicted ambiguous* when its
 predicted σ² is in the top ``ROUTING_EXPERT_QUANTILE`` of the active model's predictions, by logging a

@@ -1,4 +1,4 @@
-"""ORCA as an extra rater and its calibration (issue #9)."""
+"""ORCA as an extra rater and its calibration."""
 import krippendorff
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Routing annotation by ORCA's predicted disagreement (issue #9): the policy, its log, its triggers, its pages."""
+"""Routing annotation by ORCA's predicted disagreement: the policy, its log, its triggers, its pages."""
 import pytest
 from django.contrib.auth.models import Group
 from django.test import override_settings
