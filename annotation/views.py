@@ -6,11 +6,9 @@ and the view redirects to the next item.
 """
 import mimetypes
 import re
-from functools import wraps
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.core.paginator import Paginator
@@ -20,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import selectors
+from annotation.access import RATERS, STAFF, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
 from annotation.models import Assignment
@@ -33,18 +32,6 @@ from annotation.services.rating import rating_is_editable, rating_submit, rating
 NEXT_TEMPLATE = "annotation/next.html"
 #: Fields of ``rating_submit`` errors that belong on the form; others are about the item itself.
 _FORM_FIELDS = {"score", "codes", "comment", "seconds_on_task", "audio_seconds_played"}
-
-
-def rater_required(view):
-    """Login required, then ``selectors.access_rating`` (annotator, expert or admin group, or staff)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        selectors.access_rating(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _benchmark_from(request: HttpRequest):
@@ -108,7 +95,7 @@ def _next_response(request: HttpRequest, *, benchmark) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def home(request: HttpRequest) -> HttpResponse:
     """The annotator's progress per benchmark (rated today / in total / waiting) and a big "Next item" button."""
     progress = selectors.rating_progress_for_annotator(user=request.user)
@@ -124,7 +111,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def next_item(request: HttpRequest) -> HttpResponse:
     """The item to rate now: the annotator's open assignment or a new one (``?benchmark=<pk>`` narrows it)."""
     benchmark = _benchmark_from(request)
@@ -133,7 +120,7 @@ def next_item(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@rater_required
+@role_required(*RATERS)
 def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Submit a rating for the annotator's assignment, then show the next item (or the form with its errors)."""
     benchmark = _benchmark_from(request)
@@ -172,7 +159,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
 
 
 @require_POST
-@rater_required
+@role_required(*RATERS)
 def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Skip the annotator's assignment with a reason, then show the next item."""
     benchmark = _benchmark_from(request)
@@ -191,7 +178,7 @@ def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def my_ratings(request: HttpRequest) -> HttpResponse:
     """The annotator's past ratings, newest first, 50 a page; each can be edited while its item is incomplete."""
     page = Paginator(selectors.rating_list_for_annotator(user=request.user), 50).get_page(request.GET.get("page"))
@@ -204,7 +191,7 @@ def my_ratings(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-@rater_required
+@role_required(*RATERS)
 def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
     """Edit one of the annotator's own ratings (score, codes, comment) while its item is not complete."""
     rating = selectors.rating_get_for_edit(user=request.user, rating_pk=rating_pk)
@@ -236,7 +223,7 @@ def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def guidelines(request: HttpRequest) -> HttpResponse:
     """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
     the keyboard shortcuts."""
@@ -246,12 +233,11 @@ def guidelines(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@login_required
+@role_required(*STAFF)
 def overview(request: HttpRequest) -> HttpResponse:
     """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
     benchmark = None
     pk = query_pk(request.GET, "benchmark")
-    selectors.access_overview(user=request.user)
     if pk is not None:
         benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=pk)
     data = selectors.rating_overview(user=request.user, benchmark=benchmark)
@@ -307,7 +293,7 @@ def _file_chunks(fh, start: int, length: int):
 
 
 @require_http_methods(["GET", "HEAD"])
-@rater_required
+@role_required(*RATERS)
 def audio(request: HttpRequest, clip_pk: int) -> HttpResponse:
     """Stream an audio clip with HTTP Range support (206 + Content-Range), so the player can seek.
 

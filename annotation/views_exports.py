@@ -3,20 +3,16 @@
 Thin views: a form validates input, ``annotation.services.exports.export_start`` does the work; the job page polls
 its own ``#export-progress`` partial with htmx while the export runs in a worker.
 """
-from functools import wraps
-
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotation.access import ADMIN, role_required
 from annotation.forms import AuditFilterForm
 from annotation.models import Benchmark, Job, LALM
-from annotation.services.accounts import user_roles
 from annotation.services.audit import audit_events_for_user
 from annotation.services.exports import (
     BENCHMARK_FORMATS,
@@ -29,19 +25,6 @@ from annotation.services.exports import (
     export_jobs_for_user,
     export_start,
 )
-
-
-def admin_required(view):
-    """Login required, then the admin role (403 otherwise)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        if "admin" not in user_roles(request.user):
-            raise PermissionDenied("Only admins may use this page.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 class ExportForm(forms.Form):
@@ -85,7 +68,7 @@ class ExportForm(forms.Form):
         return data
 
 
-@admin_required
+@role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def export_list(request: HttpRequest) -> HttpResponse:
     form = ExportForm(request.POST or None)
@@ -120,7 +103,7 @@ def _job(request: HttpRequest, job_pk: int) -> Job:
         raise Http404("No such export.") from None
 
 
-@admin_required
+@role_required(ADMIN)
 @require_GET
 def export_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
     job = _job(request, job_pk)
@@ -133,7 +116,7 @@ def export_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
                                       "result": job.params.get("result", {})})
 
 
-@admin_required
+@role_required(ADMIN)
 @require_GET
 def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
     job = _job(request, job_pk)
@@ -144,7 +127,7 @@ def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 
 
-@admin_required
+@role_required(ADMIN)
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)

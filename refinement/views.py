@@ -9,11 +9,9 @@ The correction page is one form. Its buttons post an ``action``: ``suggest:<fiel
 it, ``preview`` shows the diffs and every effect of saving, and ``save`` (from the preview) saves. The suggestion
 panel polls with htmx until the job is done; without JavaScript a reload shows it.
 """
-from functools import wraps
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -21,6 +19,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.models import Question
 from refinement import selectors
 from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm, form_errors_text
@@ -33,18 +32,6 @@ from refinement.services.suggestions import suggestion_availability, suggestion_
 
 #: Items per page of a queue (the page renders every row's texts; a long queue is paged, not cut).
 QUEUE_PAGE_SIZE = 50
-
-
-def expert_required(view):
-    """Login required, then ``selectors.expert_check`` (403 for annotators)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        selectors.expert_check(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _question(request, question_id: int) -> Question:
@@ -63,7 +50,7 @@ def _error_text(error: ValidationError) -> str:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def index(request: HttpRequest) -> HttpResponse:
     """Queue overview: open items per queue (flags refreshed first) and links."""
     flags_refresh_recent()
@@ -73,7 +60,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def queue(request: HttpRequest, queue: str) -> HttpResponse:
     """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``, 50 a page."""
     if queue not in Queue.values:
@@ -99,16 +86,17 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def item(request: HttpRequest, question_id: int) -> HttpResponse:
     """Everything about one flagged question: flags, claim, texts, audio, what annotators said."""
     question = _question(request, question_id)
     review = selectors.question_review_for_user(user=request.user, question=question)
-    return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices})
+    return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices,
+                                                    "can_force_release": has_role(request.user, ADMIN)})
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def claim(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
     try:
@@ -120,17 +108,17 @@ def claim(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def release(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
-    force = request.POST.get("force") == "1" and request.user.is_superuser
+    force = request.POST.get("force") == "1" and has_role(request.user, ADMIN)
     if question_release(question=question, expert=request.user, force=force):
         messages.success(request, "Claim released.")
     return HttpResponseRedirect(_item_url(question))
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
     """Close one flag with a reason; ratings stay valid."""
     try:
@@ -152,7 +140,7 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
     """Open an item by hand, e.g. a transcript problem reported in a comment -> transcript queue."""
     question = _question(request, question_id)
@@ -174,7 +162,7 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def history(request: HttpRequest, question_id: int) -> HttpResponse:
     """Every version of the question, newest first, with word-level diffs."""
     question = _question(request, question_id)
@@ -193,7 +181,7 @@ def _posted_suggestions(form: CorrectionForm, question: Question) -> dict[str, S
 
 
 @require_http_methods(["GET", "POST"])
-@expert_required
+@role_required(*STAFF)
 def correct(request: HttpRequest, question_id: int) -> HttpResponse:
     """The correction form (see the module docstring for its actions)."""
     question = _question(request, question_id)
@@ -282,7 +270,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def suggestion_panel(request: HttpRequest, suggestion_id: int) -> HttpResponse:
     """The ``#suggestion`` partial of one AI suggestion (htmx polls it while queued or running)."""
     try:
@@ -293,7 +281,7 @@ def suggestion_panel(request: HttpRequest, suggestion_id: int) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def report(request: HttpRequest) -> HttpResponse:
     """Corrections per field per benchmark, flags per queue, alpha of all vs valid vs invalidated ratings."""
     data = selectors.refinement_report_for_user(user=request.user)
