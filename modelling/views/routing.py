@@ -1,4 +1,4 @@
-"""Pages of routing by ORCA's predicted disagreement and of ORCA as an extra rater (issue #9). Thin: check access,
+"""Pages of routing by ORCA's predicted disagreement and of ORCA as an extra rater. Thin: check access,
 validate input, call one service, render.
 
 Experts and admins read both pages; only admins switch routing on or off (it changes how many people rate what).
@@ -12,9 +12,9 @@ from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import query_pk
 from annotation.models import Benchmark
-from annotation.access import ADMIN, STAFF, has_role, role_required
 from modelling.models import (
     AgreementLevel,
     BenchmarkRouting,

@@ -1,67 +1,22 @@
-"""Pages of the modelling app. Thin: check access, validate the query string, call services, render."""
-import math
+"""ORCA training runs and the model registry: runs side by side, a run's live progress, starting, activating and
+cancelling runs, importing a released checkpoint (experts read; admins act)."""
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from modelling.forms import ModelImportForm, TrainingRunForm
-from modelling.models import AgreementLevel
 from modelling.selectors import (
-    item_candidates_with_predictions,
-    item_question_list,
     model_version_active,
     model_version_imported_list,
     rated_lalm_names,
     training_run_list,
 )
-from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
-from modelling.services.agreement_cache import (
-    PAIR_MIN_SHARED,
-    TABLE_TOP,
-    agreement_chart_cached,
-    agreement_report_cached,
-)
 from modelling.services.registry import model_version_activate, model_version_import
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
-
-
-@role_required(*STAFF)
-@require_GET
-def agreement_page(request):
-    """Krippendorff's alpha per scope with CIs, variance share, annotator tables and the alpha-over-time chart.
-
-    Staff, experts and admins only: annotators get 403 so rating stays blind. ``?level=interval`` switches the
-    level of measurement (ordinal by default). The statistics are computed once per change of the valid ratings
-    (``agreement_report_cached``); the page says when and from how many ratings.
-    """
-    level = request.GET.get("level", AgreementLevel.ORDINAL)
-    if level not in AgreementLevel.values:
-        level = AgreementLevel.ORDINAL
-    cached = agreement_report_cached(level=level)
-    chart_svg, n_snapshots = agreement_chart_cached(level=level)
-    context = {
-        "level": level,
-        "levels": AgreementLevel.choices,
-        "report": cached.report,
-        "computed": cached,
-        "chart_svg": chart_svg,
-        "n_snapshots": n_snapshots,
-        "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
-        "reliable_alpha": RELIABLE_ALPHA,
-        "tentative_alpha": TENTATIVE_ALPHA,
-        "pair_min_shared": PAIR_MIN_SHARED,
-        "table_top": TABLE_TOP,
-    }
-    return render(request, "modelling/agreement.html", context)
-
-
-# --- ORCA training runs, registry and predictions ------------------------------------------------------------
 
 #: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; /work/shared/data/README.md).
 PAPER_RESULTS = [
@@ -180,35 +135,3 @@ def training_run_cancel_view(request, pk: int):
     else:
         messages.error(request, f"Training run #{run.pk} has already finished.")
     return redirect("modelling:training_run", pk=run.pk)
-
-
-@role_required(*STAFF)
-@require_GET
-def items_page(request):
-    """Questions with candidate answers, the most uncertain (largest predicted σ² of the active model) first."""
-    active = model_version_active()
-    page = Paginator(item_question_list(model_version=active), 50).get_page(request.GET.get("page"))
-    for question in page:
-        variance = getattr(question, "max_variance", None)
-        question.max_sigma = math.sqrt(variance) if variance is not None else None
-    return render(request, "modelling/items.html", {"page": page, "active": active})
-
-
-@role_required(*STAFF)
-@require_GET
-def item_page(request, pk: int):
-    """One question: each candidate answer with the active model's μ ± σ (σ = √σ²) and the valid human ratings.
-
-    Scores are on the normalised scale y = (r − 1)/4; the human mean is shown on the same scale next to the 1–5
-    scores.
-    """
-    question = get_object_or_404(item_question_list(), pk=pk)
-    active = model_version_active()
-    candidates = item_candidates_with_predictions(question=question, model_version=active)
-    for c in candidates:
-        scored = [s for s in c.valid_scores if s is not None]
-        c.human_mean = sum((s - 1) / 4 for s in scored) / len(scored) if scored else None
-        c.sigma = math.sqrt(c.prediction.variance) if c.prediction else None
-    return render(request, "modelling/item.html", {
-        "question": question, "version": question.current_version, "candidates": candidates, "active": active,
-    })

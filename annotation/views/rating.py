@@ -1,24 +1,22 @@
-"""Rating in the browser (ORCA paper, section 3.2): home page, next item, submit, skip and the audio stream.
+"""Rating in the browser (ORCA paper, section 3.2): home page, next item, submit, skip, own ratings, guidelines.
 
 Thin views: each parses input with a form, calls one service and renders the page, or only its
 ``#rating-form`` partial for htmx requests (django-template-partials). Without JavaScript the forms post normally
 and the view redirects to the next item.
 """
-import mimetypes
-import re
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import selectors
-from annotation.access import RATERS, STAFF, role_required
+from annotation.access import RATERS, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
 from annotation.models import Assignment
@@ -230,103 +228,3 @@ def guidelines(request: HttpRequest) -> HttpResponse:
     return render(request, "annotation/guidelines.html",
                   {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS,
                    "examples": GUIDELINE_EXAMPLES})
-
-
-@require_GET
-@role_required(*STAFF)
-def overview(request: HttpRequest) -> HttpResponse:
-    """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
-    benchmark = None
-    pk = query_pk(request.GET, "benchmark")
-    if pk is not None:
-        benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=pk)
-    data = selectors.rating_overview(user=request.user, benchmark=benchmark)
-    bars = [
-        {"count": count, "n": n, "percent": round(100 * n / data.max_count) if data.max_count else 0}
-        for count, n in data.histogram
-    ]
-    context = {"data": data, "bars": bars, "benchmark": benchmark,
-               "benchmarks": selectors.benchmark_list_for_overview(user=request.user)}
-    return render(request, "annotation/overview.html", context)
-
-
-_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
-_CHUNK = 64 * 1024
-
-
-def _parse_range(header: str, size: int) -> tuple[int, int] | None | str:
-    """Parse a single-range ``Range`` header into inclusive (start, end).
-
-    Returns None when the header should be ignored (absent, malformed or several ranges: serve the whole file)
-    and ``"unsatisfiable"`` when it names no byte of a ``size``-byte file.
-    """
-    match = _RANGE_RE.match(header.strip()) if header else None
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:  # suffix range: the last N bytes
-        length = int(last)
-        if length == 0:
-            return "unsatisfiable"
-        return max(size - length, 0), size - 1
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if start >= size or (last and int(last) < start):
-        return "unsatisfiable"
-    return start, end
-
-
-def _file_chunks(fh, start: int, length: int):
-    try:
-        fh.seek(start)
-        remaining = length
-        while remaining > 0:
-            block = fh.read(min(_CHUNK, remaining))
-            if not block:
-                break
-            remaining -= len(block)
-            yield block
-    finally:
-        fh.close()
-
-
-@require_http_methods(["GET", "HEAD"])
-@role_required(*RATERS)
-def audio(request: HttpRequest, clip_pk: int) -> HttpResponse:
-    """Stream an audio clip with HTTP Range support (206 + Content-Range), so the player can seek.
-
-    Access: see ``selectors.audio_clip_get_for_user``. The clip's SHA-256 is its strong ETag (If-Range honoured).
-    """
-    clip = selectors.audio_clip_get_for_user(user=request.user, clip_pk=clip_pk)
-    size = clip.file.size
-    content_type = mimetypes.guess_type(clip.file.name)[0] or "application/octet-stream"
-    etag = f'"{clip.sha256}"'
-
-    byte_range = _parse_range(request.headers.get("Range", ""), size)
-    if_range = request.headers.get("If-Range")
-    if if_range is not None and if_range != etag:
-        byte_range = None  # the client's copy is stale: send the whole file
-    if byte_range == "unsatisfiable":
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        response["Accept-Ranges"] = "bytes"
-        return response
-
-    start, end = byte_range if byte_range else (0, size - 1)
-    length = max(end - start + 1, 0)
-    if request.method == "HEAD":
-        response = HttpResponse(status=206 if byte_range else 200)
-    else:
-        response = StreamingHttpResponse(
-            _file_chunks(clip.file.storage.open(clip.file.name, "rb"), start, length), status=206 if byte_range else 200
-        )
-    response["Content-Type"] = content_type
-    response["Content-Length"] = str(length)
-    response["Accept-Ranges"] = "bytes"
-    response["ETag"] = etag
-    response["Cache-Control"] = "private, max-age=3600"
-    if byte_range:
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return response

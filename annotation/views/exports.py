@@ -1,19 +1,16 @@
-"""Admin pages: dataset exports (start, progress, download) and the audit log.
+"""Admin pages: dataset exports (start, progress, download).
 
 Thin views: a form validates input, ``annotation.services.exports.export_start`` does the work; the job page polls
 its own ``#export-progress`` partial with htmx while the export runs in a worker.
 """
 from django import forms
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import ADMIN, role_required
-from annotation.forms import AuditFilterForm
-from annotation.models import Benchmark, Job, LALM
-from annotation.services.audit import audit_events_for_user
+from annotation.models import LALM, Benchmark, Job
 from annotation.services.exports import (
     BENCHMARK_FORMATS,
     DATASET_FORMATS,
@@ -125,17 +122,3 @@ def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
     except FileNotFoundError:
         raise Http404("This export has no file (yet).") from None
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
-
-
-@role_required(ADMIN)
-@require_GET
-def audit_log(request: HttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET)
-    form.is_valid()
-    # A filter the form refuses (too long, a NUL character) is left out and said so; the others still apply.
-    for name, errors in form.errors.items():
-        messages.warning(request, f"Filter {name!r} ignored: {' '.join(errors)}")
-    filters = {key: form.cleaned_data.get(key, "") for key in AuditFilterForm.base_fields}
-    events = audit_events_for_user(user=request.user, **filters)
-    page = Paginator(events, 100).get_page(request.GET.get("page"))
-    return render(request, "annotation/exports/audit.html", {"page": page, "filters": filters})

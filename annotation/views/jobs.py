@@ -23,7 +23,10 @@ from annotation.services.jobs import (
     job_start,
     provider_availabilities,
 )
-from annotation.services.preparation import PREPARATION_KINDS, preparation_rerating_counts
+from annotation.services.preparation import (
+    PREPARATION_KINDS,
+    preparation_rerating_counts,
+)
 
 
 class JobStartForm(forms.Form):

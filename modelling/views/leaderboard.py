@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.models import Benchmark
 from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.models import Benchmark
 from modelling.leaderboard.crossfit import (
     crossfit_cancel,
     crossfit_list,
