@@ -12,10 +12,11 @@ from django.db.models import Count, Q, QuerySet
 from annotation.access import STAFF, require_role
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from refinement.diffs import DiffPart, word_diff
-from refinement.models import Correction, CorrectionItem, Field, Queue, ReviewClaim, Suggestion
+from refinement.models import Correction, CorrectionItem, CorrectableField, Queue, ReviewClaim, Suggestion
 
 #: Version fields shown in the history, in this order.
-HISTORY_FIELDS = (Field.QUESTION_TEXT, Field.REFERENCE_ANSWER, Field.RATIONALE, Field.TRANSCRIPT)
+HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANSWER, CorrectableField.RATIONALE,
+                  CorrectableField.TRANSCRIPT)
 
 
 def queue_counts() -> dict[str, int]:
@@ -237,7 +238,7 @@ def version_history_for_user(*, user, question: Question) -> list[VersionEntry]:
             old = getattr(previous, name) if previous else ""
             new = getattr(version, name)
             if previous is None or old != new:
-                diffs.append((Field(name).label, word_diff(old, new)))
+                diffs.append((CorrectableField(name).label, word_diff(old, new)))
         entries.append(VersionEntry(version=version, diffs=diffs, corrections=corrections[version.pk]))
         previous = version
     return list(reversed(entries))
@@ -307,7 +308,7 @@ def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
         table[(field_name, bench)].add(qid)
     benchmarks = sorted({bench for _, bench in table})
     rows = []
-    for name, label in Field.choices:
+    for name, label in CorrectableField.choices:
         counts = [len(table[(name, bench)]) for bench in benchmarks]
         rows.append((label, counts, sum(counts)))
     totals = [sum(r[1][i] for r in rows) for i in range(len(benchmarks))]

@@ -23,7 +23,7 @@ from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.models import Question
 from refinement import selectors
 from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm, form_errors_text
-from refinement.models import CorrectionItem, Field, Queue, Suggestion
+from refinement.models import CorrectionItem, CorrectableField, Queue, Suggestion
 from refinement.services.corrections import correction_plan, correction_save
 from refinement.services.flags import flags_refresh_recent
 from refinement.services.queues import ClaimedByAnotherExpert, item_dismiss, item_open, question_claim, question_release
@@ -172,7 +172,7 @@ def history(request: HttpRequest, question_id: int) -> HttpResponse:
 
 def _posted_suggestions(form: CorrectionForm, question: Question) -> dict[str, Suggestion]:
     accepted = {}
-    for name in Field.values:
+    for name in CorrectableField.values:
         value = form.cleaned_data[f"suggestion_{name}"]
         suggestion = selectors.suggestion_of_question(question=question, suggestion_id=value, field=name)
         if suggestion is not None:
@@ -190,7 +190,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
     valid = form.is_valid()
     data = form.cleaned_data
     queue_key = data.get("queue") or ""
-    texts = {name: getattr(version, name) for name in Field.values}
+    texts = {name: getattr(version, name) for name in CorrectableField.values}
     accepted: dict[str, Suggestion] = {}
     base_version_id = version.pk
     action = reason = error = ""
@@ -257,7 +257,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
         "question": question,
         "version": version,
         "base_version_id": base_version_id,
-        "fields": [(name, label, texts[name], accepted.get(name)) for name, label in Field.choices],
+        "fields": [(name, label, texts[name], accepted.get(name)) for name, label in CorrectableField.choices],
         "reason": reason,
         "queue": queue_key,
         "plan": plan,
