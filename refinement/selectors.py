@@ -12,7 +12,16 @@ from django.db.models import Count, Q, QuerySet
 from annotation.access import STAFF, require_role
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from refinement.diffs import DiffPart, word_diff
-from refinement.models import Correction, CorrectionItem, CorrectableField, Queue, ReviewClaim, Suggestion
+from refinement.models import (
+    CorrectableField,
+    Correction,
+    CorrectionItem,
+    FlagWatermark,
+    Queue,
+    ReviewClaim,
+    Suggestion,
+)
+from refinement.services.flags import WATERMARK_NAME
 
 #: Version fields shown in the history, in this order.
 HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANSWER, CorrectableField.RATIONALE,
@@ -115,6 +124,18 @@ def suggestion_of_question(*, question: Question, suggestion_id: str, field: str
     if field:
         suggestions = suggestions.filter(field=field)
     return suggestions.first()
+
+
+def version_of_question(*, question: Question, version_id: int | None) -> QuestionVersion:
+    """The version ``version_id`` of ``question`` (the one a correction form was based on), or its current version
+    when there is no such version of this question."""
+    return question.versions.filter(pk=version_id).first() or question.current_version
+
+
+def flags_evaluated_at():
+    """When the flag rules last evaluated new ratings (``refinement.services.flags.flags_refresh_recent``, run by
+    beat every minute): an aware datetime, or None before the first evaluation."""
+    return FlagWatermark.objects.filter(name=WATERMARK_NAME).values_list("evaluated_at", flat=True).first()
 
 
 def suggestions_open_for_user(*, user, question: Question) -> list[Suggestion]:

@@ -177,6 +177,18 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
     )
 
 
+def correction_reason_clean(reason: str | None) -> str:
+    """The reason of a correction, stripped: every correction says why (kept on the version and its Correction rows).
+
+    Raises:
+        ValidationError: ``{"reason": ...}`` when it is empty or only white space.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": "Say why you corrected the item before saving."})
+    return reason
+
+
 def correction_save(
     *,
     question: Question,
@@ -203,9 +215,7 @@ def correction_save(
         ValidationError / StaleVersionError: as :func:`correction_plan`; empty reason.
         refinement.services.queues.ClaimedByAnotherExpert: another expert holds the question.
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValidationError({"reason": "Say why you corrected the item."})
+    reason = correction_reason_clean(reason)
     suggestions = suggestions or {}
     for name, suggestion in suggestions.items():
         if suggestion.question_id != question.pk or suggestion.field != name or suggestion.status != Suggestion.Status.DONE:

@@ -34,6 +34,7 @@ from annotation.providers.base import (
     call_with_retry,
 )
 from refinement.models import CorrectableField, Suggestion
+from refinement.selectors import suggestion_of_question
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +262,19 @@ def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:
             finished_at=timezone.now(),
         )
     suggestion.refresh_from_db()
+    return suggestion
+
+
+def suggestion_for_review(*, question: Question, suggestion_id: str) -> Suggestion:
+    """The AI suggestion ``suggestion_id`` (a string from a form) of ``question``, if it is ready for review (DONE):
+    only such a proposal may be accepted into the form or rejected.
+
+    Raises:
+        ValidationError: no such suggestion of this question, or it is not (or no longer) ready for review.
+    """
+    suggestion = suggestion_of_question(question=question, suggestion_id=suggestion_id)
+    if suggestion is None or suggestion.status != Suggestion.Status.DONE:
+        raise ValidationError("That suggestion is not ready for review.")
     return suggestion
 
 
