@@ -5,15 +5,6 @@ from annotation.models import Modality
 from refinement.models import CorrectableField, Queue
 
 
-def form_errors_text(form: forms.Form) -> str:
-    """A form's errors as one line: ``field: message; ...`` (``__all__`` errors without a field name)."""
-    parts = []
-    for name, errors in form.errors.items():
-        text = " ".join(errors)
-        parts.append(text if name == "__all__" else f"{name}: {text}")
-    return "; ".join(parts)
-
-
 class QueueFilterForm(forms.Form):
     """Filters of a queue page (all optional). Values the form refuses are ignored, like an empty filter."""
 

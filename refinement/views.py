@@ -22,10 +22,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text
 from annotation.models import Question
 from refinement import selectors
-from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm, form_errors_text
-from refinement.models import CorrectionItem, CorrectableField, Queue, Suggestion
+from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm
+from refinement.models import CorrectableField, CorrectionItem, Queue, Suggestion
 from refinement.services.corrections import (
     CorrectionPlan,
     correction_plan,
@@ -40,7 +41,6 @@ from refinement.services.suggestions import (
     suggestion_request,
 )
 
-
 #: Items per page of a queue (the page renders every row's texts; a long queue is paged, not cut).
 QUEUE_PAGE_SIZE = 50
 
@@ -54,10 +54,6 @@ def _question(request, question_id: int) -> Question:
 
 def _item_url(question: Question) -> str:
     return reverse("refinement:item", args=[question.pk])
-
-
-def _error_text(error: ValidationError) -> str:
-    return "; ".join(error.messages)
 
 
 @require_GET
@@ -139,13 +135,13 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
         raise Http404("No such flag") from None
     form = DismissForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form_errors_text(form))
+        messages.error(request, errors_text(form))
         return HttpResponseRedirect(_item_url(flag.question))
     try:
         item_dismiss(item=flag, expert=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"Flag in the {flag.get_queue_display()} queue dismissed.")
     except ValidationError as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, errors_text(error))
     except ClaimedByAnotherExpert as error:
         messages.error(request, str(error))
     return HttpResponseRedirect(_item_url(flag.question))
@@ -158,7 +154,7 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
     form = SendToQueueForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form_errors_text(form))
+        messages.error(request, errors_text(form))
         return HttpResponseRedirect(_item_url(question))
     try:
         item_open(
@@ -169,7 +165,7 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
         )
         messages.success(request, "Sent to the queue.")
     except ValidationError as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, errors_text(error))
     return HttpResponseRedirect(_item_url(question))
 
 
@@ -233,7 +229,7 @@ def _correct_preview(request, question, form, page: _CorrectionPage, argument: s
     try:
         correction_reason_clean(page.reason)
     except ValidationError as exc:
-        page.error = _error_text(exc)
+        page.error = errors_text(exc)
 
 
 def _correct_save(request, question, form, page: _CorrectionPage, argument: str) -> HttpResponse:
@@ -279,7 +275,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
                            base_version_id=version.pk, queue=form.cleaned_data.get("queue") or "")
     if request.method == "POST" and not valid:
         # Nothing is done with a post the form refuses; the page says why, with the current texts.
-        page.error, page.status = form_errors_text(form), 400
+        page.error, page.status = errors_text(form), 400
     elif request.method == "POST":
         data = form.cleaned_data
         page.texts, page.accepted = form.texts(version), _posted_suggestions(form, question)
@@ -292,7 +288,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
         except ClaimedByAnotherExpert as exc:
             page.error = str(exc)
         except ValidationError as exc:
-            page.error, page.plan = _error_text(exc), None
+            page.error, page.plan = errors_text(exc), None
         else:
             if response is not None:
                 return response

@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotation import selectors
 from annotation.access import RATERS, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
-from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
+from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form_add_validation_error, query_pk
 from annotation.models import Assignment
 from annotation.quality.examples import GUIDELINE_EXAMPLES
 from annotation.quality.items import quality_feedback
@@ -138,16 +138,12 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                 assignment=assignment,
             )
         except ValidationError as exc:
-            errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-            if set(errors) <= _FORM_FIELDS:
-                for field, field_errors in errors.items():
-                    for message in field_errors:
-                        form.add_error(field, message)
+            if hasattr(exc, "error_dict") and set(exc.error_dict) <= _FORM_FIELDS:
+                form_add_validation_error(form, exc, fields=_FORM_FIELDS)
                 return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
             # The item itself can no longer be rated (corrected, paused, skipped or expired): say so and move on.
-            for field_errors in errors.values():
-                for message in field_errors:
-                    messages.warning(request, message)
+            for message in exc.messages:
+                messages.warning(request, message)
             return _next_response(request, benchmark=benchmark)
         messages.success(request, "Rating saved.")
         if feedback := quality_feedback(rating=rating):
@@ -203,10 +199,7 @@ def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
                 rating_update(rating=rating, annotator=request.user, score=data["score"], codes=data["codes"],
                               comment=data["comment"])
             except ValidationError as exc:
-                errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-                for field, field_errors in errors.items():
-                    for message in field_errors:
-                        form.add_error(field if field in _FORM_FIELDS else None, message)
+                form_add_validation_error(form, exc, fields=_FORM_FIELDS)
             else:
                 messages.success(request, "Rating updated.")
                 return HttpResponseRedirect(reverse("annotation:my-ratings"))

@@ -10,12 +10,15 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.access import ADMIN, role_required
+from annotation.forms import errors_text
 from annotation.quality.annotators import (
-    annotator_ratings_invalidate, annotator_ratings_restore, annotator_status_set,
+    annotator_ratings_invalidate,
+    annotator_ratings_restore,
+    annotator_status_set,
 )
 from annotation.quality.items import quality_policy
 from annotation.quality.models import AnnotatorQuality, QualityCheck, RatingInvalidation
-from annotation.access import ADMIN, role_required
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.services import reliability_refresh
 
@@ -97,5 +100,5 @@ def quality_annotator_action(request, pk: int):
         else:
             raise ValidationError(f"Unknown action {action!r}.")
     except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+        messages.error(request, errors_text(exc))
     return redirect("modelling:quality_annotator", pk=annotator.pk)

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text
 from annotation.models import Benchmark
 from modelling.leaderboard.crossfit import (
     crossfit_cancel,
@@ -70,7 +71,7 @@ def crossfit_start_view(request):
     try:
         run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, created_by=request.user)
     except ValidationError as exc:
-        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{run.name} queued: {run.folds} folds over questions.")
     return redirect("modelling:leaderboard")

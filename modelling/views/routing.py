@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
-from annotation.forms import query_pk
+from annotation.forms import errors_text, query_pk
 from annotation.models import Benchmark
 from modelling.models import (
     AgreementLevel,
@@ -93,7 +93,7 @@ def routing_benchmark(request, pk: int):
     except ValueError:
         messages.error(request, "Budget and floor must be numbers.")
     except ValidationError as exc:
-        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
     return redirect("modelling:routing")

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text, form_add_validation_error
 from modelling.forms import ModelImportForm, TrainingRunForm
 from modelling.selectors import (
     model_version_active,
@@ -54,8 +55,7 @@ def model_import_page(request):
         try:
             version = model_version_import(**form.cleaned_data, user=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_add_validation_error(form, exc)
         else:
             messages.success(request, f"{version.name} is registered; activate it to score every candidate answer.")
             return redirect("modelling:training_runs")
@@ -81,8 +81,7 @@ def training_run_new(request):
         try:
             run = training_run_start(config=form.config(), split=form.split(), created_by=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_add_validation_error(form, exc)
         else:
             messages.success(request, f"Training run #{run.pk} is queued.")
             return redirect("modelling:training_run", pk=run.pk)
@@ -119,7 +118,7 @@ def training_run_activate(request, pk: int):
     try:
         version = model_version_activate(run=run, user=request.user)
     except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
     return redirect("modelling:training_run", pk=run.pk)
