@@ -26,6 +26,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db import connection
+from django.db.models import Q
 from rest_framework.permissions import BasePermission
 
 ANNOTATOR, EXPERT, ADMIN = "annotator", "expert", "admin"
@@ -76,6 +77,19 @@ def roles_of(user) -> frozenset[str]:
     cached = frozenset(roles)
     setattr(user, _CACHE, cached)
     return cached
+
+
+def role_q(*roles: str) -> Q:
+    """A filter of the user model for the active users holding one of ``roles`` (the same rule as :func:`roles_of`,
+    for querysets: ``User.objects.filter(role_q(EXPERT, ADMIN)).distinct()``)."""
+    has_role(None, *roles)  # checks the names
+    held = Q(groups__name__in=roles)
+    if ADMIN in roles:
+        held |= Q(is_superuser=True)
+    if EXPERT in roles:
+        staff = Q(is_staff=True) if ADMIN in roles else Q(is_staff=True, is_superuser=False) & ~Q(groups__name=ADMIN)
+        held |= staff
+    return Q(is_active=True) & held
 
 
 def roles_forget(user) -> None:

@@ -9,9 +9,10 @@ from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.access import RATERS, STAFF, has_role, require_role
-from annotation.models import Assignment, AudioClip, Benchmark, Rating
+from annotation.access import ADMIN, RATERS, STAFF, has_role, require_role
+from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
+from annotation.services.target_ratings import target_ratings_expression
 
 def rating_counting_queryset() -> QuerySet[Rating]:
     """The ratings that count (Krippendorff's alpha, ORCA training, judge correlations, routing): valid *and* made
@@ -146,17 +147,8 @@ def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
 
 
 def _rating_target_ratings():
-    """``k`` of a rating's candidate answer, for ``Rating`` querysets (``target_ratings_expression`` re-rooted)."""
-    from django.conf import settings
-    from django.db.models import IntegerField, Value
-    from django.db.models.functions import Coalesce
-
-    return Coalesce(
-        "candidate__target_ratings",
-        "candidate__question_version__question__benchmark__target_ratings",
-        Value(settings.ANNOTATION_TARGET_RATINGS),
-        output_field=IntegerField(),
-    )
+    """``k`` of a rating's candidate answer, for ``Rating`` querysets."""
+    return target_ratings_expression(via="candidate__")
 
 
 def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
@@ -207,7 +199,6 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     from datetime import timedelta
 
     from annotation.models import CandidateAnswer, Question
-    from annotation.services.assignment import target_ratings_expression
 
     require_role(user, *STAFF)
     now = now or timezone.now()
@@ -276,3 +267,23 @@ def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
         raise Http404("No such benchmark.") from None
+
+
+def export_jobs_for_user(*, user):
+    """Export jobs, newest first (admins only).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+    """
+    require_role(user, ADMIN)
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("benchmark", "created_by").order_by("-created_at")
+
+
+def export_job_for_user(*, user, job_pk: int) -> Job:
+    """Export job ``job_pk`` for an admin.
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+        Job.DoesNotExist: no such export job.
+    """
+    return export_jobs_for_user(user=user).get(pk=job_pk)

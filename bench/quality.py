@@ -117,7 +117,7 @@ def inject(items, raters, scores, *, per_type: int, rng: np.random.Generator):
 
 
 def alpha(items, scores) -> float | None:
-    from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
+    from annotation.agreement import krippendorff_alpha, value_counts_matrix
 
     keep = ~np.isnan(scores)
     counts = value_counts_matrix(candidate_ids=items[keep], scores=scores[keep].astype(np.int64))

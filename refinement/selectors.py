@@ -10,6 +10,7 @@ import numpy as np
 from django.db.models import Count, Q, QuerySet
 
 from annotation.access import STAFF, require_role
+from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
 from refinement.diffs import DiffPart, word_diff
 from refinement.models import (
@@ -292,8 +293,6 @@ class RefinementReport:
 
 
 def _alpha_row(label: str, rows: list[tuple[int, int, int]]) -> AlphaRow:
-    from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
-
     scored = [(cid, score, qid) for cid, score, qid in rows if score is not None]
     if scored:
         ids = np.asarray([r[0] for r in scored])

@@ -58,6 +58,3 @@ def demo_accounts_create() -> list[AccountResult]:
         for name, role in DEMO_ACCOUNTS.items()
     ]
 
-
-# The exports module still reads roles under this name until it moves to ``annotation.access``.
-from annotation.access import roles_of as user_roles  # noqa: E402,F401

@@ -27,6 +27,7 @@ from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, 
 from annotation.quality.queue import quality_assignment_take, quality_gate
 from annotation.services import queue_sql
 from annotation.services.audit import audit_record
+from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
 
 #: Candidate ids read per page at one valid-rating count (in priority order; eligible ones are shuffled among
 #: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
@@ -40,16 +41,6 @@ RATING_PAGE_RELATED = (
     "candidate__question_version__question__benchmark",
     "candidate__question_version__question__audio",
 )
-
-
-def target_ratings_expression() -> Coalesce:
-    """Query expression giving each candidate answer's ``k`` (an int >= 1), for ``CandidateAnswer`` querysets."""
-    return Coalesce(
-        "target_ratings",
-        "question_version__question__benchmark__target_ratings",
-        Value(settings.ANNOTATION_TARGET_RATINGS),
-        output_field=IntegerField(),
-    )
 
 
 def _slots_held_by_others(*, annotator, now: datetime) -> Coalesce:
@@ -194,7 +185,7 @@ def _levels(*, benchmark: Benchmark | None) -> tuple[list[int], int]:
     those are few and found through the partial index ``candidate_open_routed``.
     """
     benchmark_ks, k_routed = queue_sql.queue_levels(benchmark_id=benchmark.pk if benchmark is not None else None)
-    k_shared = max([settings.ANNOTATION_TARGET_RATINGS, *benchmark_ks])
+    k_shared = max([target_ratings_default(), *benchmark_ks])
     top = max(k_shared, k_routed or 0)
     return list(range(top - 1, -1, -1)), k_shared
 

@@ -9,7 +9,7 @@ from the models' ``_meta``; the callers, :mod:`annotation.services.assignment` a
 :mod:`annotation.services.rating`, document the semantics:
 
 * ``k`` of a candidate answer = its ``target_ratings``, else its benchmark's ``target_ratings``, else
-  ``settings.ANNOTATION_TARGET_RATINGS``;
+  ``settings.ANNOTATION_TARGET_RATINGS`` (:mod:`annotation.services.target_ratings`, the rule's one definition);
 * ``held`` = open, unexpired assignments on it of annotators other than the one asking;
 * a candidate is *eligible* for an annotator when its question version is current, the question is active (and
   in the benchmark asked for), the annotator has neither rated nor skipped it, it is not a quality item (gold or
@@ -27,6 +27,7 @@ from django.db import connection
 from annotation.models import (
     Assignment, AudioClip, Benchmark, CandidateAnswer, QualityItem, Question, QuestionVersion, Rating,
 )
+from annotation.services.target_ratings import target_ratings_default, target_ratings_sql
 
 
 @cache
@@ -86,8 +87,8 @@ def _held_sql() -> str:
 
 
 def _k_sql() -> str:
-    """``k`` of candidate ``c`` whose benchmark is joined as ``b``; parameter ``(settings default k,)``."""
-    return "COALESCE(c.target_ratings, b.target_ratings, %s)"
+    """``k`` of candidate ``c`` whose benchmark is joined as ``b``; parameter ``(target_ratings_default(),)``."""
+    return target_ratings_sql(candidate="c", benchmark="b")
 
 
 def queue_lease_transaction_begin(*, annotator_id: int) -> None:
@@ -156,7 +157,7 @@ def queue_page(
     params: list = [Question.Status.ACTIVE]
     if benchmark_id is not None:
         params.append(benchmark_id)
-    params += [annotator_id, annotator_id, _when(now), annotator_id, settings.ANNOTATION_TARGET_RATINGS, level]
+    params += [annotator_id, annotator_id, _when(now), annotator_id, target_ratings_default(), level]
     if routed_only:
         params.append(level)
     params += [limit, offset]
@@ -225,7 +226,7 @@ def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> 
         f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
         "WHERE c.id = %s"
     )
-    params = [settings.ANNOTATION_TARGET_RATINGS, when, annotator_id, annotator_id, when, annotator_id, candidate_id]
+    params = [target_ratings_default(), when, annotator_id, annotator_id, when, annotator_id, candidate_id]
     rows = _fetch(sql, params)
     if not rows:
         return None

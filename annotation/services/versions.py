@@ -19,6 +19,29 @@ VERSIONED_FIELDS = (
 )
 
 
+def version_values(
+    *, current: QuestionVersion | None, changes: dict, clear_stale_transcript_metadata: bool = False
+) -> dict:
+    """The field values of a question's next version: ``current``'s :data:`VERSIONED_FIELDS` (none for a first
+    version) with ``changes`` applied, so a field not changed is carried over (a Stage 1 transcript or rationale
+    survives a correction of the reference answer).
+
+    ``clear_stale_transcript_metadata``: when ``changes`` replaces the transcript text without giving its own
+    ``transcript_language`` / ``transcript_segments``, those are emptied instead of carried over, as they described
+    the old text. Imports ask for it (an ORCA file brings a transcript without Whisper's metadata);
+    :func:`question_version_create` does not, and carries them over unchanged.
+    """
+    values = {name: getattr(current, name) for name in VERSIONED_FIELDS} if current is not None else {}
+    if (
+        clear_stale_transcript_metadata
+        and current is not None
+        and changes.get("transcript", current.transcript) != current.transcript
+    ):
+        values.update(transcript_language="", transcript_segments=[])
+    values.update(changes)
+    return values
+
+
 def question_version_create(
     *,
     question: Question,
@@ -51,8 +74,7 @@ def question_version_create(
     with transaction.atomic():
         locked = Question.objects.select_for_update().get(pk=question.pk)
         current = locked.current_version
-        values = {name: getattr(current, name) for name in VERSIONED_FIELDS} if current else {}
-        values.update(changes)
+        values = version_values(current=current, changes=changes)
         last = locked.versions.aggregate(n=Max("number"))["n"] or 0
         version = QuestionVersion.objects.create(
             question=locked,

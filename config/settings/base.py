@@ -255,7 +255,7 @@ SPECTACULAR_SETTINGS = {
         "CorrectionItemStatusEnum": "refinement.models.CorrectionItem.Status",
     },
 }
-# Dataset exports (annotation/services/exports.py): files under MEDIA_ROOT/exports; exports of more candidate
+# Dataset exports (annotation/services/exports/): files under MEDIA_ROOT/exports; exports of more candidate
 # answers than this run as Celery jobs (Job kind "export") instead of in the request.
 EXPORT_DIR = Path(env("EXPORT_DIR", default=str(MEDIA_ROOT / "exports")))
 EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2000)
@@ -340,7 +340,7 @@ ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
 
 # --- Routing by ORCA's predicted disagreement (modelling/services/routing.py; issue #9) --------------------------
 # The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.
-# Defaults chosen on the fit half of bench/routing.py (see the module docstring of modelling/services/routing.py).
+# Defaults chosen on the fit half of bench/routing.py (its docstring holds the tuning report).
 # Candidates whose predicted variance is in this top share get ROUTING_HIGH_TARGET ratings and ROUTING_HIGH_PRIORITY
 # and never stop early.
 ROUTING_HIGH_QUANTILE = env.float("ROUTING_HIGH_QUANTILE", default=0.2)

@@ -9,7 +9,8 @@ reliability matrix is annotators × candidate answers, with a gap wherever an an
 Alpha only uses *pairable* units (candidate answers with at least two valid ratings).
 
 Every function here is pure computation over :class:`modelling.selectors.ValidRatings`; loading the ratings is
-the selector's job (``valid_ratings_load``).
+the selector's job (``valid_ratings_load``). Alpha and the coincidence matrix are computed by
+:mod:`annotation.agreement`, the one implementation exports, modelling and refinement share.
 
 Bootstrap confidence interval (:func:`alpha_bootstrap_ci`). A percentile bootstrap over items: each of
 ``resamples`` replicates draws the pairable candidate answers with replacement (as many as there are), keeps all
@@ -25,14 +26,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import krippendorff
 import numpy as np
 
+from annotation.agreement import (
+    SCORE_DOMAIN,
+    alpha_from_coincidences,
+    krippendorff_alpha,
+    pairable_units,
+    unit_coincidences,
+    value_counts_matrix,
+)
 from modelling.models import AgreementLevel
 from modelling.selectors import ValidRatings
 
-#: The correctness scale (ORCA paper, Appendix A): 1 = completely wrong ... 5 = completely correct.
-SCORE_DOMAIN: tuple[int, ...] = (1, 2, 3, 4, 5)
 #: Krippendorff (2004): alpha >= 0.800 reliable; 0.667 <= alpha < 0.800 only for tentative conclusions.
 RELIABLE_ALPHA = 0.80
 TENTATIVE_ALPHA = 0.67
@@ -198,70 +204,6 @@ def _check_level(level: str) -> None:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
 
 
-def value_counts_matrix(*, candidate_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Units × values count matrix (U, 5): how many valid ratings of each candidate answer gave each score 1..5.
-
-    Rows follow ``np.unique(candidate_ids)`` order. Raises ValueError for a score outside 1..5.
-    """
-    if scores.size and (scores.min() < SCORE_DOMAIN[0] or scores.max() > SCORE_DOMAIN[-1]):
-        raise ValueError(f"scores must lie in {SCORE_DOMAIN[0]}..{SCORE_DOMAIN[-1]}")
-    _, unit_index = np.unique(candidate_ids, return_inverse=True)
-    n_units = int(unit_index.max()) + 1 if unit_index.size else 0
-    counts = np.zeros((n_units, _V), dtype=np.int64)
-    np.add.at(counts, (unit_index, scores.astype(np.int64) - SCORE_DOMAIN[0]), 1)
-    return counts
-
-
-def _pairable(counts: np.ndarray) -> np.ndarray:
-    return counts[counts.sum(axis=1) >= 2]
-
-
-def krippendorff_alpha(*, value_counts: np.ndarray, level: str = AgreementLevel.ORDINAL) -> float | None:
-    """Krippendorff's alpha of a units × values count matrix (U, 5) over the 1..5 domain.
-
-    Computed by the ``krippendorff`` package. Returns None when alpha is undefined: fewer than two pairable
-    ratings, or only one distinct score among the pairable ratings (expected disagreement is 0).
-    Raises ValueError for an unknown level.
-    """
-    _check_level(level)
-    pairable = _pairable(np.asarray(value_counts))
-    if pairable.shape[0] == 0 or np.count_nonzero(pairable.sum(axis=0)) < 2:
-        return None
-    return float(
-        krippendorff.alpha(value_counts=pairable, value_domain=list(SCORE_DOMAIN), level_of_measurement=level)
-    )
-
-
-def _unit_coincidences(pairable: np.ndarray) -> np.ndarray:
-    """Per-unit coincidence matrices (U, 5, 5): (n_uc n_uk − [c=k] n_uc) / (m_u − 1) (Krippendorff 2011, eq. 2)."""
-    n = pairable.astype(np.float64)
-    m = n.sum(axis=1)
-    outer = n[:, :, None] * n[:, None, :]
-    outer[:, np.arange(_V), np.arange(_V)] -= n
-    return outer / (m - 1)[:, None, None]
-
-
-def _alpha_from_coincidences(o: np.ndarray, level: str) -> np.ndarray:
-    """Alpha for a stack of coincidence matrices (B, 5, 5) → (B,); NaN where expected disagreement is 0."""
-    n_c = o.sum(axis=2)
-    n = n_c.sum(axis=1)
-    if level == AgreementLevel.INTERVAL:
-        delta = np.broadcast_to((_DOMAIN[:, None] - _DOMAIN[None, :]) ** 2, o.shape)
-    else:
-        # Ordinal metric: (sum of n_g for g from c to k − (n_c + n_k) / 2)^2, from the replicate's own marginals.
-        cum = np.concatenate([np.zeros((n_c.shape[0], 1)), np.cumsum(n_c, axis=1)], axis=1)
-        idx = np.arange(_V)
-        lo = np.minimum(idx[:, None], idx[None, :])
-        hi = np.maximum(idx[:, None], idx[None, :])
-        between = cum[:, hi + 1] - cum[:, lo]
-        delta = (between - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2
-    observed = (o * delta).sum(axis=(1, 2))
-    expected = (n_c[:, :, None] * n_c[:, None, :] * delta).sum(axis=(1, 2))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        alpha = 1.0 - (n - 1) * observed / expected
-    return np.where(expected > 0, alpha, np.nan)
-
-
 def alpha_bootstrap_ci(
     *,
     value_counts: np.ndarray,
@@ -289,11 +231,11 @@ def alpha_bootstrap_ci(
         raise ValueError("resamples must be at least 1")
     if not 0 < ci < 1:
         raise ValueError("ci must lie strictly between 0 and 1")
-    pairable = _pairable(np.asarray(value_counts))
+    pairable = pairable_units(np.asarray(value_counts))
     n_units = pairable.shape[0]
     if krippendorff_alpha(value_counts=pairable, level=level) is None:
         return None
-    per_unit = _unit_coincidences(pairable).reshape(n_units, _V * _V)
+    per_unit = unit_coincidences(pairable).reshape(n_units, _V * _V)
     rng = np.random.default_rng(seed)
     # Chunk the replicates so the (chunk × units) draw-count matrix stays around 16 MB.
     chunk = max(1, min(resamples, 2_000_000 // n_units))
@@ -303,7 +245,7 @@ def alpha_bootstrap_ci(
         draws = rng.integers(0, n_units, size=(b, n_units))
         flat = (draws + np.arange(b)[:, None] * n_units).ravel()
         counts = np.bincount(flat, minlength=b * n_units).reshape(b, n_units).astype(np.float64)
-        alphas.append(_alpha_from_coincidences((counts @ per_unit).reshape(b, _V, _V), level))
+        alphas.append(alpha_from_coincidences((counts @ per_unit).reshape(b, _V, _V), level))
     values = np.concatenate(alphas)
     values = values[~np.isnan(values)]
     if values.size == 0:

@@ -1,7 +1,7 @@
 """ORCA as an extra rater, and its calibration (issue #9; ORCA paper, sections 4.2, 5.2 and 6.1).
 
 *Extra rater.* The model's rating of a candidate answer is round(1 + 4μ) on the 1–5 scale
-(:func:`modelling.services.routing.model_rating`). Krippendorff's alpha is computed over the humans' valid scored
+(:func:`modelling.services.routing_policy.model_rating`). Krippendorff's alpha is computed over the humans' valid scored
 ratings of the candidate answers the model scored, once without and once with the model as one more annotator
 (one more value in every unit, so a unit with one human rating becomes pairable). If the model rates like a typical
 annotator the two alphas are close; a model below the humans pulls alpha down. Spearman ρ is between μ and the mean
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from modelling.models import AgreementLevel, ModelVersion, Prediction, RaterSnapshot
 from modelling.selectors import ValidRatings, model_version_active, valid_ratings_load
-from modelling.services.agreement import krippendorff_alpha, value_counts_matrix
-from modelling.services.routing import model_rating
+from modelling.services.routing_policy import model_rating
 
 #: Equal-count bins of predicted σ² in the calibration plot.
 VARIANCE_BINS = 8

@@ -156,3 +156,14 @@ def test_drf_permission_classes_follow_the_roles(permission, roles):
     request = RequestFactory().get("/api/")
     request.user = AnonymousUser()
     assert permission().has_permission(request, None) is False
+
+
+@pytest.mark.parametrize("roles", [(ANNOTATOR,), (EXPERT,), (ADMIN,), STAFF, RATERS])
+def test_role_q_selects_the_users_roles_of_names(roles):
+    from django.contrib.auth import get_user_model
+
+    from annotation.access import role_q
+
+    users = _users()
+    selected = set(get_user_model().objects.filter(role_q(*roles)).distinct().values_list("pk", flat=True))
+    assert selected == {user.pk for name, user in users.items() if EXPECTED_ROLES[name] & set(roles)}
