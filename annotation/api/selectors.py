@@ -1,4 +1,4 @@
-"""Reads for the API, each scoped to what the user may see (HackSoft selectors; issue 7's role matrix).
+"""Reads for the API, each scoped to what the user may see (HackSoft selectors; roles from ``annotation.access``).
 
 * annotators: their own ratings, the candidate answers they were assigned or rated, and the questions behind those
   at the version they rated; they rate blind, so their serializers leave out LALMs, rating counts, question status

@@ -1,4 +1,5 @@
-"""User accounts and their role groups (``annotator``, ``expert``, ``admin``; what each may do: ``annotation.access``)."""
+"""User accounts and their role groups (``annotator``, ``expert``, ``admin``); what each role may do is decided in
+``annotation.access``."""
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model

@@ -1,8 +1,8 @@
 """Staff pages for Stage 1 jobs: the job list with a start form, a live progress page, retry-failed and cancel.
 
 Thin views: reading (list, progress) is for experts and admins; starting, retrying and cancelling is for admins
-only (``annotation.access``). Each validates the form and calls one service. The progress panel is the ``progress`` partial of ``annotation/jobs/detail.html``,
-polled by htmx every 2 s while the job is active.
+only (``annotation.access``). Each validates the form and calls one service. The progress panel is the
+``progress`` partial of ``annotation/jobs/detail.html``, polled by htmx every 2 s while the job is active.
 """
 from django import forms
 from django.contrib import messages

@@ -147,7 +147,8 @@ def test_role_required_keeps_the_view_name():
     assert _staff_view.__name__ == "_staff_view"
 
 
-@pytest.mark.parametrize(("permission", "roles"), [(IsRater, RATERS), (IsExpertOrAdmin, STAFF), (IsAdminRole, (ADMIN,))])
+@pytest.mark.parametrize(("permission", "roles"),
+                         [(IsRater, RATERS), (IsExpertOrAdmin, STAFF), (IsAdminRole, (ADMIN,))])
 def test_drf_permission_classes_follow_the_roles(permission, roles):
     for name, user in _users().items():
         request = RequestFactory().get("/api/")
