@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
 
     from modelling.orca import load_items, spearman
+    from modelling.orca.data import normalise_rating
 
     data = Path(args.data_dir)
     paths = [data / "seed_108_train.json", data / "seed_108_dev.json"]
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         log("folds trained", folds_done=cache["folds_done"], cache=args.predictions)
         return 0
     preds = cache["predictions"]
-    y = np.array([np.mean([(r - 1) / 4 for r in it.ratings]) for it in items])
+    y = np.array([np.mean([normalise_rating(r) for r in it.ratings]) for it in items])
     mu = np.array([preds[it.id]["mu"] for it in items])
     sigma = np.sqrt(np.clip([preds[it.id]["var"] for it in items], 0.0, None))
     lalm = np.array([split_key(it.id)[1] for it in items])

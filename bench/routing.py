@@ -81,6 +81,7 @@ django.setup()
 import numpy as np  # noqa: E402
 
 from annotation.agreement import krippendorff_alpha, value_counts_matrix  # noqa: E402
+from modelling.orca.data import normalise_rating  # noqa: E402
 from modelling.services.routing_policy import RoutingRules, RoutingThresholds, routing_replay  # noqa: E402
 
 K_FIXED = 3
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     saving = 1.0 - res_routed["ratings_used"] / res_fixed["ratings_used"]
     out = {"fixed": res_fixed, "routed": res_routed, "saving": round(saving, 4)}
     if args.bounds:
-        true_mu = [(float(np.mean(r)) - 1.0) / 4.0 for r in full]
+        true_mu = [normalise_rating(np.mean(r)) for r in full]
         true_var = [float(np.var(r)) / 16.0 for r in full]
         true_thresholds = RoutingThresholds.from_variances(true_var, rules)
         perfect = [

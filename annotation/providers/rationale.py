@@ -13,7 +13,6 @@ from .openai_compat import OpenAICompatAudioChat
 
 GEMINI = "gemini"
 OPENAI = "openai"
-PROVIDERS = (GEMINI, OPENAI)
 
 #: System prompt, verbatim from ORCA paper, Appendix B.1 (Figure 6).
 RATIONALE_SYSTEM_PROMPT = (

@@ -32,16 +32,12 @@ from django.utils import timezone
 
 from modelling.leaderboard import stats
 from modelling.leaderboard.selectors import LeaderboardData, leaderboard_data_load
+from modelling.orca.data import normalise_rating
 
 #: Grouping keys of ``--by``.
 BY_CHOICES = ("modality", "category")
 #: Formats of the command and the export.
 FORMATS = ("json", "csv", "markdown", "latex")
-
-
-def normalise(score: float) -> float:
-    """A 1–5 rating on the normalised scale y = (r − 1)/4 (ORCA paper, section 4.2)."""
-    return (float(score) - 1.0) / 4.0
 
 
 @dataclass
@@ -180,7 +176,7 @@ def _rows(
         by_lalm[data.answers[cid]["lalm"]].append(cid)
     rated = [cid for cid in answer_ids if data.scores.get(cid)]
     boot = stats.cluster_bootstrap_means(
-        values=[np.mean([normalise(s) for s in data.scores[c]]) for c in rated],
+        values=[np.mean([normalise_rating(s) for s in data.scores[c]]) for c in rated],
         clusters=[data.answers[c]["question"] for c in rated],
         groups=[data.answers[c]["lalm"] for c in rated],
         resamples=resamples, seed=seed,
@@ -192,7 +188,7 @@ def _rows(
         est = boot.get(lalm)
         judges = {}
         for judge, judged in sorted(data.judges.items()):
-            values = [normalise(judged[c]) for c in ids if c in judged]
+            values = [normalise_rating(judged[c]) for c in ids if c in judged]
             judges[judge] = _round(np.mean(values)) if values else None
         orca = None
         predicted = [c for c in ids if c in preds.mu]
@@ -227,12 +223,12 @@ def _prediction_powered(data: LeaderboardData, ids: list[int], rated_ids: list[i
         sampled = np.array([data.inclusion[c][1] and bool(data.scores.get(c)) for c in ids])
         if sampled.sum() < 2:
             return None
-        y = np.array([np.mean([normalise(s) for s in data.scores[c]]) if data.scores.get(c) else np.nan
+        y = np.array([np.mean([normalise_rating(s) for s in data.scores[c]]) if data.scores.get(c) else np.nan
                       for c in ids])
         return stats.active_mean(y=y, yhat=yhat_all, pi=[data.inclusion[c][0] for c in ids], sampled=sampled)
     if len(rated_ids) < 2:
         return None
-    y = [np.mean([normalise(s) for s in data.scores[c]]) for c in rated_ids]
+    y = [np.mean([normalise_rating(s) for s in data.scores[c]]) for c in rated_ids]
     return stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in rated_ids], yhat_all=yhat_all)
 
 
@@ -266,7 +262,7 @@ def leaderboard_compute(
         a = data.answers[cid]
         answered[a["lalm"]].add(a["question"])
         if data.scores.get(cid):
-            values[a["lalm"]][a["question"]] = float(np.mean([normalise(s) for s in data.scores[cid]]))
+            values[a["lalm"]][a["question"]] = float(np.mean([normalise_rating(s) for s in data.scores[cid]]))
             if cid in preds.mu:
                 question_mu[a["lalm"]][a["question"]] = preds.mu[cid]
         elif cid in preds.var:

@@ -14,29 +14,76 @@ Public API:
     sharpen_variance, tune_concentration_scale    metrics and post-processing (metrics.py)
 """
 
-from .data import InputFields, OrcaDataError, OrcaItem, build_text, item_targets, item_variance_targets, load_items
-from .losses import beta_log_prob, beta_moments, categorical_moments, predict_moments, rating_nll, reduce_nll
-from .metrics import (
-    clamp_mu,
-    clamp_predictions,
-    evaluate_predictions,
-    kendall_tau_b,
-    mae_var_by_definition,
-    sharpen_variance,
-    spearman,
-    tune_clamp_threshold,
-    tune_concentration_scale,
-)
-from .model import OrcaConfig, OrcaModel, OrcaModelError, build_orca, load_orca, predict, quantize_int8, save_orca
-from .train import TrainConfig, train
-from .upstream import import_upstream
+import importlib
+import sys
+import types
 
-__all__ = [
-    "InputFields", "OrcaDataError", "OrcaItem", "build_text", "item_targets", "item_variance_targets", "load_items",
-    "beta_log_prob", "beta_moments", "categorical_moments", "predict_moments", "rating_nll", "reduce_nll",
-    "clamp_mu", "clamp_predictions", "evaluate_predictions", "kendall_tau_b", "mae_var_by_definition",
-    "sharpen_variance", "spearman",
-    "tune_clamp_threshold", "tune_concentration_scale",
-    "OrcaConfig", "OrcaModel", "OrcaModelError", "build_orca", "load_orca", "predict", "quantize_int8", "save_orca",
-    "TrainConfig", "train", "import_upstream",
-]
+#: Public name -> the submodule defining it. Loaded on first use (PEP 562), so importing one light submodule
+#: (``modelling.orca.data``: no torch) does not load torch and transformers.
+_EXPORTS = {
+    "InputFields": "data",
+    "OrcaDataError": "data",
+    "OrcaItem": "data",
+    "build_text": "data",
+    "item_targets": "data",
+    "item_variance_targets": "data",
+    "load_items": "data",
+    "beta_log_prob": "losses",
+    "beta_moments": "losses",
+    "categorical_moments": "losses",
+    "predict_moments": "losses",
+    "rating_nll": "losses",
+    "reduce_nll": "losses",
+    "clamp_mu": "metrics",
+    "clamp_predictions": "metrics",
+    "evaluate_predictions": "metrics",
+    "kendall_tau_b": "metrics",
+    "mae_var_by_definition": "metrics",
+    "sharpen_variance": "metrics",
+    "spearman": "metrics",
+    "tune_clamp_threshold": "metrics",
+    "tune_concentration_scale": "metrics",
+    "OrcaConfig": "model",
+    "OrcaModel": "model",
+    "OrcaModelError": "model",
+    "build_orca": "model",
+    "load_orca": "model",
+    "predict": "model",
+    "quantize_int8": "model",
+    "save_orca": "model",
+    "TrainConfig": "train",
+    "train": "train",
+    "import_upstream": "upstream",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """This package's module type: a public name is never replaced by a submodule of the same name.
+
+    Importing a submodule sets it as an attribute of its package; ``train`` is both the submodule and the public
+    training function, and the function must win whichever is imported first (an eager ``from .train import
+    train`` here used to guarantee that).
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 #: Number of Likert points of the ORCA rating scale (1 = wrong … 5 = correct).
 N_POINTS = 5
@@ -252,9 +252,3 @@ def item_variance_targets(items: Sequence[OrcaItem]) -> dict[str, list[float]]:
         sample.append(ss / (n - 1) if n > 1 else 0.0)
         population.append(ss / n)
     return {"sample_ddof1_upstream": sample, "population": population}
-
-
-def iter_chunks(seq: Sequence, size: int) -> Iterable[Sequence]:
-    """Consecutive slices of ``seq`` of length ``size`` (last may be shorter)."""
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]

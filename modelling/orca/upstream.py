@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .config import CONFIG_NAME, HEAD_NAME, OrcaConfig, OrcaModelError, _set_offline
 from .data import OrcaItem
 
 SCORE_TYPES = {"beta": 2, "multinomial": 5, "bernoulli": 2}
@@ -48,8 +49,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def _error(msg: str) -> Exception:
-    from .model import OrcaModelError
-
     return OrcaModelError(msg)
 
 
@@ -212,7 +211,6 @@ def import_upstream(
     """
     from safetensors.torch import save_file
 
-    from .model import CONFIG_NAME, HEAD_NAME, OrcaConfig
 
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
@@ -280,8 +278,6 @@ def _in_hub_cache(repo_id: str) -> bool:
 def _check_tokenizer(tok_dir: Path) -> None:
     from transformers import AutoTokenizer
 
-    from .model import _set_offline
-
     _set_offline()
     try:
         AutoTokenizer.from_pretrained(str(tok_dir))
@@ -305,8 +301,6 @@ def load_upstream(folder: str | Path, config, device: str | torch.device = "cpu"
     """
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from .model import HEAD_NAME, _set_offline
 
     _set_offline()
     folder = Path(folder)

@@ -24,6 +24,7 @@ import numpy as np
 
 from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from modelling.models import AgreementLevel, ModelVersion, Prediction, RaterSnapshot
+from modelling.orca.data import normalise_rating
 from modelling.selectors import ValidRatings, model_version_active, valid_ratings_load
 from modelling.services.routing_policy import model_rating
 
@@ -166,7 +167,7 @@ def calibration_compute(
     per_item: dict[int, list[float]] = {}
     for cid, score in zip(ratings.candidate_ids.tolist(), ratings.scores.tolist()):
         if cid in predictions:
-            per_item.setdefault(cid, []).append((score - 1) / 4)
+            per_item.setdefault(cid, []).append(normalise_rating(score))
     pairs_var = sorted(
         (predictions[cid][1], float(np.var(ys, ddof=1))) for cid, ys in per_item.items() if len(ys) >= 2
     )

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from annotation.access import STAFF, role_required
+from modelling.orca.data import normalise_rating
 from modelling.selectors import (
     item_candidates_with_predictions,
     item_question_list,
@@ -39,7 +40,7 @@ def item_page(request, pk: int):
     candidates = item_candidates_with_predictions(question=question, model_version=active)
     for c in candidates:
         scored = [s for s in c.valid_scores if s is not None]
-        c.human_mean = sum((s - 1) / 4 for s in scored) / len(scored) if scored else None
+        c.human_mean = sum(normalise_rating(s) for s in scored) / len(scored) if scored else None
         c.sigma = math.sqrt(c.prediction.variance) if c.prediction else None
     return render(request, "modelling/item.html", {
         "question": question, "version": question.current_version, "candidates": candidates, "active": active,
