@@ -1,7 +1,36 @@
-"""Forms of the rating pages. They parse input; the rules live in ``annotation.services.rating``."""
+"""Forms of the rating pages (they parse input; the rules live in ``annotation.services.rating``), and the two ways
+every page of the platform shows a validation error.
+
+A page that shows the form again puts a service's ``ValidationError`` beside the form's fields
+(:func:`form_add_validation_error`); an action that redirects says it in one message (:func:`errors_text`).
+"""
 from django import forms
+from django.core.exceptions import ValidationError
 
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER, SCORE_DEFINITIONS
+
+
+def errors_text(source: ValidationError | forms.Form) -> str:
+    """A form's errors or a ``ValidationError`` as one line: ``field: message message; ...``, messages that belong
+    to no field (``__all__`` or a plain ``ValidationError``) without a name."""
+    if isinstance(source, forms.Form):
+        errors = {name: list(messages) for name, messages in source.errors.items()}
+    elif hasattr(source, "error_dict"):
+        errors = source.message_dict
+    else:
+        errors = {"__all__": source.messages}
+    return "; ".join(" ".join(messages) if name == "__all__" else f"{name}: {' '.join(messages)}"
+                     for name, messages in errors.items())
+
+
+def form_add_validation_error(form: forms.Form, error: ValidationError, *, fields=None) -> None:
+    """Show a service's ``error`` on ``form``: each message beside its field when the form has that field (and it is
+    in ``fields``, when given), else among the form's non-field errors."""
+    errors = error.message_dict if hasattr(error, "error_dict") else {"__all__": error.messages}
+    for name, messages in errors.items():
+        own = name in form.fields and (fields is None or name in fields)
+        for message in messages:
+            form.add_error(name if own else None, message)
 
 
 class RatingForm(forms.Form):

@@ -5,19 +5,14 @@ Rating is blind: nothing here returns other annotators' ratings or any model's s
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from annotation.access import ADMIN, RATERS, STAFF, has_role, require_role
 from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
-from annotation.services.accounts import user_roles
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 from annotation.services.target_ratings import target_ratings_expression
-
-#: Groups whose members may rate (staff may too).
-RATER_ROLES = frozenset({"annotator", "expert", "admin"})
-
 
 def rating_counting_queryset() -> QuerySet[Rating]:
     """The ratings that count (Krippendorff's alpha, ORCA training, judge correlations, routing): valid *and* made
@@ -30,25 +25,6 @@ def rating_counting_queryset() -> QuerySet[Rating]:
     return Rating.objects.filter(is_valid=True, question_version__question__current_version=F("question_version"))
 
 
-def user_can_rate(*, user) -> bool:
-    """True for active, logged-in users in the annotator, expert or admin group, and for staff."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return False
-    if user.is_staff:
-        return True
-    # Asked several times per request (decorator, selectors): remember the answer on the request's user object.
-    cached = getattr(user, "_orca_can_rate", None)
-    if cached is None:
-        cached = user._orca_can_rate = bool(user_roles(user) & RATER_ROLES)
-    return cached
-
-
-def access_rating(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` may rate (see :func:`user_can_rate`)."""
-    if not user_can_rate(user=user):
-        raise PermissionDenied("Only annotators, experts and admins may rate.")
-
-
 def assignment_get_for_annotator(*, user, assignment_pk: int, page: bool = True) -> Assignment:
     """The user's own assignment ``assignment_pk``; with ``page`` (default) everything the rating page shows is
     loaded too (``RATING_PAGE_RELATED``), else only the candidate answer.
@@ -57,7 +33,7 @@ def assignment_get_for_annotator(*, user, assignment_pk: int, page: bool = True)
         PermissionDenied: the user may not rate.
         Http404: no such assignment, or it belongs to someone else.
     """
-    access_rating(user=user)
+    require_role(user, *RATERS)
     related = RATING_PAGE_RELATED if page else ("candidate",)
     try:
         return Assignment.objects.select_related(*related).get(pk=assignment_pk, annotator=user)
@@ -73,9 +49,9 @@ def audio_clip_get_for_user(*, user, clip_pk: int) -> AudioClip:
         PermissionDenied: the user may not rate.
         Http404: no such clip, or the user has no item that uses it.
     """
-    access_rating(user=user)
+    require_role(user, *RATERS)
     clips = AudioClip.objects.filter(pk=clip_pk)
-    if not user.is_staff:
+    if not has_role(user, *STAFF):
         clips = clips.filter(
             Q(questions__versions__candidates__assignments__annotator=user)
             | Q(questions__versions__candidates__ratings__annotator=user)
@@ -104,7 +80,7 @@ class BenchmarkProgress:
 
 def rating_progress_for_annotator(*, user, now: datetime | None = None) -> list[BenchmarkProgress]:
     """The user's progress per benchmark, for every benchmark they rated or could rate now, ordered by name."""
-    access_rating(user=user)
+    require_role(user, *RATERS)
     now = now or timezone.now()
     start_of_day = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     bench = "candidate__question_version__question__benchmark"
@@ -142,7 +118,7 @@ def benchmark_get_for_rating(*, user, benchmark_pk: int) -> Benchmark:
         PermissionDenied: the user may not rate.
         Http404: no such benchmark.
     """
-    access_rating(user=user)
+    require_role(user, *RATERS)
     try:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
@@ -154,7 +130,7 @@ def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
     see ``annotation.services.rating.rating_is_editable``), with candidate, question and benchmark loaded."""
     from django.db.models import F
 
-    access_rating(user=user)
+    require_role(user, *RATERS)
     qs = (
         Rating.objects.filter(annotator=user)
         .select_related("candidate", "question_version__question__benchmark")
@@ -188,14 +164,6 @@ def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
 
 
 # --- the admin/expert overview -------------------------------------------------------------------------------
-OVERVIEW_ROLES = frozenset({"expert", "admin"})
-
-
-def access_overview(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is staff or in the expert or admin group."""
-    if not (getattr(user, "is_authenticated", False) and user.is_active
-            and (user.is_staff or user_roles(user) & OVERVIEW_ROLES)):
-        raise PermissionDenied("The rating overview is for experts and admins.")
 
 
 @dataclass(frozen=True)
@@ -232,7 +200,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
 
     from annotation.models import CandidateAnswer, Question
 
-    access_overview(user=user)
+    require_role(user, *STAFF)
     now = now or timezone.now()
     candidates = CandidateAnswer.objects.filter(
         question_version__question__current_version=F("question_version"),
@@ -288,23 +256,17 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
 
 def benchmark_list_for_overview(*, user):
     """All benchmarks, by name, for the overview's filter. Raises ``PermissionDenied`` like the overview."""
-    access_overview(user=user)
+    require_role(user, *STAFF)
     return Benchmark.objects.order_by("name")
 
 
 def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
     """One benchmark for the overview. Raises ``PermissionDenied`` or ``Http404``."""
-    access_overview(user=user)
+    require_role(user, *STAFF)
     try:
         return Benchmark.objects.get(pk=benchmark_pk)
     except Benchmark.DoesNotExist:
         raise Http404("No such benchmark.") from None
-
-
-def access_exports(user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is an admin: exports and their files are for admins only."""
-    if "admin" not in user_roles(user):
-        raise PermissionDenied("Only admins may export datasets.")
 
 
 def export_jobs_for_user(*, user):
@@ -313,7 +275,7 @@ def export_jobs_for_user(*, user):
     Raises:
         PermissionDenied: ``user`` is not an admin.
     """
-    access_exports(user)
+    require_role(user, ADMIN)
     return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("benchmark", "created_by").order_by("-created_at")
 
 

@@ -1,32 +1,31 @@
 from django.urls import path
 
-from annotation import views, views_jobs
-from annotation import views_exports, views_judges
+from annotation.views import audio, audit, exports, jobs, judges, overview, rating
 
 app_name = "annotation"
 
 urlpatterns: list = [
-    path("", views.home, name="home"),
-    path("rate/next/", views.next_item, name="next"),
-    path("rate/<int:assignment_pk>/submit/", views.rate, name="rate"),
-    path("rate/<int:assignment_pk>/skip/", views.skip, name="skip"),
-    path("audio/<int:clip_pk>/", views.audio, name="audio"),
-    path("ratings/", views.my_ratings, name="my-ratings"),
-    path("ratings/<int:rating_pk>/edit/", views.rating_edit, name="rating-edit"),
-    path("guidelines/", views.guidelines, name="guidelines"),
-    path("overview/", views.overview, name="overview"),
+    path("", rating.home, name="home"),
+    path("rate/next/", rating.next_item, name="next"),
+    path("rate/<int:assignment_pk>/submit/", rating.rate, name="rate"),
+    path("rate/<int:assignment_pk>/skip/", rating.skip, name="skip"),
+    path("audio/<int:clip_pk>/", audio.audio, name="audio"),
+    path("ratings/", rating.my_ratings, name="my-ratings"),
+    path("ratings/<int:rating_pk>/edit/", rating.rating_edit, name="rating-edit"),
+    path("guidelines/", rating.guidelines, name="guidelines"),
+    path("overview/", overview.overview, name="overview"),
     # LLM judges (staff): judges + start form, comparison with humans.
-    path("judges/", views_judges.judge_list, name="judges"),
-    path("judges/compare/", views_judges.judge_compare, name="judge-compare"),
+    path("judges/", judges.judge_list, name="judges"),
+    path("judges/compare/", judges.judge_compare, name="judge-compare"),
     # Stage 1 preparation jobs (staff): list + start form, live progress, retry failed, cancel.
-    path("jobs/", views_jobs.job_list, name="jobs"),
-    path("jobs/start/", views_jobs.job_create, name="job-start"),
-    path("jobs/<int:job_pk>/", views_jobs.job_detail, name="job"),
-    path("jobs/<int:job_pk>/retry/", views_jobs.job_retry, name="job-retry"),
-    path("jobs/<int:job_pk>/cancel/", views_jobs.job_stop, name="job-cancel"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/start/", jobs.job_create, name="job-start"),
+    path("jobs/<int:job_pk>/", jobs.job_detail, name="job"),
+    path("jobs/<int:job_pk>/retry/", jobs.job_retry, name="job-retry"),
+    path("jobs/<int:job_pk>/cancel/", jobs.job_stop, name="job-cancel"),
     # Admin: dataset exports (start, progress, download) and the audit log.
-    path("exports/", views_exports.export_list, name="exports"),
-    path("exports/<int:job_pk>/", views_exports.export_detail, name="export"),
-    path("exports/<int:job_pk>/download/", views_exports.export_download, name="export-download"),
-    path("audit/", views_exports.audit_log, name="audit"),
+    path("exports/", exports.export_list, name="exports"),
+    path("exports/<int:job_pk>/", exports.export_detail, name="export"),
+    path("exports/<int:job_pk>/download/", exports.export_download, name="export-download"),
+    path("audit/", audit.audit_log, name="audit"),
 ]

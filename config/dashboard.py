@@ -15,7 +15,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, F, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -29,16 +28,16 @@ from annotation.models import (
     Question,
     Rating,
 )
+from annotation.access import STAFF, require_role, roles_of
 from annotation.services.assignment import target_ratings_expression
 from annotation.services.target_ratings import benchmark_target_ratings
-from config.navigation import home_url_for, roles_of
+from config.navigation import home_url_for
 from modelling.models import (
     AgreementLevel,
     AgreementSnapshot,
     ModelVersion,
     TrainingRun,
 )
-from modelling.selectors import user_can_view_agreement
 from modelling.services.agreement_cache import agreement_report_cached
 from refinement.models import Correction, CorrectionItem, Queue
 
@@ -234,8 +233,7 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
     Raises:
         PermissionDenied: ``user`` may not read the staff pages (annotators: agreement figures would unblind them).
     """
-    if not user_can_view_agreement(user=user):
-        raise PermissionDenied("The pipeline dashboard is for experts and admins.")
+    require_role(user, *STAFF, message="The pipeline dashboard is for experts and admins.")
     funnels = _funnels()
     cached = _agreement(funnels)
     active = ModelVersion.objects.filter(is_active=True).select_related("training_run").first()

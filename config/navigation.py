@@ -2,11 +2,11 @@
 
 Every page of every app renders the same bar from :data:`NAVIGATION` (``templates/_nav.html``, filled by the
 :func:`navigation` context processor). A page joins the navigation with one :class:`Entry` line in its group; no
-template changes. Roles are the groups of :mod:`annotation.services.accounts` (``annotator``, ``expert``,
-``admin``; superusers count as admin): an entry is shown only to users holding one of its ``roles``, which must
+template changes. Roles are those of :mod:`annotation.access` (``annotator``, ``expert``, ``admin``; superusers
+count as admin, other staff as expert): an entry is shown only to users holding one of its ``roles``, which must
 match what the view itself allows (``tests/test_navigation.py`` checks every entry against its view).
 
-This module imports no app: URL names are strings, reversed when the bar is rendered.
+This module imports no app at load time: URL names are strings, reversed when the bar is rendered.
 """
 from __future__ import annotations
 
@@ -90,19 +90,6 @@ NAVIGATION: tuple[Group, ...] = (
 )
 
 
-def roles_of(user) -> set[str]:
-    """The navigation roles of ``user``: its role groups, 'admin' for superusers, and 'expert' for other staff
-    (views let every staff member read the staff pages). Empty for anonymous users."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return set()
-    from annotation.services.accounts import user_roles  # the one reader of role groups
-
-    roles = set(user_roles(user))
-    if user.is_staff and "admin" not in roles:
-        roles.add("expert")
-    return roles
-
-
 @dataclass(frozen=True)
 class NavLink:
     label: str
@@ -155,8 +142,9 @@ def navigation(request) -> dict:
 
     def compute() -> dict:
         if not cache:
-            user = getattr(request, "user", None)
-            roles = roles_of(user) if user is not None else set()
+            from annotation.access import roles_of  # imported late: this module imports no app at load time
+
+            roles = roles_of(getattr(request, "user", None))
             match = getattr(request, "resolver_match", None)
             groups = navigation_for(roles=roles, url_name=match.view_name if match else None)
             cache["groups"] = groups

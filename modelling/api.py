@@ -8,7 +8,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.permissions import IsExpertOrAdmin
+from annotation.access import IsExpertOrAdmin
 from annotation.api.routers import MAX_ID, IdRouter
 from annotation.models import Modality
 from modelling.models import AgreementSnapshot, ModelVersion, Prediction, TrainingRun

@@ -1,4 +1,4 @@
-"""Reads for the modelling app: who may see agreement, the valid ratings it is computed from, snapshots."""
+"""Reads for the modelling app: the valid ratings agreement is computed from, snapshots, ORCA runs and predictions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,19 +10,6 @@ from annotation.models import Rating
 from annotation.selectors import rating_counting_queryset
 
 from .models import AgreementSnapshot
-
-#: Groups whose members (besides staff) may see agreement figures. Annotators may not: rating stays blind.
-AGREEMENT_VIEWER_GROUPS = ("expert", "admin")
-
-
-def user_can_view_agreement(*, user) -> bool:
-    """True for active staff/superusers and members of the expert or admin group; False for everyone else."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_staff or user.is_superuser:
-        return True
-    return user.groups.filter(name__in=AGREEMENT_VIEWER_GROUPS).exists()
-
 
 @dataclass(frozen=True)
 class ValidRatings:
@@ -104,15 +91,6 @@ def valid_ratings_load(*, benchmark: str | None = None) -> ValidRatings:
     )
 
 
-def benchmark_names_with_ratings() -> list[str]:
-    """Names of the benchmarks that have at least one valid scored rating, sorted."""
-    return sorted(
-        set(
-            valid_rating_queryset().values_list("candidate__question_version__question__benchmark__name", flat=True)
-        )
-    )
-
-
 def agreement_snapshot_latest(*, scope: str, level: str) -> AgreementSnapshot | None:
     """The newest snapshot of ``scope`` at ``level``, or None."""
     return AgreementSnapshot.objects.filter(scope=scope, level=level).order_by("-created_at", "-id").first()
@@ -127,12 +105,6 @@ def agreement_snapshot_history(*, level: str, scope: str | None = None) -> Query
 
 
 # --- ORCA training runs, model registry and predictions ------------------------------------------------------
-
-
-def user_can_use_orca(*, user) -> bool:
-    """Who may start, follow and activate ORCA runs and see predictions: the agreement viewers (staff, experts,
-    admins). Annotators may not: μ ± σ would unblind their rating."""
-    return user_can_view_agreement(user=user)
 
 
 def training_run_list() -> QuerySet:

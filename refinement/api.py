@@ -3,7 +3,7 @@ import django_filters as filters
 from django.urls import include, path
 from rest_framework import serializers, viewsets
 
-from annotation.api.permissions import IsExpertOrAdmin
+from annotation.access import IsExpertOrAdmin
 from annotation.api.routers import MAX_ID, IdRouter
 from annotation.models import Modality
 from refinement.models import Correction, CorrectionItem, Queue

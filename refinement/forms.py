@@ -2,16 +2,7 @@
 from django import forms
 
 from annotation.models import Modality
-from refinement.models import Field, Queue
-
-
-def form_errors_text(form: forms.Form) -> str:
-    """A form's errors as one line: ``field: message; ...`` (``__all__`` errors without a field name)."""
-    parts = []
-    for name, errors in form.errors.items():
-        text = " ".join(errors)
-        parts.append(text if name == "__all__" else f"{name}: {text}")
-    return "; ".join(parts)
+from refinement.models import CorrectableField, Queue
 
 
 class QueueFilterForm(forms.Form):
@@ -57,11 +48,11 @@ class CorrectionForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for name, label in Field.choices:
+        for name, label in CorrectableField.choices:
             self.fields[name] = forms.CharField(required=False, strip=False, label=label)
             self.fields[f"suggestion_{name}"] = forms.CharField(required=False, max_length=20)
 
     def texts(self, version) -> dict[str, str]:
-        """Field -> text: the posted text, or ``version``'s for a field that was not posted."""
+        """Field name -> text: the posted text, or ``version``'s for a field that was not posted."""
         return {name: self.cleaned_data[name] if name in self.data else getattr(version, name)
-                for name in Field.values}
+                for name in CorrectableField.values}

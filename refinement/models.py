@@ -22,7 +22,7 @@ class Queue(models.TextChoices):
     DISAGREEMENT = "disagreement", "Disagreement"
 
 
-class Field(models.TextChoices):
+class CorrectableField(models.TextChoices):
     """The ``QuestionVersion`` texts an expert may correct."""
 
     QUESTION_TEXT = "question_text", "Question"
@@ -130,7 +130,7 @@ class Suggestion(models.Model):
     base_version = models.ForeignKey(
         QuestionVersion, on_delete=models.CASCADE, related_name="+", help_text="Version the suggestion starts from."
     )
-    field = models.CharField(max_length=20, choices=Field.choices, help_text="The field to rewrite.")
+    field = models.CharField(max_length=20, choices=CorrectableField.choices, help_text="The field to rewrite.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     provider = models.CharField(max_length=20, blank=True, help_text="'gemini' or 'openai'.")
     model_name = models.CharField(max_length=200, blank=True, help_text="The text model asked.")
@@ -157,7 +157,7 @@ class Correction(models.Model):
     """One corrected field of one expert save: old and new text, the version it made, the queue it answered."""
 
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="corrections")
-    field = models.CharField(max_length=20, choices=Field.choices)
+    field = models.CharField(max_length=20, choices=CorrectableField.choices)
     queue = models.CharField(max_length=20, choices=Queue.choices, blank=True, help_text="Queue worked from.")
     old_text = models.TextField(blank=True)
     new_text = models.TextField(blank=True)

@@ -1,6 +1,5 @@
-"""Reads for the refinement pages and command; every user-facing selector checks that the user is an expert.
-
-Experts are users in the ``expert`` or ``admin`` group, staff or superusers; annotators get ``PermissionDenied``.
+"""Reads for the refinement pages and command; every user-facing selector checks that the user is an expert or an
+admin (``annotation.access``); annotators get ``PermissionDenied``.
 """
 from __future__ import annotations
 
@@ -8,30 +7,26 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 
+from annotation.access import STAFF, require_role
 from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
-from annotation.services.accounts import user_roles
 from refinement.diffs import DiffPart, word_diff
-from refinement.models import Correction, CorrectionItem, Field, Queue, ReviewClaim, Suggestion
+from refinement.models import (
+    CorrectableField,
+    Correction,
+    CorrectionItem,
+    FlagWatermark,
+    Queue,
+    ReviewClaim,
+    Suggestion,
+)
+from refinement.services.flags import WATERMARK_NAME
 
 #: Version fields shown in the history, in this order.
-HISTORY_FIELDS = (Field.QUESTION_TEXT, Field.REFERENCE_ANSWER, Field.RATIONALE, Field.TRANSCRIPT)
-
-
-def user_is_expert(user) -> bool:
-    """True for experts, admins and staff (who may review and correct items)."""
-    if not user.is_authenticated:
-        return False
-    return user.is_staff or bool(user_roles(user) & {"expert", "admin"})
-
-
-def expert_check(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is an expert (see :func:`user_is_expert`)."""
-    if not user_is_expert(user):
-        raise PermissionDenied("Only experts and admins can review flagged items.")
+HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANSWER, CorrectableField.RATIONALE,
+                  CorrectableField.TRANSCRIPT)
 
 
 def queue_counts() -> dict[str, int]:
@@ -44,7 +39,7 @@ def queue_counts() -> dict[str, int]:
 
 def queue_counts_for_user(*, user) -> dict[str, int]:
     """:func:`queue_counts` for an expert."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return queue_counts()
 
 
@@ -59,7 +54,7 @@ def queue_items_for_user(
     Raises:
         PermissionDenied: not an expert. ValueError: unknown queue.
     """
-    expert_check(user=user)
+    require_role(user, *STAFF)
     if queue not in Queue.values:
         raise ValueError(f"unknown queue {queue!r}")
     items = CorrectionItem.objects.filter(queue=queue, status=CorrectionItem.Status.OPEN)
@@ -99,19 +94,19 @@ def question_for_expert(*, user, question_id: int) -> Question:
     Raises:
         PermissionDenied: not an expert. Question.DoesNotExist: no such question.
     """
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return Question.objects.select_related("benchmark", "audio", "current_version").get(pk=question_id)
 
 
 def item_for_expert(*, user, item_id: int) -> CorrectionItem:
     """A correction item with its question, for an expert (raises like :func:`question_for_expert`)."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return CorrectionItem.objects.select_related("question__benchmark").get(pk=item_id)
 
 
 def suggestion_for_expert(*, user, suggestion_id: int) -> Suggestion:
     """An AI suggestion, for an expert (raises like :func:`question_for_expert`)."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return _with_diff(Suggestion.objects.select_related("question", "base_version").get(pk=suggestion_id))
 
 
@@ -132,10 +127,22 @@ def suggestion_of_question(*, question: Question, suggestion_id: str, field: str
     return suggestions.first()
 
 
+def version_of_question(*, question: Question, version_id: int | None) -> QuestionVersion:
+    """The version ``version_id`` of ``question`` (the one a correction form was based on), or its current version
+    when there is no such version of this question."""
+    return question.versions.filter(pk=version_id).first() or question.current_version
+
+
+def flags_evaluated_at():
+    """When the flag rules last evaluated new ratings (``refinement.services.flags.flags_refresh_recent``, run by
+    beat every minute): an aware datetime, or None before the first evaluation."""
+    return FlagWatermark.objects.filter(name=WATERMARK_NAME).values_list("evaluated_at", flat=True).first()
+
+
 def suggestions_open_for_user(*, user, question: Question) -> list[Suggestion]:
     """The latest AI suggestions on the question's current version that were not accepted (at most 8), each with
     ``diff`` (list of :class:`~refinement.diffs.DiffPart`) from the current text to the proposal."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     suggestions = (
         Suggestion.objects.filter(question=question, base_version_id=question.current_version_id)
         .exclude(status=Suggestion.Status.ACCEPTED)
@@ -147,7 +154,7 @@ def suggestions_open_for_user(*, user, question: Question) -> list[Suggestion]:
 
 def claim_for_user(*, user, question: Question) -> ReviewClaim | None:
     """Who holds ``question`` now, or None."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return ReviewClaim.objects.select_related("expert").filter(question=question).first()
 
 
@@ -186,7 +193,7 @@ class QuestionReview:
 
 def question_review_for_user(*, user, question: Question) -> QuestionReview:
     """Build the :class:`QuestionReview` of ``question`` (raises ``PermissionDenied`` for non-experts)."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     ratings = list(
         Rating.objects.filter(question_version__question=question)
         .select_related("annotator", "question_version")
@@ -241,7 +248,7 @@ class VersionEntry:
 
 def version_history_for_user(*, user, question: Question) -> list[VersionEntry]:
     """Every version of ``question``, newest first, with word-level diffs against its predecessor."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     versions = list(QuestionVersion.objects.filter(question=question).select_related("created_by", "job").order_by("number"))
     corrections = defaultdict(list)
     for correction in Correction.objects.filter(question=question).select_related("expert", "suggestion"):
@@ -253,7 +260,7 @@ def version_history_for_user(*, user, question: Question) -> list[VersionEntry]:
             old = getattr(previous, name) if previous else ""
             new = getattr(version, name)
             if previous is None or old != new:
-                diffs.append((Field(name).label, word_diff(old, new)))
+                diffs.append((CorrectableField(name).label, word_diff(old, new)))
         entries.append(VersionEntry(version=version, diffs=diffs, corrections=corrections[version.pk]))
         previous = version
     return list(reversed(entries))
@@ -321,7 +328,7 @@ def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
         table[(field_name, bench)].add(qid)
     benchmarks = sorted({bench for _, bench in table})
     rows = []
-    for name, label in Field.choices:
+    for name, label in CorrectableField.choices:
         counts = [len(table[(name, bench)]) for bench in benchmarks]
         rows.append((label, counts, sum(counts)))
     totals = [sum(r[1][i] for r in rows) for i in range(len(benchmarks))]
@@ -348,5 +355,5 @@ def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
 
 def refinement_report_for_user(*, user, benchmark_id: int | None = None) -> RefinementReport:
     """:func:`refinement_report` for an expert."""
-    expert_check(user=user)
+    require_role(user, *STAFF)
     return refinement_report(benchmark_id=benchmark_id)

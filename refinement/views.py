@@ -1,19 +1,19 @@
 """Expert pages of Stage 3 (ORCA paper, sections 3.3 and 5.2): queues, item review, correction, history, report.
 
-Thin views: each checks access through the selectors (experts, admins and staff; annotators get 403), parses the
-request and calls one service. Flags are evaluated synchronously (``flags_refresh_recent``) when an expert opens
-the queue overview, so new ratings show up without waiting for beat.
+Thin views: experts and admins only (``annotation.access``; annotators get 403); each parses the request and calls
+one service. No GET writes: flags are evaluated by the beat task every minute, and the queue overview says when.
 
-The correction page is one form. Its buttons post an ``action``: ``suggest:<field>`` queues an AI suggestion,
-``accept:<id>`` copies a ready proposal into its field (still editable, nothing saved), ``reject:<id>`` rejects
-it, ``preview`` shows the diffs and every effect of saving, and ``save`` (from the preview) saves. The suggestion
+The correction page is one form. Its buttons post an ``action``, and each action has its own handler
+(:data:`CORRECTION_ACTIONS`): ``suggest:<field>`` queues an AI suggestion, ``accept:<id>`` copies a ready proposal
+into its field (still editable, nothing saved), ``reject:<id>`` rejects it, ``preview`` shows the diffs and every
+effect of saving, and ``save`` (from the preview) saves. The suggestion
 panel polls with htmx until the job is done; without JavaScript a reload shows it.
 """
-from functools import wraps
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -21,30 +21,28 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text
 from annotation.models import Question
 from refinement import selectors
-from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm, form_errors_text
-from refinement.models import CorrectionItem, Field, Queue, Suggestion
-from refinement.services.corrections import correction_plan, correction_save
-from refinement.services.flags import flags_refresh_recent
+from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm
+from refinement.models import CorrectableField, CorrectionItem, Queue, Suggestion
+from refinement.services.corrections import (
+    CorrectionPlan,
+    correction_plan,
+    correction_reason_clean,
+    correction_save,
+)
 from refinement.services.queues import ClaimedByAnotherExpert, item_dismiss, item_open, question_claim, question_release
-from refinement.services.suggestions import suggestion_availability, suggestion_reject, suggestion_request
-
+from refinement.services.suggestions import (
+    suggestion_availability,
+    suggestion_for_review,
+    suggestion_reject,
+    suggestion_request,
+)
 
 #: Items per page of a queue (the page renders every row's texts; a long queue is paged, not cut).
 QUEUE_PAGE_SIZE = 50
-
-
-def expert_required(view):
-    """Login required, then ``selectors.expert_check`` (403 for annotators)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        selectors.expert_check(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _question(request, question_id: int) -> Question:
@@ -58,22 +56,19 @@ def _item_url(question: Question) -> str:
     return reverse("refinement:item", args=[question.pk])
 
 
-def _error_text(error: ValidationError) -> str:
-    return "; ".join(error.messages)
-
-
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def index(request: HttpRequest) -> HttpResponse:
-    """Queue overview: open items per queue (flags refreshed first) and links."""
-    flags_refresh_recent()
+    """Queue overview: open items per queue, links, and when the flags were last evaluated (the beat task
+    ``refinement.tasks.flags_refresh_task`` evaluates new ratings every minute; reading this page writes nothing)."""
     counts = selectors.queue_counts_for_user(user=request.user)
     queues = [(key, label, counts[key]) for key, label in Queue.choices]
-    return render(request, "refinement/index.html", {"queues": queues})
+    context = {"queues": queues, "flags_evaluated_at": selectors.flags_evaluated_at()}
+    return render(request, "refinement/index.html", context)
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def queue(request: HttpRequest, queue: str) -> HttpResponse:
     """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``, 50 a page."""
     if queue not in Queue.values:
@@ -99,16 +94,17 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def item(request: HttpRequest, question_id: int) -> HttpResponse:
     """Everything about one flagged question: flags, claim, texts, audio, what annotators said."""
     question = _question(request, question_id)
     review = selectors.question_review_for_user(user=request.user, question=question)
-    return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices})
+    return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices,
+                                                    "can_force_release": has_role(request.user, ADMIN)})
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def claim(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
     try:
@@ -120,17 +116,17 @@ def claim(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def release(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
-    force = request.POST.get("force") == "1" and request.user.is_superuser
+    force = request.POST.get("force") == "1" and has_role(request.user, ADMIN)
     if question_release(question=question, expert=request.user, force=force):
         messages.success(request, "Claim released.")
     return HttpResponseRedirect(_item_url(question))
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
     """Close one flag with a reason; ratings stay valid."""
     try:
@@ -139,26 +135,26 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
         raise Http404("No such flag") from None
     form = DismissForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form_errors_text(form))
+        messages.error(request, errors_text(form))
         return HttpResponseRedirect(_item_url(flag.question))
     try:
         item_dismiss(item=flag, expert=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"Flag in the {flag.get_queue_display()} queue dismissed.")
     except ValidationError as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, errors_text(error))
     except ClaimedByAnotherExpert as error:
         messages.error(request, str(error))
     return HttpResponseRedirect(_item_url(flag.question))
 
 
 @require_POST
-@expert_required
+@role_required(*STAFF)
 def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
     """Open an item by hand, e.g. a transcript problem reported in a comment -> transcript queue."""
     question = _question(request, question_id)
     form = SendToQueueForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form_errors_text(form))
+        messages.error(request, errors_text(form))
         return HttpResponseRedirect(_item_url(question))
     try:
         item_open(
@@ -169,12 +165,12 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
         )
         messages.success(request, "Sent to the queue.")
     except ValidationError as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, errors_text(error))
     return HttpResponseRedirect(_item_url(question))
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def history(request: HttpRequest, question_id: int) -> HttpResponse:
     """Every version of the question, newest first, with word-level diffs."""
     question = _question(request, question_id)
@@ -182,9 +178,24 @@ def history(request: HttpRequest, question_id: int) -> HttpResponse:
     return render(request, "refinement/history.html", {"question": question, "entries": entries})
 
 
+@dataclass
+class _CorrectionPage:
+    """What the correction page shows: the texts in the form, the accepted suggestions, the version they are based
+    on, the reason and queue, the preview's plan and the one error line (with the response status)."""
+
+    texts: dict[str, str]
+    accepted: dict[str, Suggestion] = dc_field(default_factory=dict)
+    base_version_id: int | None = None
+    reason: str = ""
+    queue: str = ""
+    plan: CorrectionPlan | None = None
+    error: str = ""
+    status: int = 200
+
+
 def _posted_suggestions(form: CorrectionForm, question: Question) -> dict[str, Suggestion]:
     accepted = {}
-    for name in Field.values:
+    for name in CorrectableField.values:
         value = form.cleaned_data[f"suggestion_{name}"]
         suggestion = selectors.suggestion_of_question(question=question, suggestion_id=value, field=name)
         if suggestion is not None:
@@ -192,97 +203,114 @@ def _posted_suggestions(form: CorrectionForm, question: Question) -> dict[str, S
     return accepted
 
 
+def _correct_suggest(request, question, form, page: _CorrectionPage, field: str) -> None:
+    """``suggest:<field>``: queue an AI suggestion for one field (the panel polls it)."""
+    suggestion_request(question=question, field=field, requested_by=request.user,
+                       instructions=form.cleaned_data["instructions"])
+
+
+def _correct_accept(request, question, form, page: _CorrectionPage, suggestion_id: str) -> None:
+    """``accept:<id>``: copy a ready proposal into its field (still editable; nothing is saved)."""
+    suggestion = suggestion_for_review(question=question, suggestion_id=suggestion_id)
+    page.texts[suggestion.field] = suggestion.proposed_text
+    page.accepted[suggestion.field] = suggestion
+
+
+def _correct_reject(request, question, form, page: _CorrectionPage, suggestion_id: str) -> None:
+    """``reject:<id>``: reject a ready proposal."""
+    suggestion_reject(suggestion=suggestion_for_review(question=question, suggestion_id=suggestion_id),
+                      expert=request.user)
+
+
+def _correct_preview(request, question, form, page: _CorrectionPage, argument: str) -> None:
+    """``preview``: the diffs and every effect of saving; says so when the reason is still missing."""
+    base_version = selectors.version_of_question(question=question, version_id=page.base_version_id)
+    page.plan = correction_plan(question=question, base_version=base_version, texts=page.texts)
+    try:
+        correction_reason_clean(page.reason)
+    except ValidationError as exc:
+        page.error = errors_text(exc)
+
+
+def _correct_save(request, question, form, page: _CorrectionPage, argument: str) -> HttpResponse:
+    """``save`` (from the preview): save the new version with all its effects, then back to the item."""
+    result = correction_save(
+        question=question,
+        base_version=selectors.version_of_question(question=question, version_id=page.base_version_id),
+        texts=page.texts,
+        expert=request.user,
+        reason=page.reason,
+        queue=page.queue,
+        suggestions={k: v for k, v in page.accepted.items() if page.texts.get(k) is not None},
+    )
+    messages.success(
+        request,
+        f"Saved v{result.version.number}: {result.ratings_invalidated} rating(s) invalidated, "
+        f"{len(result.copied_candidates)} candidate answer(s) back in the annotation queue, "
+        f"{len(result.jobs)} candidate-answer job(s) started, {result.closed_items} flag(s) closed.",
+    )
+    return HttpResponseRedirect(_item_url(question))
+
+
+#: The correction page's actions by the posted ``action``'s verb: ``suggest:<field>``, ``accept:<id>``,
+#: ``reject:<id>``, ``preview``, ``save``. Any other value does nothing (the page is shown again).
+CORRECTION_ACTIONS = {
+    "suggest:": _correct_suggest,
+    "accept:": _correct_accept,
+    "reject:": _correct_reject,
+    "preview": _correct_preview,
+    "save": _correct_save,
+}
+
+
 @require_http_methods(["GET", "POST"])
-@expert_required
+@role_required(*STAFF)
 def correct(request: HttpRequest, question_id: int) -> HttpResponse:
-    """The correction form (see the module docstring for its actions)."""
+    """The correction form; a POST runs the one handler its ``action`` names (see the module docstring)."""
     question = _question(request, question_id)
     version = question.current_version
     form = CorrectionForm(request.POST if request.method == "POST" else request.GET)
     valid = form.is_valid()
-    data = form.cleaned_data
-    queue_key = data.get("queue") or ""
-    texts = {name: getattr(version, name) for name in Field.values}
-    accepted: dict[str, Suggestion] = {}
-    base_version_id = version.pk
-    action = reason = error = ""
-    status = 200
+    page = _CorrectionPage(texts={name: getattr(version, name) for name in CorrectableField.values},
+                           base_version_id=version.pk, queue=form.cleaned_data.get("queue") or "")
     if request.method == "POST" and not valid:
         # Nothing is done with a post the form refuses; the page says why, with the current texts.
-        error, status = form_errors_text(form), 400
+        page.error, page.status = errors_text(form), 400
     elif request.method == "POST":
-        texts = form.texts(version)
-        accepted = _posted_suggestions(form, question)
-        base_version_id = data["base_version"] or version.pk
-        action, reason = data["action"], data["reason"]
-    plan = None
-    if action.startswith("suggest:"):
+        data = form.cleaned_data
+        page.texts, page.accepted = form.texts(version), _posted_suggestions(form, question)
+        page.base_version_id = data["base_version"] or version.pk
+        page.reason = data["reason"]
+        verb, colon, argument = data["action"].partition(":")
+        handler = CORRECTION_ACTIONS.get(verb + colon)
         try:
-            suggestion_request(
-                question=question,
-                field=action.split(":", 1)[1],
-                requested_by=request.user,
-                instructions=data["instructions"],
-            )
-        except ValidationError as exc:
-            error = _error_text(exc)
-    elif action.startswith(("accept:", "reject:")):
-        verb, _, pk = action.partition(":")
-        suggestion = selectors.suggestion_of_question(question=question, suggestion_id=pk)
-        if suggestion is None or suggestion.status != Suggestion.Status.DONE:
-            error = "That suggestion is not ready for review."
-        elif verb == "accept":
-            texts[suggestion.field] = suggestion.proposed_text
-            accepted[suggestion.field] = suggestion
-        else:
-            suggestion_reject(suggestion=suggestion, expert=request.user)
-    elif action in ("preview", "save"):
-        base_version = question.versions.filter(pk=base_version_id).first() or version
-        try:
-            if action == "save":
-                result = correction_save(
-                    question=question,
-                    base_version=base_version,
-                    texts=texts,
-                    expert=request.user,
-                    reason=reason,
-                    queue=queue_key,
-                    suggestions={k: v for k, v in accepted.items() if texts.get(k) is not None},
-                )
-                messages.success(
-                    request,
-                    f"Saved v{result.version.number}: {result.ratings_invalidated} rating(s) invalidated, "
-                    f"{len(result.copied_candidates)} candidate answer(s) back in the annotation queue, "
-                    f"{len(result.jobs)} candidate-answer job(s) started, {result.closed_items} flag(s) closed.",
-                )
-                return HttpResponseRedirect(_item_url(question))
-            plan = correction_plan(question=question, base_version=base_version, texts=texts)
-            if not reason.strip():
-                error = "Say why you corrected the item before saving."
+            response = handler(request, question, form, page, argument) if handler else None
         except ClaimedByAnotherExpert as exc:
-            error = str(exc)
+            page.error = str(exc)
         except ValidationError as exc:
-            error = _error_text(exc)
-            plan = None
-    suggestions = selectors.suggestions_open_for_user(user=request.user, question=question)
+            page.error, page.plan = errors_text(exc), None
+        else:
+            if response is not None:
+                return response
     context = {
         "question": question,
         "version": version,
-        "base_version_id": base_version_id,
-        "fields": [(name, label, texts[name], accepted.get(name)) for name, label in Field.choices],
-        "reason": reason,
-        "queue": queue_key,
-        "plan": plan,
-        "error": error,
-        "suggestions": suggestions,
+        "base_version_id": page.base_version_id,
+        "fields": [(name, label, page.texts[name], page.accepted.get(name))
+                   for name, label in CorrectableField.choices],
+        "reason": page.reason,
+        "queue": page.queue,
+        "plan": page.plan,
+        "error": page.error,
+        "suggestions": selectors.suggestions_open_for_user(user=request.user, question=question),
         "availability": suggestion_availability(),
         "claim": selectors.claim_for_user(user=request.user, question=question),
     }
-    return render(request, "refinement/correct.html", context, status=status)
+    return render(request, "refinement/correct.html", context, status=page.status)
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def suggestion_panel(request: HttpRequest, suggestion_id: int) -> HttpResponse:
     """The ``#suggestion`` partial of one AI suggestion (htmx polls it while queued or running)."""
     try:
@@ -293,7 +321,7 @@ def suggestion_panel(request: HttpRequest, suggestion_id: int) -> HttpResponse:
 
 
 @require_GET
-@expert_required
+@role_required(*STAFF)
 def report(request: HttpRequest) -> HttpResponse:
     """Corrections per field per benchmark, flags per queue, alpha of all vs valid vs invalidated ratings."""
     data = selectors.refinement_report_for_user(user=request.user)

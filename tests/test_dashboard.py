@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from annotation.models import Job, Modality
 from annotation.services.versions import question_version_create
 from modelling.models import ModelVersion, TrainingRun
-from refinement.models import Correction, CorrectionItem, Field, Queue
+from refinement.models import Correction, CorrectionItem, CorrectableField, Queue
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -88,7 +88,7 @@ def test_a_correction_counts_as_corrected_then_as_re_rated_once_its_new_version_
     expert = _expert(client)
     old = q1.current_version
     new = question_version_create(question=q1, source="expert", created_by=expert, reference_answer="Fixed.")
-    Correction.objects.create(question=q1, field=Field.REFERENCE_ANSWER, from_version=old, to_version=new,
+    Correction.objects.create(question=q1, field=CorrectableField.REFERENCE_ANSWER, from_version=old, to_version=new,
                               old_text="A dog barking", new_text="Fixed.", expert=expert, reason="Wrong answer.")
     b = client.get("/dashboard/").context["dashboard"].benchmarks[1]
     assert b.name == "MMAR-mini" and (b.corrected, b.rerated) == (1, 0)

@@ -1,4 +1,4 @@
-"""Reads for the API, each scoped to what the user may see (HackSoft selectors; issue 7's role matrix).
+"""Reads for the API, each scoped to what the user may see (HackSoft selectors; roles from ``annotation.access``).
 
 * annotators: their own ratings, the candidate answers they were assigned or rated, and the questions behind those
   at the version they rated; they rate blind, so their serializers leave out LALMs, rating counts, question status
@@ -11,12 +11,12 @@ from django.apps import apps
 from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
-from annotation.services.accounts import user_roles
+from annotation.access import ADMIN, EXPERT, STAFF, has_role, roles_of
 
 
 def user_sees_blind(user) -> bool:
     """True for a user who is neither expert nor admin: they see only what blind rating allows."""
-    return not (user_roles(user) & {"expert", "admin"})
+    return not has_role(user, *STAFF)
 
 
 def _queue_question_filter(prefix: str) -> Q:
@@ -29,11 +29,11 @@ def _queue_question_filter(prefix: str) -> Q:
 
 def rating_list_for_user(*, user) -> QuerySet[Rating]:
     """Ratings ``user`` may read, newest last, with candidate, version and annotator joined."""
-    roles = user_roles(user)
+    roles = roles_of(user)
     ratings = Rating.objects.select_related("candidate__lalm", "question_version__question", "annotator")
-    if "admin" in roles:
+    if ADMIN in roles:
         return ratings.order_by("id")
-    if "expert" in roles:
+    if EXPERT in roles:
         scope = Q(annotator=user) | _queue_question_filter("question_version__question__")
         return ratings.filter(scope).distinct().order_by("id")
     return ratings.filter(annotator=user).order_by("id")

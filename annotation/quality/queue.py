@@ -18,6 +18,7 @@ from django.db.models import F, Q
 
 from django.db import connection
 
+from annotation.access import STAFF, has_role
 from annotation.models import Assignment, Benchmark, Question
 from annotation.quality.models import (
     AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityItem, QualityPolicy, Study, StudyParticipant,
@@ -127,7 +128,7 @@ def quality_gate(*, annotator, benchmark: Benchmark | None) -> QueueGate:
         if completed or study_items_done_for(user_id=annotator.pk, benchmark_id=study_benchmark_id) >= quota:
             gate.closed, gate.why = True, "You have completed this study."
             return gate
-    if required and not qualified and not (annotator.is_staff or annotator.is_superuser):
+    if required and not qualified and not has_role(annotator, *STAFF):
         # Experts and admins write the checks; they are not screened by them.
         attempt, why = _qualification_attempt(annotator)
         if attempt is None:

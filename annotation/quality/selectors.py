@@ -1,14 +1,13 @@
 """Reads for the quality pages, each checking access (annotation.selectors conventions)."""
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import Http404
 
+from annotation.access import ADMIN, require_role
 from annotation.quality.models import (
     AnnotatorQuality, QualificationAttempt, QualityCheck, Study, StudyParticipant,
 )
-from annotation.services.accounts import user_is_admin
 
 
 def rating_page_quality_context(*, user, assignment) -> dict:
@@ -46,8 +45,7 @@ def study_get_for_admin(*, user, study_pk: int) -> Study:
     Raises:
         PermissionDenied: the user is not an admin. Http404: no such study.
     """
-    if not user_is_admin(user):
-        raise PermissionDenied("Only admins may read study reports.")
+    require_role(user, ADMIN, message="Only admins may read study reports.")
     try:
         return Study.objects.select_related("benchmark").get(pk=study_pk)
     except Study.DoesNotExist:
@@ -67,7 +65,6 @@ def quality_checks_for_annotator(*, user, annotator) -> list[QualityCheck]:
     Raises:
         PermissionDenied: the user is not an admin.
     """
-    if not user_is_admin(user):
-        raise PermissionDenied("Only admins may read quality checks.")
+    require_role(user, ADMIN, message="Only admins may read quality checks.")
     return list(QualityCheck.objects.select_related("item", "rating").filter(annotator=annotator)
                 .order_by("-created_at")[:200])

@@ -11,11 +11,10 @@ import decimal
 import uuid
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 
+from annotation.access import ADMIN, require_role
 from annotation.models import AuditEvent
-from annotation.services.accounts import user_roles
 
 
 def _jsonable(value: Any) -> Any:
@@ -92,8 +91,7 @@ def audit_events_for_user(
     Raises:
         PermissionDenied: ``user`` is not an admin.
     """
-    if "admin" not in user_roles(user):
-        raise PermissionDenied("Only admins may read the audit log.")
+    require_role(user, ADMIN, message="Only admins may read the audit log.")
     events = AuditEvent.objects.select_related("actor")
     if action:
         events = events.filter(action=action)

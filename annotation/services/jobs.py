@@ -27,10 +27,10 @@ from annotation.jobs.items import (
     job_start_items,
 )
 from annotation.jobs.registry import ItemKind, kind_register
+from annotation.access import STAFF, require_role
 from annotation.models import LALM, Benchmark, Job, JobItem
 from annotation.providers.base import Availability
 
-from .accounts import user_is_admin
 from .audit import audit_record
 from .preparation import (
     PREPARATION_KINDS,
@@ -232,26 +232,9 @@ def job_progress(*, job: Job) -> JobProgress:
 
 
 # --- selectors for the staff pages --------------------------------------------------------------------------
-def job_check_staff(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is staff (jobs spend provider quota and compute)."""
-    from django.core.exceptions import PermissionDenied
-
-    if not (user.is_authenticated and user.is_staff):
-        raise PermissionDenied("Stage 1 jobs are for staff")
-
-
-def job_check_admin(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is an admin: only admins start, retry or cancel jobs (they spend
-    provider quota and compute; issue 7's role matrix). Experts read job progress only."""
-    from django.core.exceptions import PermissionDenied
-
-    if not user_is_admin(user):
-        raise PermissionDenied("Only admins may start, retry or cancel jobs")
-
-
 def job_list_for_staff(*, user):
     """All jobs, newest first, with benchmark and LALM joined. Raises ``PermissionDenied`` for non-staff."""
-    job_check_staff(user=user)
+    require_role(user, *STAFF)
     return Job.objects.select_related("benchmark", "lalm", "created_by").order_by("-created_at", "-pk")
 
 

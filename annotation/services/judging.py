@@ -20,13 +20,13 @@ import statistics
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Avg, Count, F, Q
 from django.utils import timezone
 
 from annotation.jobs.items import ITEM_TASK, item_close, item_skip, job_start_items
 from annotation.jobs.registry import ItemKind, kind_register
+from annotation.access import STAFF, require_role
 from annotation.judging.clients import (
     GeminiJudge,
     JudgeClient,
@@ -393,15 +393,11 @@ kind_register(Job.Kind.JUDGE, task=ITEM_TASK, item=ItemKind(work=judge_item_work
 #: The note shown beside a judge's row on the comparison page: how its scores were made.
 MODE_NOTES = {GENERATE: "generated reply, parsed", PROBABILITY: "probability: Σ p(k)·k",
               PROBABILITY_YESNO: "probability: 1 + 4·P(Yes)"}
-def judges_check_staff(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` is staff (judge runs spend provider quota)."""
-    if not (getattr(user, "is_authenticated", False) and user.is_staff):
-        raise PermissionDenied("LLM judges are for staff")
 
 
 def judge_list_for_staff(*, user):
     """All judges with their rating and failure counts. Raises ``PermissionDenied`` for non-staff."""
-    judges_check_staff(user=user)
+    require_role(user, *STAFF)
     return Judge.objects.annotate(
         n_ratings=Count("ratings"), n_failures=Count("ratings", filter=Q(ratings__score__isnull=True))
     ).order_by("name")
@@ -607,7 +603,7 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
     """
     from annotation.services.splits import split_unseen_questions
 
-    judges_check_staff(user=user)
+    require_role(user, *STAFF)
     human = human_means(benchmark=benchmark, min_ratings=min_human_ratings)
     per_judge = judge_scores(benchmark=benchmark)
     scores_by_judge = {label: entry["scores"] for label, entry in per_judge.items() if entry["scores"]}

@@ -1,4 +1,4 @@
-"""Reads of the leaderboard: who may see it, and the store's answers, ratings, judge scores and ORCA predictions.
+"""Reads of the leaderboard: the store's answers, ratings, judge scores and ORCA predictions.
 
 Only candidate answers on their question's *current* version count, and only their *valid* scored ratings
 (``is_valid=True``, score 1–5, made on that version): a correction makes the old version's ratings stop counting.
@@ -7,23 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import F, Q
 
 from annotation.models import CandidateAnswer, JudgeRating, Rating
 from annotation.quality.items import candidates_without_quality_items
-from modelling.selectors import user_can_use_orca
-
-
-def user_can_view_leaderboard(*, user) -> bool:
-    """Experts, admins and staff; never annotators (per-LALM means and ORCA figures would unblind rating)."""
-    return user_can_use_orca(user=user)
-
-
-def leaderboard_access(*, user) -> None:
-    """Raise ``PermissionDenied`` unless ``user`` may see the leaderboard."""
-    if not user_can_view_leaderboard(user=user):
-        raise PermissionDenied("The leaderboard is visible to experts and admins only.")
 
 
 @dataclass

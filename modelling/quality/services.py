@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotation.access import STAFF, role_q
 from annotation.models import Rating
 from annotation.quality.annotators import annotator_status_set
 from annotation.quality.items import quality_policy
@@ -82,7 +83,7 @@ def reliability_refresh(*, by=None) -> ReliabilityRun:
     signals = reliability_signals_load()
     now = timezone.now()
     User = get_user_model()
-    staff = set(User.objects.filter(Q(is_staff=True) | Q(is_superuser=True)).values_list("pk", flat=True))
+    staff = set(User.objects.filter(role_q(*STAFF)).values_list("pk", flat=True))
     statuses = dict(AnnotatorQuality.objects.values_list("annotator_id", "status"))
     warned, paused, cleared, snapshots = [], [], [], []
     with transaction.atomic():

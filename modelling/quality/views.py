@@ -5,25 +5,22 @@ one service, render.
 """
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.access import ADMIN, role_required
+from annotation.forms import errors_text
 from annotation.quality.annotators import (
-    annotator_ratings_invalidate, annotator_ratings_restore, annotator_status_set,
+    annotator_ratings_invalidate,
+    annotator_ratings_restore,
+    annotator_status_set,
 )
 from annotation.quality.items import quality_policy
 from annotation.quality.models import AnnotatorQuality, QualityCheck, RatingInvalidation
-from annotation.services.accounts import user_is_admin
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.services import reliability_refresh
-
-
-def _require_admin(request) -> None:
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins see annotator reliability.")
 
 
 def _annotator(pk: int):
@@ -34,10 +31,9 @@ def _annotator(pk: int):
 
 
 @require_GET
-@login_required
+@role_required(ADMIN)
 def quality_page(request):
     """Annotators ranked by their latest combined risk, with every signal, status and actions."""
-    _require_admin(request)
     latest = ReliabilitySnapshot.objects.order_by("-computed_at").values_list("computed_at", flat=True).first()
     rows = []
     if latest is not None:
@@ -49,10 +45,9 @@ def quality_page(request):
 
 
 @require_POST
-@login_required
+@role_required(ADMIN)
 def quality_refresh(request):
     """Recompute the signals now and apply the thresholds."""
-    _require_admin(request)
     run = reliability_refresh(by=request.user)
     messages.success(request, f"Signals of {run.annotators} annotator(s) computed; {len(run.warned)} warned, "
                               f"{len(run.paused)} paused, {len(run.cleared)} cleared.")
@@ -60,10 +55,9 @@ def quality_refresh(request):
 
 
 @require_GET
-@login_required
+@role_required(ADMIN)
 def quality_annotator(request, pk: int):
     """One annotator: status, signal history, quality checks and invalidations (with undo)."""
-    _require_admin(request)
     annotator = _annotator(pk)
     context = {
         "annotator": annotator,
@@ -77,10 +71,9 @@ def quality_annotator(request, pk: int):
 
 
 @require_POST
-@login_required
+@role_required(ADMIN)
 def quality_annotator_action(request, pk: int):
     """``action`` = pause / resume / invalidate (with ``reason``) / undo (with ``invalidation``)."""
-    _require_admin(request)
     annotator = _annotator(pk)
     action = request.POST.get("action", "")
     reason = request.POST.get("reason", "").strip()
@@ -107,5 +100,5 @@ def quality_annotator_action(request, pk: int):
         else:
             raise ValidationError(f"Unknown action {action!r}.")
     except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+        messages.error(request, errors_text(exc))
     return redirect("modelling:quality_annotator", pk=annotator.pk)

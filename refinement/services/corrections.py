@@ -37,11 +37,11 @@ from annotation.services.versions import (
     ratings_invalidate_for_version,
 )
 from refinement.diffs import DiffPart, word_diff
-from refinement.models import Correction, CorrectionItem, Field, Suggestion
+from refinement.models import Correction, CorrectionItem, CorrectableField, Suggestion
 from refinement.services.queues import question_claim, question_release
 
 #: Fields whose change makes the existing candidate answers answers to a different item: Stage 1b re-entry.
-REENTRY_FIELDS = frozenset({Field.QUESTION_TEXT, Field.REFERENCE_ANSWER})
+REENTRY_FIELDS = frozenset({CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANSWER})
 
 
 class StaleVersionError(ValidationError):
@@ -113,13 +113,13 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
     """Compute the effects of saving ``texts`` over ``base_version`` without writing anything.
 
     Args:
-        texts: field name (:class:`~refinement.models.Field`) -> new text; fields left out are unchanged.
+        texts: field name (:class:`~refinement.models.CorrectableField`) -> new text; fields left out are unchanged.
 
     Raises:
         ValidationError: unknown field, nothing changed, or the question/reference would become empty.
         StaleVersionError: ``base_version`` is no longer the question's current version.
     """
-    unknown = set(texts) - set(Field.values)
+    unknown = set(texts) - set(CorrectableField.values)
     if unknown:
         raise ValidationError({"field": f"cannot correct {', '.join(sorted(unknown))}"})
     question.refresh_from_db(fields=["current_version", "status"])
@@ -129,15 +129,16 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
             f"(v{base_version.number}); reload and redo the correction."
         )
     changes = []
-    for name in Field.values:
+    for name in CorrectableField.values:
         if name not in texts:
             continue
         old, new = getattr(base_version, name), _normalise(texts[name])
         if new == _normalise(old):
             continue
         if not new and name in REENTRY_FIELDS:
-            raise ValidationError({name: f"The {Field(name).label.lower()} cannot be empty."})
-        changes.append(FieldChange(field=name, label=Field(name).label, old=old, new=new, diff=word_diff(old, new)))
+            raise ValidationError({name: f"The {CorrectableField(name).label.lower()} cannot be empty."})
+        changes.append(FieldChange(field=name, label=CorrectableField(name).label, old=old, new=new,
+                                   diff=word_diff(old, new)))
     if not changes:
         raise ValidationError("Nothing changed: edit at least one field.")
 
@@ -160,7 +161,7 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
                 regenerate.append(lalm)
             else:
                 unavailable.append((lalm, availability.reason))
-    question_changed = any(c.field == Field.QUESTION_TEXT for c in changes)
+    question_changed = any(c.field == CorrectableField.QUESTION_TEXT for c in changes)
     regenerated_ids = {lalm.pk for lalm in regenerate}
     copy = [] if question_changed else [c for c in candidates if c.lalm_id not in regenerated_ids]
     return CorrectionPlan(
@@ -174,6 +175,18 @@ def correction_plan(*, question: Question, base_version: QuestionVersion, texts:
         copy_candidates=copy,
         open_items=list(CorrectionItem.objects.filter(question=question, status=CorrectionItem.Status.OPEN)),
     )
+
+
+def correction_reason_clean(reason: str | None) -> str:
+    """The reason of a correction, stripped: every correction says why (kept on the version and its Correction rows).
+
+    Raises:
+        ValidationError: ``{"reason": ...}`` when it is empty or only white space.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": "Say why you corrected the item before saving."})
+    return reason
 
 
 def correction_save(
@@ -202,9 +215,7 @@ def correction_save(
         ValidationError / StaleVersionError: as :func:`correction_plan`; empty reason.
         refinement.services.queues.ClaimedByAnotherExpert: another expert holds the question.
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValidationError({"reason": "Say why you corrected the item."})
+    reason = correction_reason_clean(reason)
     suggestions = suggestions or {}
     for name, suggestion in suggestions.items():
         if suggestion.question_id != question.pk or suggestion.field != name or suggestion.status != Suggestion.Status.DONE:

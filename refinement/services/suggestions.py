@@ -34,7 +34,8 @@ from annotation.providers.base import (
     RetryPolicy,
     call_with_retry,
 )
-from refinement.models import Field, Suggestion
+from refinement.models import CorrectableField, Suggestion
+from refinement.selectors import suggestion_of_question
 
 logger = logging.getLogger(__name__)
 #: The job kind of an AI suggestion (``RefinementConfig.ready`` registers its task).
@@ -50,11 +51,13 @@ SUGGESTION_SYSTEM_PROMPT = (
 )
 
 FIELD_GUIDANCE = {
-    Field.QUESTION_TEXT: "the question asked about the audio (make it unambiguous; include the answer options "
-    "if the question refers to them)",
-    Field.REFERENCE_ANSWER: "the reference (ground-truth) answer (short and precise)",
-    Field.RATIONALE: "the rationale: a few sentences grounding the reference answer in the audio",
-    Field.TRANSCRIPT: "the transcript of the speech in the audio",
+    CorrectableField.QUESTION_TEXT: (
+        "the question asked about the audio (make it unambiguous; include the answer options "
+        "if the question refers to them)"
+    ),
+    CorrectableField.REFERENCE_ANSWER: "the reference (ground-truth) answer (short and precise)",
+    CorrectableField.RATIONALE: "the rationale: a few sentences grounding the reference answer in the audio",
+    CorrectableField.TRANSCRIPT: "the transcript of the speech in the audio",
 }
 
 
@@ -97,20 +100,20 @@ def suggestion_prompt(*, question: Question, field: str, instructions: str = "")
     """The user prompt: the field to rewrite, every text of the current version and the annotators' feedback."""
     version = question.current_version
     parts = [
-        f"Field to rewrite: {FIELD_GUIDANCE[Field(field)]}.",
+        f"Field to rewrite: {FIELD_GUIDANCE[CorrectableField(field)]}.",
         f"Question: {version.question_text}",
         f"Reference answer: {version.reference_answer}",
         f"Rationale: {version.rationale or '(none)'}",
     ]
-    if version.transcript or field == Field.TRANSCRIPT:
+    if version.transcript or field == CorrectableField.TRANSCRIPT:
         parts.append(f"Transcript: {version.transcript or '(none)'}")
     if question.choices:
         parts.append("Answer options: " + "; ".join(str(c) for c in question.choices))
     parts.append(f"Annotators' feedback:\n{feedback_summary(question=question)}")
     if instructions.strip():
         parts.append(f"Expert's instructions: {instructions.strip()}")
-    parts.append(f"Current {Field(field).label.lower()}: {getattr(version, field)}")
-    parts.append(f"Write the corrected {Field(field).label.lower()}.")
+    parts.append(f"Current {CorrectableField(field).label.lower()}: {getattr(version, field)}")
+    parts.append(f"Write the corrected {CorrectableField(field).label.lower()}.")
     return "\n\n".join(parts)
 
 
@@ -120,8 +123,9 @@ def suggestion_request(*, question: Question, field: str, requested_by, instruct
     Raises:
         ValidationError: unknown field, no current version, or the provider is not configured (reason given).
     """
-    if field not in Field.values:
-        raise ValidationError({"field": f"unknown field {field!r} (expected one of {', '.join(Field.values)})"})
+    if field not in CorrectableField.values:
+        expected = ", ".join(CorrectableField.values)
+        raise ValidationError({"field": f"unknown field {field!r} (expected one of {expected})"})
     if question.current_version_id is None:
         raise ValidationError({"question": f"{question} has no version yet."})
     availability = suggestion_availability()
@@ -236,7 +240,7 @@ def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:
     suggestion = Suggestion.objects.select_related("question__audio", "question__current_version").get(pk=suggestion_pk)
     question = suggestion.question
     prompt = suggestion_prompt(question=question, field=suggestion.field, instructions=suggestion.instructions)
-    audio_path = _audio_path(question) if suggestion.field == Field.RATIONALE else None
+    audio_path = _audio_path(question) if suggestion.field == CorrectableField.RATIONALE else None
     try:
         generation = _generate(
             provider=suggestion.provider,
@@ -259,6 +263,19 @@ def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:
             finished_at=timezone.now(),
         )
     suggestion.refresh_from_db()
+    return suggestion
+
+
+def suggestion_for_review(*, question: Question, suggestion_id: str) -> Suggestion:
+    """The AI suggestion ``suggestion_id`` (a string from a form) of ``question``, if it is ready for review (DONE):
+    only such a proposal may be accepted into the form or rejected.
+
+    Raises:
+        ValidationError: no such suggestion of this question, or it is not (or no longer) ready for review.
+    """
+    suggestion = suggestion_of_question(question=question, suggestion_id=suggestion_id)
+    if suggestion is None or suggestion.status != Suggestion.Status.DONE:
+        raise ValidationError("That suggestion is not ready for review.")
     return suggestion
 
 

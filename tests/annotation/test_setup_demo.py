@@ -4,8 +4,9 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
 from annotation import demo
+from annotation.access import roles_of
 from annotation.models import Benchmark, CandidateAnswer, Question
-from annotation.services.accounts import DEMO_ACCOUNTS, DEMO_PASSWORD, user_roles
+from annotation.services.accounts import DEMO_ACCOUNTS, DEMO_PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def test_setup_demo_creates_the_accounts_and_imports_the_demo_benchmark(capsys):
     for username, role in DEMO_ACCOUNTS.items():
         user = authenticate(username=username, password=DEMO_PASSWORD)
         assert user is not None, username
-        assert role in user_roles(user)
+        assert role in roles_of(user)
 
     benchmark = Benchmark.objects.get(name=demo.BENCHMARK_NAME)
     n_questions = sum(1 for _ in demo.BENCHMARK_FILE.open())

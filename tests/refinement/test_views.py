@@ -204,3 +204,52 @@ def test_a_long_queue_is_paged_with_its_filters_kept(client, expert):
     assert 'href="?modality=speech&amp;page=2"' in first.content.decode()
     second = client.get(url, {"modality": "speech", "page": 2})
     assert [i.question_id for i in second.context["items"]] == [q.pk for q in questions[views.QUEUE_PAGE_SIZE:]]
+
+
+def test_the_queue_overview_writes_nothing_and_says_when_flags_were_evaluated(client, expert):
+    """Opening the overview evaluates no flags (the beat task does); the page says how fresh they are."""
+    from refinement.models import FlagWatermark
+    from refinement.tasks import flags_refresh_task
+
+    question = QuestionFactory()
+    candidate = CandidateAnswerFactory(question_version=question.current_version)
+    for _ in range(3):
+        RatingFactory(candidate=candidate, score=3, codes="R", comment="reference is wrong")
+    client.force_login(expert)
+    page = client.get(reverse("refinement:index"))
+    assert page.status_code == 200
+    assert "Flags have not been evaluated yet" in page.content.decode()
+    assert not CorrectionItem.objects.exists() and not FlagWatermark.objects.exists()
+
+    flags_refresh_task()
+    page = client.get(reverse("refinement:index"))
+    assert "Flags were last evaluated over new ratings" in page.content.decode()
+    assert dict((key, n) for key, _, n in page.context["queues"])[Queue.REFERENCE] == 1
+
+
+def test_each_correction_action_reports_its_refusal_on_the_page(client, expert):
+    question = flagged(["R"])
+    version = question.current_version
+    client.force_login(expert)
+    url = reverse("refinement:correct", args=[question.pk])
+    form = {name: getattr(version, name) for name in ("question_text", "reference_answer", "rationale", "transcript")}
+    running = Suggestion.objects.create(question=question, base_version=version, field="rationale")
+    for action in (f"accept:{running.pk}", f"reject:{running.pk}", "accept:999999999"):
+        response = client.post(url, {**form, "action": action})
+        assert response.status_code == 200
+        assert response.context["error"] == "That suggestion is not ready for review.", action
+    running.refresh_from_db()
+    assert running.status == Suggestion.Status.QUEUED
+
+    changed = {**form, "reference_answer": "Something else", "reason": "  "}
+    preview = client.post(url, {**changed, "action": "preview"})
+    assert preview.context["plan"] is not None
+    assert preview.context["error"] == "reason: Say why you corrected the item before saving."
+    save = client.post(url, {**changed, "action": "save"})
+    assert save.status_code == 200 and save.context["plan"] is None
+    assert save.context["error"] == "reason: Say why you corrected the item before saving."
+    question.refresh_from_db()
+    assert question.current_version == version
+
+    nothing = client.post(url, {**changed, "action": "preview:now"})  # not an action: the form comes back
+    assert nothing.context["plan"] is None and nothing.context["error"] == ""

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from annotation.jobs import lifecycle
 from annotation.jobs.registry import enqueue, kind_register
+from annotation.access import ADMIN, require_role
 from annotation.models import Benchmark, Job, Question
-from annotation.selectors import access_exports as _access_exports
 from annotation.services.audit import audit_record
 from annotation.services.exports.corrected_benchmark import BENCHMARK_FORMATS, benchmark_export_corrected
 from annotation.services.exports.dataset import DATASET_FORMATS, SPLIT_KINDS, dataset_export
@@ -72,7 +72,7 @@ def export_start(
         PermissionDenied: ``requested_by`` is not an admin.
         ExportError: bad options (checked before the job is created).
     """
-    _access_exports(requested_by)
+    require_role(requested_by, ADMIN)
     if what not in EXPORT_KINDS:
         raise ExportError(f"what must be one of {', '.join(EXPORT_KINDS)}; got {what!r}")
     formats = list(dict.fromkeys(formats))
@@ -256,7 +256,7 @@ def export_download_path(*, user, job: Job) -> Path:
         PermissionDenied: ``user`` is not an admin.
         FileNotFoundError: the job is not a finished export or its file is gone.
     """
-    _access_exports(user)
+    require_role(user, ADMIN)
     path = export_archive_path(job)
     if job.kind != Job.Kind.EXPORT or job.status != Job.Status.DONE or not path.is_file():
         raise FileNotFoundError(f"export job {job.pk} has no file to download ({job.status})")

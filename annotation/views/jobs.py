@@ -1,35 +1,31 @@
 """Staff pages for Stage 1 jobs: the job list with a start form, a live progress page, retry-failed and cancel.
 
-Thin views: reading (list, progress) is for staff (experts and admins) through
-:func:`annotation.services.jobs.job_check_staff`; starting, retrying and cancelling is for admins only through
-:func:`annotation.services.jobs.job_check_admin` (issue 7's role matrix). Each validates the form and calls one
-service. The progress panel is the ``progress`` partial of ``annotation/jobs/detail.html``,
-polled by htmx every 2 s while the job is active.
+Thin views: reading (list, progress) is for experts and admins; starting, retrying and cancelling is for admins
+only (``annotation.access``). Each validates the form and calls one service. The progress panel is the
+``progress`` partial of ``annotation/jobs/detail.html``, polled by htmx every 2 s while the job is active.
 """
-from functools import wraps
-
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.jobs.items import job_cancel, job_retry_failed
 from annotation.models import LALM, Benchmark, Job
-from annotation.services.accounts import user_is_admin
 from annotation.services.jobs import (
     JobStartError,
-    job_check_admin,
-    job_check_staff,
     job_for_staff,
     job_list_for_staff,
     job_progress,
     job_start,
     provider_availabilities,
 )
-from annotation.services.preparation import PREPARATION_KINDS, preparation_rerating_counts
+from annotation.services.preparation import (
+    PREPARATION_KINDS,
+    preparation_rerating_counts,
+)
 
 
 class JobStartForm(forms.Form):
@@ -71,30 +67,6 @@ class JobStartForm(forms.Form):
         return [part for part in self.cleaned_data["questions"].replace(",", " ").split() if part]
 
 
-def staff_required(view):
-    """Login required, then staff only (403 otherwise)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        job_check_staff(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def admin_required(view):
-    """Login required, then admins only (403 otherwise): actions that start or stop work."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        job_check_admin(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
 def _job(request: HttpRequest, job_pk: int) -> Job:
     try:
         return job_for_staff(user=request.user, job_pk=job_pk)
@@ -103,20 +75,20 @@ def _job(request: HttpRequest, job_pk: int) -> Job:
 
 
 @require_GET
-@staff_required
+@role_required(*STAFF)
 def job_list(request: HttpRequest) -> HttpResponse:
     """All jobs with their status, the start form and which providers are available (with reasons)."""
     context = {
         "jobs": job_list_for_staff(user=request.user)[:200],
         "form": JobStartForm(),
         "providers": provider_availabilities(),
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
     }
     return render(request, "annotation/jobs/list.html", context)
 
 
 @require_POST
-@admin_required
+@role_required(ADMIN)
 def job_create(request: HttpRequest) -> HttpResponse:
     """Start a job from the form; errors (unavailable provider, unknown ids) come back as a message."""
     form = JobStartForm(request.POST)
@@ -142,7 +114,7 @@ def job_create(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@staff_required
+@role_required(*STAFF)
 def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
     """The progress page; an htmx request gets only the ``progress`` partial (polled every 2 s while active)."""
     job = _job(request, job_pk)
@@ -151,7 +123,7 @@ def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
         "progress": job_progress(job=job),
         "active": job.status in (Job.Status.QUEUED, Job.Status.RUNNING),
         "failed_items": job.items.filter(status="failed").select_related("question")[:100],
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
         "rerating": preparation_rerating_counts(job=job),
     }
     template = "annotation/jobs/detail.html"
@@ -161,7 +133,7 @@ def job_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
 
 
 @require_POST
-@admin_required
+@role_required(ADMIN)
 def job_retry(request: HttpRequest, job_pk: int) -> HttpResponse:
     """Send the job's failed (and stuck) items again."""
     job = _job(request, job_pk)
@@ -171,7 +143,7 @@ def job_retry(request: HttpRequest, job_pk: int) -> HttpResponse:
 
 
 @require_POST
-@admin_required
+@role_required(ADMIN)
 def job_stop(request: HttpRequest, job_pk: int) -> HttpResponse:
     """Cancel the job: pending items are dropped, running ones finish."""
     job = _job(request, job_pk)

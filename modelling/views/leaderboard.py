@@ -1,19 +1,18 @@
 """The leaderboard page (experts and admins) and starting/cancelling a cross-fit (admins). Thin: check access,
 validate the query string, call services, render."""
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text
 from annotation.models import Benchmark
-from annotation.services.accounts import user_is_admin
 from modelling.leaderboard.crossfit import (
     crossfit_cancel,
     crossfit_list,
     crossfit_start,
 )
-from modelling.leaderboard.selectors import leaderboard_access
 from modelling.leaderboard.services import (
     BY_CHOICES,
     leaderboard_budget_plan,
@@ -22,12 +21,11 @@ from modelling.leaderboard.services import (
 from modelling.models import CrossFitRun
 
 
-@login_required
+@role_required(*STAFF)
 @require_GET
 def leaderboard_page(request):
     """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
     plot, the pairwise table, system-level agreement, the cross-fits and the budget planner (``?a=&b=``)."""
-    leaderboard_access(user=request.user)
     benchmarks = list(Benchmark.objects.order_by("name").values_list("name", flat=True))
     benchmark = request.GET.get("benchmark") or None
     if benchmark not in benchmarks:
@@ -61,32 +59,28 @@ def leaderboard_page(request):
         "plan": plan,
         "plan_error": plan_error,
         "crossfits": list(crossfit_list()[:5]),
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
     })
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def crossfit_start_view(request):
     """Admins: start a cross-fit with the platform's default ORCA settings (``folds`` from the form, 2–20)."""
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins may start a cross-fit.")
     folds = request.POST.get("folds", "5")
     try:
         run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, created_by=request.user)
     except ValidationError as exc:
-        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{run.name} queued: {run.folds} folds over questions.")
     return redirect("modelling:leaderboard")
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def crossfit_cancel_view(request, pk: int):
     """Admins: cancel a queued or running cross-fit."""
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins may cancel a cross-fit.")
     run = get_object_or_404(CrossFitRun, pk=pk)
     if crossfit_cancel(run=run, user=request.user):
         messages.success(request, f"{run.name} cancelled.")

@@ -1,7 +1,6 @@
 """Staff pages for LLM judges (ORCA paper, section 5.6): the judges with a start form, and the comparison page.
 
-Thin views: reading through ``annotation.services.judging.judges_check_staff`` (experts and admins); starting a
-run is for admins only (``annotation.services.jobs.job_check_admin``, issue 7's role matrix) and calls
+Thin views: reading is for experts and admins, starting a run for admins only (``annotation.access``); a start calls
 ``judge_job_start`` and sends the user to the job's progress page (``annotation/jobs/detail.html``).
 """
 from django import forms
@@ -11,10 +10,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotation.access import ADMIN, STAFF, has_role, require_role, role_required
 from annotation.forms import query_pk
 from annotation.models import Benchmark, Job, Judge
-from annotation.services.accounts import user_is_admin
-from annotation.services.jobs import job_check_admin, job_list_for_staff
+from annotation.services.jobs import job_list_for_staff
 from annotation.services.judging import (
     JudgeJobError,
     judge_availability,
@@ -22,7 +21,6 @@ from annotation.services.judging import (
     judge_job_start,
     judge_list_for_staff,
 )
-from annotation.views_jobs import staff_required
 
 
 class JudgeJobForm(forms.Form):
@@ -40,13 +38,13 @@ class JudgeJobForm(forms.Form):
 
 
 @require_http_methods(["GET", "POST"])
-@staff_required
+@role_required(*STAFF)
 def judge_list(request: HttpRequest) -> HttpResponse:
     """Judges with availability and counts, recent judge jobs, and the form that starts a judge run."""
     form = JudgeJobForm(request.POST or None)
     status = 200
     if request.method == "POST":
-        job_check_admin(user=request.user)
+        require_role(request.user, ADMIN, message="Only admins may start, retry or cancel jobs")
         if form.is_valid():
             try:
                 job = judge_job_start(
@@ -68,13 +66,13 @@ def judge_list(request: HttpRequest) -> HttpResponse:
         "judges": judges,
         "form": form,
         "jobs": job_list_for_staff(user=request.user).filter(kind=Job.Kind.JUDGE)[:50],
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
     }
     return render(request, "annotation/judges/list.html", context, status=status)
 
 
 @require_GET
-@staff_required
+@role_required(*STAFF)
 def judge_compare(request: HttpRequest) -> HttpResponse:
     """Each judge's Spearman ρ, Kendall τ and MAE against the mean human rating, with the fusions."""
     benchmark = None

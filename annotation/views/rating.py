@@ -1,27 +1,24 @@
-"""Rating in the browser (ORCA paper, section 3.2): home page, next item, submit, skip and the audio stream.
+"""Rating in the browser (ORCA paper, section 3.2): home page, next item, submit, skip, own ratings, guidelines.
 
 Thin views: each parses input with a form, calls one service and renders the page, or only its
 ``#rating-form`` partial for htmx requests (django-template-partials). Without JavaScript the forms post normally
 and the view redirects to the next item.
 """
-import mimetypes
-import re
-from functools import wraps
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import selectors
+from annotation.access import RATERS, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
-from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, query_pk
+from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form_add_validation_error, query_pk
 from annotation.models import Assignment
 from annotation.quality.examples import GUIDELINE_EXAMPLES
 from annotation.quality.items import quality_feedback
@@ -33,18 +30,6 @@ from annotation.services.rating import rating_is_editable, rating_submit, rating
 NEXT_TEMPLATE = "annotation/next.html"
 #: Fields of ``rating_submit`` errors that belong on the form; others are about the item itself.
 _FORM_FIELDS = {"score", "codes", "comment", "seconds_on_task", "audio_seconds_played"}
-
-
-def rater_required(view):
-    """Login required, then ``selectors.access_rating`` (annotator, expert or admin group, or staff)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        selectors.access_rating(user=request.user)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _benchmark_from(request: HttpRequest):
@@ -108,7 +93,7 @@ def _next_response(request: HttpRequest, *, benchmark) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def home(request: HttpRequest) -> HttpResponse:
     """The annotator's progress per benchmark (rated today / in total / waiting) and a big "Next item" button."""
     progress = selectors.rating_progress_for_annotator(user=request.user)
@@ -124,7 +109,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def next_item(request: HttpRequest) -> HttpResponse:
     """The item to rate now: the annotator's open assignment or a new one (``?benchmark=<pk>`` narrows it)."""
     benchmark = _benchmark_from(request)
@@ -133,7 +118,7 @@ def next_item(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@rater_required
+@role_required(*RATERS)
 def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Submit a rating for the annotator's assignment, then show the next item (or the form with its errors)."""
     benchmark = _benchmark_from(request)
@@ -153,16 +138,12 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
                 assignment=assignment,
             )
         except ValidationError as exc:
-            errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-            if set(errors) <= _FORM_FIELDS:
-                for field, field_errors in errors.items():
-                    for message in field_errors:
-                        form.add_error(field, message)
+            if hasattr(exc, "error_dict") and set(exc.error_dict) <= _FORM_FIELDS:
+                form_add_validation_error(form, exc, fields=_FORM_FIELDS)
                 return _render_again(request, assignment=assignment, benchmark=benchmark, form=form)
             # The item itself can no longer be rated (corrected, paused, skipped or expired): say so and move on.
-            for field_errors in errors.values():
-                for message in field_errors:
-                    messages.warning(request, message)
+            for message in exc.messages:
+                messages.warning(request, message)
             return _next_response(request, benchmark=benchmark)
         messages.success(request, "Rating saved.")
         if feedback := quality_feedback(rating=rating):
@@ -172,7 +153,7 @@ def rate(request: HttpRequest, assignment_pk: int) -> HttpResponse:
 
 
 @require_POST
-@rater_required
+@role_required(*RATERS)
 def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
     """Skip the annotator's assignment with a reason, then show the next item."""
     benchmark = _benchmark_from(request)
@@ -191,7 +172,7 @@ def skip(request: HttpRequest, assignment_pk: int) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def my_ratings(request: HttpRequest) -> HttpResponse:
     """The annotator's past ratings, newest first, 50 a page; each can be edited while its item is incomplete."""
     page = Paginator(selectors.rating_list_for_annotator(user=request.user), 50).get_page(request.GET.get("page"))
@@ -204,7 +185,7 @@ def my_ratings(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-@rater_required
+@role_required(*RATERS)
 def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
     """Edit one of the annotator's own ratings (score, codes, comment) while its item is not complete."""
     rating = selectors.rating_get_for_edit(user=request.user, rating_pk=rating_pk)
@@ -218,10 +199,7 @@ def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
                 rating_update(rating=rating, annotator=request.user, score=data["score"], codes=data["codes"],
                               comment=data["comment"])
             except ValidationError as exc:
-                errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-                for field, field_errors in errors.items():
-                    for message in field_errors:
-                        form.add_error(field if field in _FORM_FIELDS else None, message)
+                form_add_validation_error(form, exc, fields=_FORM_FIELDS)
             else:
                 messages.success(request, "Rating updated.")
                 return HttpResponseRedirect(reverse("annotation:my-ratings"))
@@ -236,111 +214,10 @@ def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
 
 
 @require_GET
-@rater_required
+@role_required(*RATERS)
 def guidelines(request: HttpRequest) -> HttpResponse:
     """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
     the keyboard shortcuts."""
     return render(request, "annotation/guidelines.html",
                   {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS,
                    "examples": GUIDELINE_EXAMPLES})
-
-
-@require_GET
-@login_required
-def overview(request: HttpRequest) -> HttpResponse:
-    """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
-    benchmark = None
-    pk = query_pk(request.GET, "benchmark")
-    selectors.access_overview(user=request.user)
-    if pk is not None:
-        benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=pk)
-    data = selectors.rating_overview(user=request.user, benchmark=benchmark)
-    bars = [
-        {"count": count, "n": n, "percent": round(100 * n / data.max_count) if data.max_count else 0}
-        for count, n in data.histogram
-    ]
-    context = {"data": data, "bars": bars, "benchmark": benchmark,
-               "benchmarks": selectors.benchmark_list_for_overview(user=request.user)}
-    return render(request, "annotation/overview.html", context)
-
-
-_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
-_CHUNK = 64 * 1024
-
-
-def _parse_range(header: str, size: int) -> tuple[int, int] | None | str:
-    """Parse a single-range ``Range`` header into inclusive (start, end).
-
-    Returns None when the header should be ignored (absent, malformed or several ranges: serve the whole file)
-    and ``"unsatisfiable"`` when it names no byte of a ``size``-byte file.
-    """
-    match = _RANGE_RE.match(header.strip()) if header else None
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:  # suffix range: the last N bytes
-        length = int(last)
-        if length == 0:
-            return "unsatisfiable"
-        return max(size - length, 0), size - 1
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if start >= size or (last and int(last) < start):
-        return "unsatisfiable"
-    return start, end
-
-
-def _file_chunks(fh, start: int, length: int):
-    try:
-        fh.seek(start)
-        remaining = length
-        while remaining > 0:
-            block = fh.read(min(_CHUNK, remaining))
-            if not block:
-                break
-            remaining -= len(block)
-            yield block
-    finally:
-        fh.close()
-
-
-@require_http_methods(["GET", "HEAD"])
-@rater_required
-def audio(request: HttpRequest, clip_pk: int) -> HttpResponse:
-    """Stream an audio clip with HTTP Range support (206 + Content-Range), so the player can seek.
-
-    Access: see ``selectors.audio_clip_get_for_user``. The clip's SHA-256 is its strong ETag (If-Range honoured).
-    """
-    clip = selectors.audio_clip_get_for_user(user=request.user, clip_pk=clip_pk)
-    size = clip.file.size
-    content_type = mimetypes.guess_type(clip.file.name)[0] or "application/octet-stream"
-    etag = f'"{clip.sha256}"'
-
-    byte_range = _parse_range(request.headers.get("Range", ""), size)
-    if_range = request.headers.get("If-Range")
-    if if_range is not None and if_range != etag:
-        byte_range = None  # the client's copy is stale: send the whole file
-    if byte_range == "unsatisfiable":
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        response["Accept-Ranges"] = "bytes"
-        return response
-
-    start, end = byte_range if byte_range else (0, size - 1)
-    length = max(end - start + 1, 0)
-    if request.method == "HEAD":
-        response = HttpResponse(status=206 if byte_range else 200)
-    else:
-        response = StreamingHttpResponse(
-            _file_chunks(clip.file.storage.open(clip.file.name, "rb"), start, length), status=206 if byte_range else 200
-        )
-    response["Content-Type"] = content_type
-    response["Content-Length"] = str(length)
-    response["Accept-Ranges"] = "bytes"
-    response["ETag"] = etag
-    response["Cache-Control"] = "private, max-age=3600"
-    if byte_range:
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return response

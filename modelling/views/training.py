@@ -1,102 +1,39 @@
-"""Pages of the modelling app. Thin: check access, validate the query string, call services, render."""
-import math
+"""ORCA training runs and the model registry: runs side by side, a run's live progress, starting, activating and
+cancelling runs, importing a released checkpoint (experts read; admins act)."""
 
-from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.services.accounts import user_is_admin
+from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text, form_add_validation_error
 from modelling.forms import ModelImportForm, TrainingRunForm
-from modelling.models import AgreementLevel
-from modelling.orca.data import normalise_rating
 from modelling.selectors import (
-    item_candidates_with_predictions,
-    item_question_list,
     model_version_active,
     model_version_imported_list,
     rated_lalm_names,
     training_run_list,
-    user_can_use_orca,
-    user_can_view_agreement,
-)
-from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
-from modelling.services.agreement_cache import (
-    PAIR_MIN_SHARED,
-    TABLE_TOP,
-    agreement_chart_cached,
-    agreement_report_cached,
 )
 from modelling.services.registry import model_version_activate, model_version_import
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
-
-
-@login_required
-@require_GET
-def agreement_page(request):
-    """Krippendorff's alpha per scope with CIs, variance share, annotator tables and the alpha-over-time chart.
-
-    Staff, experts and admins only: annotators get 403 so rating stays blind. ``?level=interval`` switches the
-    level of measurement (ordinal by default). The statistics are computed once per change of the valid ratings
-    (``agreement_report_cached``); the page says when and from how many ratings.
-    """
-    if not user_can_view_agreement(user=request.user):
-        raise PermissionDenied("Agreement figures are visible to experts and admins only.")
-    level = request.GET.get("level", AgreementLevel.ORDINAL)
-    if level not in AgreementLevel.values:
-        level = AgreementLevel.ORDINAL
-    cached = agreement_report_cached(level=level)
-    chart_svg, n_snapshots = agreement_chart_cached(level=level)
-    context = {
-        "level": level,
-        "levels": AgreementLevel.choices,
-        "report": cached.report,
-        "computed": cached,
-        "chart_svg": chart_svg,
-        "n_snapshots": n_snapshots,
-        "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
-        "reliable_alpha": RELIABLE_ALPHA,
-        "tentative_alpha": TENTATIVE_ALPHA,
-        "pair_min_shared": PAIR_MIN_SHARED,
-        "table_top": TABLE_TOP,
-    }
-    return render(request, "modelling/agreement.html", context)
-
-
-# --- ORCA training runs, registry and predictions ------------------------------------------------------------
 
 #: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; /work/shared/data/README.md).
 PAPER_RESULTS = [
     {"name": "Paper: ORCA Gemma3-270M (clamped)", "rho": 0.844, "tau": 0.721, "mae_mu": 0.121, "mae_var": None},
     {"name": "Paper: ORCA OLMo2-1B (clamped)", "rho": 0.895, "tau": 0.784, "mae_mu": 0.094, "mae_var": None},
 ]
-METRIC_KEYS = ("rho", "tau", "mae_mu", "mae_var")
-
-
-def _require_orca_access(request) -> None:
-    if not user_can_use_orca(user=request.user):
-        raise PermissionDenied("ORCA training and predictions are visible to staff, experts and admins only.")
-
-
-def _require_admin(request) -> None:
-    """Starting, activating and cancelling ORCA runs is for admins only (issue 7's role matrix); experts read."""
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins may start, activate or cancel ORCA training runs.")
 
 
 def _metrics(run, split: str, variant: str) -> dict | None:
     return ((run.metrics or {}).get(split) or {}).get(variant)
 
 
-@login_required
+@role_required(*STAFF)
 @require_GET
 def training_runs_page(request):
     """All training runs side by side (test and dev metrics, clamped and unclamped) beside the paper's figures."""
-    _require_orca_access(request)
     runs = list(training_run_list())
     for run in runs:
         run.test_clamped = _metrics(run, "test", "clamped")
@@ -105,63 +42,57 @@ def training_runs_page(request):
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
-        "imported": model_version_imported_list(), "can_manage": user_is_admin(request.user),
+        "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),
     })
 
 
-@login_required
+@role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def model_import_page(request):
     """Register a checkpoint of the ORCA authors' release as a model version (admins); then activate it."""
-    _require_admin(request)
     form = ModelImportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             version = model_version_import(**form.cleaned_data, user=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_add_validation_error(form, exc)
         else:
             messages.success(request, f"{version.name} is registered; activate it to score every candidate answer.")
             return redirect("modelling:training_runs")
     return render(request, "modelling/model_import.html", {"form": form})
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def model_version_activate_view(request, pk: int):
     """Make an imported model version the active one (then every candidate answer is scored with it); admins only."""
-    _require_admin(request)
     version = get_object_or_404(model_version_imported_list(), pk=pk)
     model_version_activate(version=version, user=request.user)
     messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
     return redirect("modelling:training_runs")
 
 
-@login_required
+@role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def training_run_new(request):
     """The form that starts an ORCA training run (admins); POST creates it QUEUED and redirects to its page."""
-    _require_admin(request)
     form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names())
     if request.method == "POST" and form.is_valid():
         try:
             run = training_run_start(config=form.config(), split=form.split(), created_by=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_add_validation_error(form, exc)
         else:
             messages.success(request, f"Training run #{run.pk} is queued.")
             return redirect("modelling:training_run", pk=run.pk)
     return render(request, "modelling/training_run_new.html", {"form": form})
 
 
-@login_required
+@role_required(*STAFF)
 @require_GET
 def training_run_page(request, pk: int):
     """One run: settings, live progress (the ``run-progress`` partial, polled by htmx every 2 s until it ends),
     metrics, log, and the activate/cancel buttons."""
-    _require_orca_access(request)
     run = get_object_or_404(training_run_list(), pk=pk)
     version = getattr(run, "model_version", None)
     context = {
@@ -173,69 +104,33 @@ def training_run_page(request, pk: int):
             for split in ("dev", "test") for variant in ("unclamped", "clamped")
         ],
         "percent": int(100 * run.steps_done / run.steps_total) if run.steps_total else 0,
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
     }
     template = "modelling/training_run.html"
     return render(request, template + "#run-progress" if request.htmx else template, context)
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def training_run_activate(request, pk: int):
     """Make the run's model the active one (then every candidate answer is scored with it); admins only."""
-    _require_admin(request)
     run = get_object_or_404(training_run_list(), pk=pk)
     try:
         version = model_version_activate(run=run, user=request.user)
     except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
     return redirect("modelling:training_run", pk=run.pk)
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def training_run_cancel_view(request, pk: int):
     """Cancel a queued or running run; admins only."""
-    _require_admin(request)
     run = get_object_or_404(training_run_list(), pk=pk)
     if training_run_cancel(run=run, user=request.user):
         messages.success(request, f"Training run #{run.pk} is cancelled.")
     else:
         messages.error(request, f"Training run #{run.pk} has already finished.")
     return redirect("modelling:training_run", pk=run.pk)
-
-
-@login_required
-@require_GET
-def items_page(request):
-    """Questions with candidate answers, the most uncertain (largest predicted σ² of the active model) first."""
-    _require_orca_access(request)
-    active = model_version_active()
-    page = Paginator(item_question_list(model_version=active), 50).get_page(request.GET.get("page"))
-    for question in page:
-        variance = getattr(question, "max_variance", None)
-        question.max_sigma = math.sqrt(variance) if variance is not None else None
-    return render(request, "modelling/items.html", {"page": page, "active": active})
-
-
-@login_required
-@require_GET
-def item_page(request, pk: int):
-    """One question: each candidate answer with the active model's μ ± σ (σ = √σ²) and the valid human ratings.
-
-    Scores are on the normalised scale y = (r − 1)/4; the human mean is shown on the same scale next to the 1–5
-    scores.
-    """
-    _require_orca_access(request)
-    question = get_object_or_404(item_question_list(), pk=pk)
-    active = model_version_active()
-    candidates = item_candidates_with_predictions(question=question, model_version=active)
-    for c in candidates:
-        scored = [s for s in c.valid_scores if s is not None]
-        c.human_mean = sum(normalise_rating(s) for s in scored) / len(scored) if scored else None
-        c.sigma = math.sqrt(c.prediction.variance) if c.prediction else None
-    return render(request, "modelling/item.html", {
-        "question": question, "version": question.current_version, "candidates": candidates, "active": active,
-    })

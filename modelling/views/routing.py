@@ -1,4 +1,4 @@
-"""Pages of routing by ORCA's predicted disagreement and of ORCA as an extra rater (issue #9). Thin: check access,
+"""Pages of routing by ORCA's predicted disagreement and of ORCA as an extra rater. Thin: check access,
 validate input, call one service, render.
 
 Experts and admins read both pages; only admins switch routing on or off (it changes how many people rate what).
@@ -6,16 +6,15 @@ Annotators get 403 everywhere: predictions and routing reasons would unblind the
 """
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.forms import query_pk
+from annotation.access import ADMIN, STAFF, has_role, role_required
+from annotation.forms import errors_text, query_pk
 from annotation.models import Benchmark
-from annotation.services.accounts import user_is_admin
 from modelling.models import (
     AgreementLevel,
     BenchmarkRouting,
@@ -25,7 +24,6 @@ from modelling.models import (
 )
 from modelling.selectors import (
     model_version_active,
-    user_can_use_orca,
     valid_ratings_fingerprint,
     valid_ratings_load,
 )
@@ -50,17 +48,11 @@ from modelling.services.routing import (
 DECISIONS_PER_PAGE = 50
 
 
-def _require_viewer(request) -> None:
-    if not user_can_use_orca(user=request.user):
-        raise PermissionDenied("Routing and ORCA figures are visible to experts and admins only.")
-
-
-@login_required
+@role_required(*STAFF)
 @require_GET
 def routing_page(request):
     """The routing policy: on/off switch (admins), thresholds (settings), what it changed, and the decision log
     (``?reason=`` filters it) — which candidates got more or fewer raters and why."""
-    _require_viewer(request)
     reason = request.GET.get("reason") or None
     if reason not in RoutingDecision.Reason.values:
         reason = None
@@ -74,7 +66,7 @@ def routing_page(request):
         "page": page,
         "reason": reason,
         "reasons": RoutingDecision.Reason.choices,
-        "can_manage": user_is_admin(request.user),
+        "can_manage": has_role(request.user, ADMIN),
         "benchmark_policies": _benchmark_policies(),
         "policy_choices": BenchmarkRouting.Policy.choices,
     })
@@ -89,12 +81,10 @@ def _benchmark_policies() -> list:
     return benchmarks
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def routing_benchmark(request, pk: int):
     """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``) and re-evaluate."""
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins may choose a benchmark's routing policy.")
     benchmark = get_object_or_404(Benchmark, pk=pk)
     try:
         budget, floor = float(request.POST.get("budget", 0.3)), float(request.POST.get("floor", 0.2))
@@ -103,19 +93,17 @@ def routing_benchmark(request, pk: int):
     except ValueError:
         messages.error(request, "Budget and floor must be numbers.")
     except ValidationError as exc:
-        messages.error(request, "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items()))
+        messages.error(request, errors_text(exc))
     else:
         messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
     return redirect("modelling:routing")
 
 
-@login_required
+@role_required(ADMIN)
 @require_POST
 def routing_switch(request):
     """Admins: ``enabled=on`` switches routing on (and evaluates), anything else off (and restores defaults);
     ``action=refresh`` re-evaluates now."""
-    if not user_is_admin(request.user):
-        raise PermissionDenied("Only admins may switch routing on or off.")
     if request.POST.get("action") == "refresh":
         result = routing_refresh(force=True)
         if result is None:
@@ -136,12 +124,11 @@ def _calibration_with_chart(version: ModelVersion):
     return calibration, calibration_svg(calibration=calibration)
 
 
-@login_required
+@role_required(*STAFF)
 @require_GET
 def rater_page(request):
     """ORCA as an extra rater beside the human alpha (per model version, and the active model over time) and the
     calibration plots of one model version (``?version=<pk>``, default the active one)."""
-    _require_viewer(request)
     level = request.GET.get("level", AgreementLevel.ORDINAL)
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL

@@ -1,23 +1,16 @@
-"""Admin pages: dataset exports (start, progress, download) and the audit log.
+"""Admin pages: dataset exports (start, progress, download).
 
 Thin views: a form validates input, ``annotation.services.exports.export_start`` does the work; the job page polls
 its own ``#export-progress`` partial with htmx while the export runs in a worker.
 """
-from functools import wraps
-
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.forms import AuditFilterForm
-from annotation.models import Benchmark, Job, LALM
-from annotation.services.accounts import user_roles
-from annotation.services.audit import audit_events_for_user
+from annotation.access import ADMIN, role_required
+from annotation.models import LALM, Benchmark, Job
 from annotation.services.exports import (
     BENCHMARK_FORMATS,
     DATASET_FORMATS,
@@ -29,19 +22,6 @@ from annotation.services.exports import (
     export_jobs_for_user,
     export_start,
 )
-
-
-def admin_required(view):
-    """Login required, then the admin role (403 otherwise)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        if "admin" not in user_roles(request.user):
-            raise PermissionDenied("Only admins may use this page.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 class ExportForm(forms.Form):
@@ -85,7 +65,7 @@ class ExportForm(forms.Form):
         return data
 
 
-@admin_required
+@role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def export_list(request: HttpRequest) -> HttpResponse:
     form = ExportForm(request.POST or None)
@@ -120,7 +100,7 @@ def _job(request: HttpRequest, job_pk: int) -> Job:
         raise Http404("No such export.") from None
 
 
-@admin_required
+@role_required(ADMIN)
 @require_GET
 def export_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
     job = _job(request, job_pk)
@@ -133,7 +113,7 @@ def export_detail(request: HttpRequest, job_pk: int) -> HttpResponse:
                                       "result": job.params.get("result", {})})
 
 
-@admin_required
+@role_required(ADMIN)
 @require_GET
 def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
     job = _job(request, job_pk)
@@ -142,17 +122,3 @@ def export_download(request: HttpRequest, job_pk: int) -> FileResponse:
     except FileNotFoundError:
         raise Http404("This export has no file (yet).") from None
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
-
-
-@admin_required
-@require_GET
-def audit_log(request: HttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET)
-    form.is_valid()
-    # A filter the form refuses (too long, a NUL character) is left out and said so; the others still apply.
-    for name, errors in form.errors.items():
-        messages.warning(request, f"Filter {name!r} ignored: {' '.join(errors)}")
-    filters = {key: form.cleaned_data.get(key, "") for key in AuditFilterForm.base_fields}
-    events = audit_events_for_user(user=request.user, **filters)
-    page = Paginator(events, 100).get_page(request.GET.get("page"))
-    return render(request, "annotation/exports/audit.html", {"page": page, "filters": filters})

@@ -1,0 +1,45 @@
+"""The agreement page: Krippendorff's alpha per scope as ratings accumulate (experts and admins)."""
+
+from django.conf import settings
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from annotation.access import STAFF, role_required
+from modelling.models import AgreementLevel
+from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
+from modelling.services.agreement_cache import (
+    PAIR_MIN_SHARED,
+    TABLE_TOP,
+    agreement_chart_cached,
+    agreement_report_cached,
+)
+
+
+@role_required(*STAFF)
+@require_GET
+def agreement_page(request):
+    """Krippendorff's alpha per scope with CIs, variance share, annotator tables and the alpha-over-time chart.
+
+    Staff, experts and admins only: annotators get 403 so rating stays blind. ``?level=interval`` switches the
+    level of measurement (ordinal by default). The statistics are computed once per change of the valid ratings
+    (``agreement_report_cached``); the page says when and from how many ratings.
+    """
+    level = request.GET.get("level", AgreementLevel.ORDINAL)
+    if level not in AgreementLevel.values:
+        level = AgreementLevel.ORDINAL
+    cached = agreement_report_cached(level=level)
+    chart_svg, n_snapshots = agreement_chart_cached(level=level)
+    context = {
+        "level": level,
+        "levels": AgreementLevel.choices,
+        "report": cached.report,
+        "computed": cached,
+        "chart_svg": chart_svg,
+        "n_snapshots": n_snapshots,
+        "snapshot_every": settings.MODELLING_SNAPSHOT_EVERY,
+        "reliable_alpha": RELIABLE_ALPHA,
+        "tentative_alpha": TENTATIVE_ALPHA,
+        "pair_min_shared": PAIR_MIN_SHARED,
+        "table_top": TABLE_TOP,
+    }
+    return render(request, "modelling/agreement.html", context)
