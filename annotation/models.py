@@ -541,6 +541,13 @@ class AuditEvent(models.Model):
 
 # Quality control and crowd studies (annotation/quality/models.py), registered with this app.
 from annotation.quality.models import (  # noqa: E402,F401
-    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem, QualityPolicy,
-    RatingInvalidation, Study, StudyParticipant,
+    AnnotatorQuality,
+    BenchmarkQuality,
+    QualificationAttempt,
+    QualityCheck,
+    QualityItem,
+    QualityPolicy,
+    RatingInvalidation,
+    Study,
+    StudyParticipant,
 )

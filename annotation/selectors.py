@@ -14,6 +14,7 @@ from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 from annotation.services.target_ratings import target_ratings_expression
 
+
 def rating_counting_queryset() -> QuerySet[Rating]:
     """The ratings that count (Krippendorff's alpha, ORCA training, judge correlations, routing): valid *and* made
     on their question's current version.

@@ -48,10 +48,10 @@ def seed(*, candidates: int, ratings: int) -> dict:
     """Fill the database: one benchmark, ``candidates // 5`` questions × 5 LALMs, ``ratings`` ratings (COPY)."""
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
+    from export import _copy, _reset_sequence
 
     from annotation.models import LALM, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
     from annotation.services.accounts import user_create_with_role
-    from export import _copy, _reset_sequence
 
     rng = random.Random(4)
     with transaction.atomic():

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from annotation.access import STAFF, require_role, roles_of
 from annotation.models import (
     Benchmark,
     CandidateAnswer,
@@ -28,7 +29,6 @@ from annotation.models import (
     Question,
     Rating,
 )
-from annotation.access import STAFF, require_role, roles_of
 from annotation.services.assignment import target_ratings_expression
 from annotation.services.target_ratings import benchmark_target_ratings
 from config.navigation import home_url_for

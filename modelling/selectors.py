@@ -11,6 +11,7 @@ from annotation.selectors import rating_counting_queryset
 
 from .models import AgreementSnapshot
 
+
 @dataclass(frozen=True)
 class ValidRatings:
     """The valid scored ratings of a scope as flat arrays, one entry per rating (length R).

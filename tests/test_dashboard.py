@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from annotation.models import Job, Modality
 from annotation.services.versions import question_version_create
 from modelling.models import ModelVersion, TrainingRun
-from refinement.models import Correction, CorrectionItem, CorrectableField, Queue
+from refinement.models import CorrectableField, Correction, CorrectionItem, Queue
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,

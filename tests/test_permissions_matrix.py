@@ -224,9 +224,9 @@ def test_every_url_has_an_expectation():
 @pytest.fixture
 def world(tmp_path, settings):
     """One object of each kind, owned so that the table's choices matter."""
-    from modelling.models import AgreementSnapshot, CrossFitRun, ModelVersion, Prediction, TrainingRun
     from annotation.models import AuditEvent, JudgeRating
     from annotation.services.exports import export_start
+    from modelling.models import AgreementSnapshot, CrossFitRun, ModelVersion, Prediction, TrainingRun
     from refinement.models import Correction, Queue
 
     settings.EXPORT_DIR = tmp_path

@@ -10,8 +10,8 @@
 from django.apps import apps
 from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 
-from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
 from annotation.access import ADMIN, EXPERT, STAFF, has_role, roles_of
+from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
 
 
 def user_sees_blind(user) -> bool:

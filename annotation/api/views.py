@@ -12,8 +12,8 @@ from rest_framework.exceptions import NotFound, PermissionDenied, Throttled, Val
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
-from annotation.api import filters, serializers
 from annotation.access import IsAdminRole, IsExpertOrAdmin, IsRater
+from annotation.api import filters, serializers
 from annotation.api.selectors import (
     candidate_list_for_user,
     question_list_for_user,

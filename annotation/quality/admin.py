@@ -11,8 +11,15 @@ from annotation.models import CandidateAnswer, Question
 from annotation.quality.annotators import annotator_ratings_restore, annotator_status_set
 from annotation.quality.items import attention_check_create, benchmark_quality_set, gold_item_mark
 from annotation.quality.models import (
-    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityCheck, QualityItem, QualityPolicy,
-    RatingInvalidation, Study, StudyParticipant,
+    AnnotatorQuality,
+    BenchmarkQuality,
+    QualificationAttempt,
+    QualityCheck,
+    QualityItem,
+    QualityPolicy,
+    RatingInvalidation,
+    Study,
+    StudyParticipant,
 )
 
 

@@ -17,8 +17,14 @@ from django.utils import timezone
 from annotation.codes import UnknownCodeError, normalize_codes
 from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
 from annotation.quality.models import (
-    GOLD_MARKED_INVALID_REASON, QUALITY_INVALID_REASON, AnnotatorQuality, BenchmarkQuality, QualificationAttempt,
-    QualityCheck, QualityItem, QualityPolicy,
+    GOLD_MARKED_INVALID_REASON,
+    QUALITY_INVALID_REASON,
+    AnnotatorQuality,
+    BenchmarkQuality,
+    QualificationAttempt,
+    QualityCheck,
+    QualityItem,
+    QualityPolicy,
 )
 from annotation.services.audit import audit_record
 from annotation.services.versions import candidate_counts_refresh

@@ -14,14 +14,19 @@ from datetime import datetime, timedelta
 from functools import cache
 
 from django.conf import settings
-from django.db.models import F, Q
-
 from django.db import connection
+from django.db.models import F, Q
 
 from annotation.access import STAFF, has_role
 from annotation.models import Assignment, Benchmark, Question
 from annotation.quality.models import (
-    AnnotatorQuality, BenchmarkQuality, QualificationAttempt, QualityItem, QualityPolicy, Study, StudyParticipant,
+    AnnotatorQuality,
+    BenchmarkQuality,
+    QualificationAttempt,
+    QualityItem,
+    QualityPolicy,
+    Study,
+    StudyParticipant,
 )
 
 _rng = random.Random()

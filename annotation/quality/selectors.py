@@ -6,7 +6,11 @@ from django.http import Http404
 
 from annotation.access import ADMIN, require_role
 from annotation.quality.models import (
-    AnnotatorQuality, QualificationAttempt, QualityCheck, Study, StudyParticipant,
+    AnnotatorQuality,
+    QualificationAttempt,
+    QualityCheck,
+    Study,
+    StudyParticipant,
 )
 
 

@@ -9,7 +9,12 @@ from django.views.decorators.http import require_GET
 
 from annotation.quality import selectors
 from annotation.quality.studies import (
-    StudyClosed, study_completion_for, study_completion_url, study_enter, study_entry_link, study_report,
+    StudyClosed,
+    study_completion_for,
+    study_completion_url,
+    study_enter,
+    study_entry_link,
+    study_report,
     study_report_csv,
 )
 

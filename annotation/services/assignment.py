@@ -23,7 +23,7 @@ from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.models import Assignment, Benchmark, CandidateAnswer, Question, QualityItem, Rating
+from annotation.models import Assignment, Benchmark, CandidateAnswer, QualityItem, Question, Rating
 from annotation.quality.queue import quality_assignment_take, quality_gate
 from annotation.services import queue_sql
 from annotation.services.audit import audit_record

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotation.access import STAFF, require_role
 from annotation.jobs.items import (
     ACTIVE_JOB_STATUSES,
     ITEM_TASK,
@@ -27,7 +28,6 @@ from annotation.jobs.items import (
     job_start_items,
 )
 from annotation.jobs.registry import ItemKind, kind_register
-from annotation.access import STAFF, require_role
 from annotation.models import LALM, Benchmark, Job, JobItem
 from annotation.providers.base import Availability
 

@@ -25,7 +25,14 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from annotation.models import (
-    Assignment, AudioClip, Benchmark, CandidateAnswer, QualityItem, Question, QuestionVersion, Rating,
+    Assignment,
+    AudioClip,
+    Benchmark,
+    CandidateAnswer,
+    QualityItem,
+    Question,
+    QuestionVersion,
+    Rating,
 )
 from annotation.services.target_ratings import target_ratings_default, target_ratings_sql
 

@@ -14,13 +14,8 @@ from annotation.access import ADMIN, STAFF, has_role, require_role, role_require
 from annotation.forms import query_pk
 from annotation.models import Benchmark, Job, Judge
 from annotation.services.jobs import job_list_for_staff
-from annotation.services.judging import (
-    JudgeJobError,
-    judge_availability,
-    judge_comparison,
-    judge_job_start,
-    judge_list_for_staff,
-)
+from annotation.services.judge_comparison import judge_comparison, judge_list_for_staff
+from annotation.services.judging import JudgeJobError, judge_availability, judge_job_start
 
 
 class JudgeJobForm(forms.Form):

@@ -26,8 +26,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .data import OrcaDataError, item_targets, item_variance_targets, load_items
 from .metrics import evaluate_predictions, mae_var_by_definition

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .data import InputFields
 from .metrics import clamp_predictions
@@ -91,6 +91,6 @@ class OrcaConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "OrcaConfig":
+    def from_json(cls, d: dict) -> OrcaConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 #: Number of Likert points of the ORCA rating scale (1 = wrong … 5 = correct).
 N_POINTS = 5

@@ -19,7 +19,7 @@ All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -497,7 +498,7 @@ def predict(
     batch_size: int = 32,
     device: str | torch.device = "cpu",
     encoded: Sequence[list[int]] | None = None,
-) -> dict[str, "list[float]"]:
+) -> dict[str, list[float]]:
     """Score items (eval mode, ``torch.inference_mode``, length-sorted batches with dynamic padding; results in
     input order). Items are tokenised in one batched call (:func:`encode_items`) unless ``encoded`` (token
     ids per item, e.g. cached by the trainer) is given. CPU threads: torch's setting (``torch.set_num_threads``).

@@ -33,7 +33,7 @@ from annotation.jobs.lifecycle import (
     runs_fail_stale,
 )
 from annotation.jobs.registry import enqueue
-from annotation.models import CandidateAnswer, LALM, Question
+from annotation.models import LALM, CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions

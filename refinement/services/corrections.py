@@ -37,7 +37,7 @@ from annotation.services.versions import (
     ratings_invalidate_for_version,
 )
 from refinement.diffs import DiffPart, word_diff
-from refinement.models import Correction, CorrectionItem, CorrectableField, Suggestion
+from refinement.models import CorrectableField, Correction, CorrectionItem, Suggestion
 from refinement.services.queues import question_claim, question_release
 
 #: Fields whose change makes the existing candidate answers answers to a different item: Stage 1b re-entry.

@@ -24,7 +24,6 @@ from django.utils import timezone
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
 from annotation.jobs.registry import enqueue
 from annotation.models import Question, Rating
-from annotation.services.audit import audit_record
 from annotation.providers.base import (
     Availability,
     Generation,
@@ -34,6 +33,7 @@ from annotation.providers.base import (
     RetryPolicy,
     call_with_retry,
 )
+from annotation.services.audit import audit_record
 from refinement.models import CorrectableField, Suggestion
 from refinement.selectors import suggestion_of_question
 

@@ -371,9 +371,8 @@ def test_the_queue_statements_are_prepared_once_per_connection_unless_turned_off
 
 @pytest.mark.parametrize("with_audio", [True, False])
 def test_the_assignment_comes_loaded_for_the_page_exactly_as_the_orm_loads_it(with_audio):
-    from tests.factories import AudioClipFactory
-
     from annotation.services.assignment import RATING_PAGE_RELATED
+    from tests.factories import AudioClipFactory
 
     question = QuestionFactory(choices=["a dog", "a cat"], extra={"source": {"split": "test-mini"}},
                                audio=AudioClipFactory() if with_audio else None)

@@ -12,7 +12,7 @@ import pytest
 from annotation.models import QuestionVersion
 from annotation.selectors import rating_counting_queryset
 from annotation.services.exports import dataset_export_orca_jsonl
-from annotation.services.judging import human_means
+from annotation.services.judge_comparison import human_means
 from modelling.selectors import valid_rating_count, valid_ratings_load
 from tests.factories import CandidateAnswerFactory, RatingFactory
 

@@ -6,9 +6,9 @@ import pytest
 import soundfile
 from django.test import override_settings
 
+from annotation.jobs.items import job_cancel, job_item_claim, job_item_process, job_retry_failed
 from annotation.models import LALM, CandidateAnswer, Job, JobItem, Modality, QuestionVersion
 from annotation.services.audio import audio_clip_from_path
-from annotation.jobs.items import job_cancel, job_item_claim, job_item_process, job_retry_failed
 from annotation.services.jobs import JobStartError, job_progress, job_start
 from annotation.services.versions import question_version_create
 from config.observability import ContextFilter

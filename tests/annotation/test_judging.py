@@ -5,19 +5,13 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
+from annotation.jobs.items import job_retry_failed
 from annotation.judging.parsing import TokenLogprobs, expected_score_from_logprobs, parse_judge_reply
 from annotation.judging.prompting import prompt_render
 from annotation.judging.prompting import prompt_template as prompt_template_text
 from annotation.models import Job, JobItem, Judge, JudgeRating
-from annotation.jobs.items import job_retry_failed
-from annotation.services.judging import (
-    JudgeJobError,
-    agreement_row,
-    fusion_average,
-    fusion_fit,
-    judge_comparison,
-    judge_job_start,
-)
+from annotation.services.judge_comparison import agreement_row, fusion_average, fusion_fit, judge_comparison
+from annotation.services.judging import JudgeJobError, judge_job_start
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -27,9 +21,9 @@ from tests.factories import (
     UserFactory,
 )
 from tests.fakes.base import Reply
-from tests.judges import FAST_RETRIES, tiny_local_chat_model
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai_compat import FakeOpenAICompat
+from tests.judges import FAST_RETRIES, tiny_local_chat_model
 
 pytestmark = pytest.mark.django_db
 

@@ -16,13 +16,8 @@ from annotation.judging.probability import (
 )
 from annotation.judging.prompting import prompt_render, prompt_template
 from annotation.models import Job, JobItem, Judge, JudgeRating
-from annotation.services.judging import (
-    JudgeJobError,
-    JudgeModeError,
-    judge_comparison,
-    judge_job_start,
-    judge_mode_check,
-)
+from annotation.services.judge_comparison import judge_comparison
+from annotation.services.judging import JudgeJobError, JudgeModeError, judge_job_start, judge_mode_check
 from tests.factories import AnnotatorFactory, RatingFactory, UserFactory
 from tests.fakes.base import Reply
 from tests.fakes.openai_compat import FakeOpenAICompat

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from annotation.jobs.items import job_item_claim, job_items_process, job_retry_failed
 from annotation.models import Job, JobItem, Modality, QuestionVersion
 from annotation.services.audio import audio_clip_from_path
-from annotation.jobs.items import job_item_claim, job_items_process, job_retry_failed
 from annotation.services.jobs import job_start
 from annotation.services.preparation import questions_for_preparation
 from tests.factories import BenchmarkFactory, QuestionFactory

@@ -13,24 +13,39 @@ from django.urls import reverse
 
 from annotation.models import Assignment, AuditEvent, CandidateAnswer, Rating
 from annotation.quality.annotators import (
-    annotator_ratings_invalidate, annotator_ratings_restore, annotator_status_set,
+    annotator_ratings_invalidate,
+    annotator_ratings_restore,
+    annotator_status_set,
 )
 from annotation.quality.items import (
-    attention_check_create, benchmark_quality_set, gold_item_mark, quality_check_evaluate, quality_policy,
+    attention_check_create,
+    benchmark_quality_set,
+    gold_item_mark,
+    quality_check_evaluate,
+    quality_policy,
 )
 from annotation.quality.models import (
-    GOLD_MARKED_INVALID_REASON, QUALITY_INVALID_REASON, AnnotatorQuality, QualificationAttempt, QualityCheck,
+    GOLD_MARKED_INVALID_REASON,
+    QUALITY_INVALID_REASON,
+    AnnotatorQuality,
+    QualificationAttempt,
+    QualityCheck,
     QualityItem,
 )
 from annotation.quality.queue import insertion_kind
+from annotation.selectors import rating_counting_queryset
 from annotation.services.accounts import ROLES
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.exports import dataset_export_orca_jsonl
-from annotation.selectors import rating_counting_queryset
 from annotation.services.rating import rating_submit
 from annotation.services.versions import question_version_create
 from tests.factories import (
-    AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory, rate,
+    AnnotatorFactory,
+    BenchmarkFactory,
+    CandidateAnswerFactory,
+    QuestionFactory,
+    UserFactory,
+    rate,
 )
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """Admin export page: start an export with splits from the browser, watch it, download it; the audit log page."""
-import zipfile
 import io
+import zipfile
 
 import pytest
 

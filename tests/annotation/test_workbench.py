@@ -7,7 +7,14 @@ from annotation.models import AuditEvent, CandidateAnswer, Judge, JudgeRating, R
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.rating import rating_update
 from annotation.services.versions import question_version_create
-from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, QuestionFactory, UserFactory, rate
+from tests.factories import (
+    AnnotatorFactory,
+    BenchmarkFactory,
+    CandidateAnswerFactory,
+    QuestionFactory,
+    UserFactory,
+    rate,
+)
 
 pytestmark = pytest.mark.django_db
 

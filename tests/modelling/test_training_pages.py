@@ -6,7 +6,14 @@ from django.urls import reverse
 from annotation.models import AuditEvent
 from modelling.models import ModelVersion, Prediction, TrainingRun
 from modelling.services.training import model_version_register, training_config_clean
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
+from tests.factories import (
+    AnnotatorFactory,
+    CandidateAnswerFactory,
+    LALMFactory,
+    QuestionFactory,
+    RatingFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -123,7 +123,7 @@ def test_expert_fixes_a_reference_answer_with_an_ai_suggestion_end_to_end(
     fields = {name: text for name, _, text, _ in response.context["fields"]}
     assert fields["reference_answer"] == "Two dogs barking"
     form.update(reference_answer="Two dogs barking loudly", reason="two dogs in the clip")  # the expert edits it
-    form[f"suggestion_reference_answer"] = suggestion.pk
+    form["suggestion_reference_answer"] = suggestion.pk
 
     preview = client.post(url, {**form, "action": "preview"})
     plan = preview.context["plan"]

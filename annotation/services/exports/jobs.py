@@ -17,9 +17,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.access import ADMIN, require_role
 from annotation.jobs import lifecycle
 from annotation.jobs.registry import enqueue, kind_register
-from annotation.access import ADMIN, require_role
 from annotation.models import Benchmark, Job, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports.corrected_benchmark import BENCHMARK_FORMATS, benchmark_export_corrected
