@@ -50,5 +50,9 @@ test: setup $(VENV)/.llama-installed
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+## make lint: ruff with ruff.toml (CI runs it before the tests).
+lint: setup
+	$(PY) -m ruff check .
+
 clean:
 	rm -rf var/broker var/celerybeat-schedule* var/test-media
