@@ -53,10 +53,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-import numpy as np
 
 
 def log(msg: str, **kw) -> None:

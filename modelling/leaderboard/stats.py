@@ -390,7 +390,10 @@ def rank_agreement(reference: Mapping[object, float], other: Mapping[object, flo
     b = np.array([other[k] for k in shared], dtype=np.float64)
     rho = sps.spearmanr(a, b).statistic
     tau = sps.kendalltau(a, b).statistic
-    clean = (lambda x: None if x is None or not np.isfinite(x) else float(x))
+
+    def clean(x):
+        return None if x is None or not np.isfinite(x) else float(x)
+
     return {"rho": clean(rho), "tau": clean(tau), "n": len(shared)}
 
 
