@@ -136,7 +136,10 @@ def run_probability(client, items: list[dict], *, variant: str, mode: str, batch
             for index, reply in zip(chunk, client.score(prompts=[prompts[i] for i in chunk], mode=mode), strict=True):
                 if reply.distribution is not None:
                     scores[index] = distribution_score(distribution=reply.distribution, mode=mode)
-            _log(event=mode, done=sum(s is not None for s in scores), elapsed_s=round(time.perf_counter() - clock.wall, 1))
+            _log(
+                event=mode, done=sum(s is not None for s in scores),
+                elapsed_s=round(time.perf_counter() - clock.wall, 1),
+            )
     seconds = clock.stop()
     result = metrics(scores, [item["human"] for item in items], seconds)
     _log(event="mode", mode=mode, **result)

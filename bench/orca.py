@@ -130,7 +130,9 @@ def main() -> int:
     data = Path(a.data_dir)
     tr, dv = data / "seed_108_train.json", data / "seed_108_dev.json"
     if not (tr.exists() and dv.exists()):
-        print(f"bench/orca.py: seed-108 data not found under {data.resolve()} (../shared/data is absent)", file=sys.stderr)
+        print(
+            f"bench/orca.py: seed-108 data not found under {data.resolve()} (../shared/data is absent)", file=sys.stderr
+        )
         return 2
     torch.set_num_threads(a.threads)
     tmp = None
@@ -149,7 +151,9 @@ def main() -> int:
                          batch_size=a.batch_size, var_weight=a.var_weight, seed=a.seed, device=a.device,
                          threads=a.threads, time_budget_s=a.time_budget, select_epoch=a.select_epoch)
         t0, c0 = time.perf_counter(), time.process_time()
-        res = train(tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True))
+        res = train(
+            tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True)
+        )
         train_wall, train_cpu = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
         epochs_run = len(res["history"])
         dev_by_epoch = [e.get("dev", {}).get("rho") for e in res["history"]]

@@ -43,7 +43,9 @@ class PredictionSerializer(serializers.ModelSerializer):
 
 
 class PredictionFilter(filters.FilterSet):
-    benchmark = filters.NumberFilter(min_value=1, max_value=MAX_ID, field_name="candidate__question_version__question__benchmark_id")
+    benchmark = filters.NumberFilter(
+        min_value=1, max_value=MAX_ID, field_name="candidate__question_version__question__benchmark_id"
+    )
     modality = filters.ChoiceFilter(field_name="candidate__question_version__question__modality",
                                     choices=Modality.choices)
     category = filters.CharFilter(field_name="candidate__question_version__question__category")

@@ -72,7 +72,9 @@ def run_cancel(model: type[Model], pk: int, **fields) -> str | None:
     """QUEUED or RUNNING → CANCELLED with ``finished_at`` now and ``fields``; returns the status it had, or None
     when it had already ended. A queued run is then never claimed; a running one stops at its next heartbeat."""
     before = model.objects.filter(pk=pk).values_list("status", flat=True).first()
-    if not model.objects.filter(pk=pk, status__in=ACTIVE).update(status=CANCELLED, finished_at=timezone.now(), **fields):
+    if not model.objects.filter(pk=pk, status__in=ACTIVE).update(
+        status=CANCELLED, finished_at=timezone.now(), **fields
+    ):
         return None
     return before
 

@@ -249,7 +249,9 @@ def correction_save(
             for change in plan.changes
         ]
         for suggestion in suggestions.values():
-            Suggestion.objects.filter(pk=suggestion.pk).update(status=Suggestion.Status.ACCEPTED, decided_at=timezone.now())
+            Suggestion.objects.filter(pk=suggestion.pk).update(
+                status=Suggestion.Status.ACCEPTED, decided_at=timezone.now()
+            )
         invalidated = ratings_invalidate_for_version(
             version=base_version, reason=f"Question corrected in v{version.number} ({fields}) by {expert}: {reason}"
         )

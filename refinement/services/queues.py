@@ -140,7 +140,8 @@ def item_dismiss(*, item: CorrectionItem, expert, reason: str) -> CorrectionItem
         )
         if updated != 1:
             raise ValidationError({"item": "This flag is already closed."})
-        audit_record(actor=expert, action="correction_item.dismiss", obj=item, old={"status": CorrectionItem.Status.OPEN},
+        audit_record(actor=expert, action="correction_item.dismiss", obj=item,
+                     old={"status": CorrectionItem.Status.OPEN},
                      new={"status": CorrectionItem.Status.DISMISSED, "reason": reason})
         if not CorrectionItem.objects.filter(question=item.question, status=CorrectionItem.Status.OPEN).exists():
             question_release(question=item.question, expert=expert)

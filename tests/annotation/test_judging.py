@@ -71,7 +71,9 @@ def test_the_expected_score_is_the_probability_weighted_mean_over_the_digit_toke
     tokens = [
         TokenLogprobs("Score", (("Score", 0.0),)),
         TokenLogprobs(":", ((":", 0.0),)),
-        TokenLogprobs(" 4", ((" 4", math.log(0.5)), (" 5", math.log(0.25)), (" 3", math.log(0.2)), (" the", math.log(0.05)))),
+        TokenLogprobs(
+            " 4", ((" 4", math.log(0.5)), (" 5", math.log(0.25)), (" 3", math.log(0.2)), (" the", math.log(0.05)))
+        ),
     ]
     # Renormalised over 1..5: 4·0.5/0.95 + 5·0.25/0.95 + 3·0.2/0.95.
     assert expected_score_from_logprobs(tokens=tokens) == pytest.approx((2 + 1.25 + 0.6) / 0.95)

@@ -114,7 +114,9 @@ def test_a_transcription_job_packs_short_clips_into_one_message_and_stores_each_
         assert item.question.current_version_id == version.pk
         assert own_word[item.question.external_id] in version.transcript.lower()
         assert version.transcript_language == "en"
-        assert all(0.0 <= s["start"] <= s["end"] <= item.question.audio.duration_s + 0.01 for s in version.transcript_segments)
+        assert all(
+            0.0 <= s["start"] <= s["end"] <= item.question.audio.duration_s + 0.01 for s in version.transcript_segments
+        )
 
     with django_capture_on_commit_callbacks(execute=True):
         again = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=demo_speech_benchmark)
@@ -168,4 +170,6 @@ def test_a_redelivered_pack_message_redoes_only_its_unfinished_items(demo_speech
 
     assert outcomes == {items[0].pk: "not-claimed", items[1].pk: "done", items[2].pk: "done"}
     assert QuestionVersion.objects.filter(source=QuestionVersion.Source.TRANSCRIPTION).count() == 3
-    assert job_items_process(item_pks=[i.pk for i in items], task_id="a duplicate") == {i.pk: "not-claimed" for i in items}
+    assert job_items_process(
+        item_pks=[i.pk for i in items], task_id="a duplicate"
+    ) == {i.pk: "not-claimed" for i in items}

@@ -96,7 +96,9 @@ def _datasheet(
                      f"questions are split 8:1 into train/dev, seed {seed} (ORCA paper, section 5.3)")
     else:
         lines.append("- Split: none (one `dataset` split)")
-    lines += ["", "## Splits", "", "| split | rows | ratings | invalidated | questions | LALMs |", "|---|---|---|---|---|---|"]
+    lines += [
+        "", "## Splits", "", "| split | rows | ratings | invalidated | questions | LALMs |", "|---|---|---|---|---|---|"
+    ]
     for name, c in summary.splits.items():
         lines.append(
             f"| {name} | {c['rows']} | {c['ratings']} | {c['invalidated_ratings']} | {c['questions']} | {c['lalms']} |"
