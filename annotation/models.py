@@ -538,7 +538,10 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["object_type", "object_id"]), models.Index(fields=["action"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+        return (
+            f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} "
+            f"{self.object_type}:{self.object_id}"
+        )
 
 
 # Quality control and crowd studies (annotation/quality/models.py), registered with this app.

@@ -23,8 +23,8 @@ and our σ² extensions: 0 for clamped items, the others from the Beta with its 
 saved dev-tuned κ). Because κ is tuned on dev itself (as the paper tunes the clamp), ``mae_var_crossfit`` gives
 an out-of-sample estimate: dev is halved at random 50 times (seeded), κ is tuned on one half and MAE_σ² taken on
 the other, both ways; the mean and standard deviation over the 50 splits are reported. On CPU,
-``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with ``--int8``) time and evaluate the other precision in the same run (passes interleaved), so the speed-up and
-the metric change of int8 quantisation are measured side by side.
+``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with ``--int8``) time and evaluate the other precision in the same run
+(passes interleaved), so the speed-up and the metric change of int8 quantisation are measured side by side.
 ``items_per_cpu_s`` divides by process CPU seconds (all threads) instead of wall seconds: steadier on a
 shared machine. ``load_avg`` is the 1-minute load average before and after timing. Progress events go to stderr as JSON
 lines. The defaults are the CPU recipe found in bench/orca_experiments.md.

@@ -127,7 +127,8 @@ _ROW_FIELDS = {
         help_text="ORCA's mean μ and mean σ² over all the LALM's answers; null without predictions."),
     "ppi": inline_serializer("LeaderboardPpi", fields={"estimate": serializers.FloatField(), "ci": _CI},
                              allow_null=True,
-                             help_text="PPI++ estimate of the mean with its CI; null without cross-fitted predictions."),
+                             help_text="PPI++ estimate of the mean with its CI; "
+                                       "null without cross-fitted predictions."),
 }
 
 

@@ -56,7 +56,8 @@ def run_heartbeat(model: type[Model], pk: int, **fields) -> None:
 
 
 def run_finish(model: type[Model], pk: int, **fields) -> bool:
-    """RUNNING → DONE with ``finished_at``/``heartbeat_at`` now and ``fields``; False when it was cancelled meanwhile."""
+    """RUNNING → DONE with ``finished_at``/``heartbeat_at`` now and ``fields``; False when it was cancelled
+    meanwhile."""
     now = timezone.now()
     return model.objects.filter(pk=pk, status=RUNNING).update(
         status=DONE, finished_at=now, heartbeat_at=now, **fields

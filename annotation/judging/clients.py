@@ -1,7 +1,8 @@
 """Judge clients: Gemini (google-genai), an OpenAI-compatible server (openai) and a local transformers chat model.
 
 Each has ``judge(*, prompt) -> JudgeReply``. The API clients reuse the Stage 1 provider classes
-(:class:`~annotation.providers.gemini.GeminiAudioChat`, :class:`~annotation.providers.openai_compat.OpenAICompatAudioChat`)
+(:class:`~annotation.providers.gemini.GeminiAudioChat`,
+:class:`~annotation.providers.openai_compat.OpenAICompatAudioChat`)
 for client construction, the retry policy (transient errors only), the rate limiter and the error mapping.
 
 Expected score (ORCA paper, section 5.6): where token log-probabilities are available — OpenAI-compatible

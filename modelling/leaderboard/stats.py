@@ -16,7 +16,8 @@ Small samples. ``ppi_py`` builds normal-approximation (z) intervals, which cover
 labelled answers per LALM (MODELLING-NOTES, 2026-11-24). Every interval here therefore uses the Student t quantile
 with n − 1 degrees of freedom (n = labelled answers) and the sample standard deviation with Bessel's correction:
 for the PPI estimates, ``ppi_py``'s interval is widened from its z quantile to that t quantile times √(n/(n − 1))
-(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the range of the estimand.
+(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the
+range of the estimand.
 """
 from __future__ import annotations
 

@@ -210,8 +210,8 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
                   f"MAE_var upstream {d['sample_ddof1_upstream']:.4f}  population {d['population']:.4f}  "
                   f"ours {m['mae_var']:.4f}")
         z = res["always_zero_var_baseline"]
-        print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  population {z['population']:.4f}  "
-              f"ours {z['mae_var']:.4f}")
+        print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  "
+              f"population {z['population']:.4f}  ours {z['mae_var']:.4f}")
     return 0
 
 

@@ -93,8 +93,8 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
     imported checkpoint), deactivating every other in the same transaction.
 
     Once committed, a batch job scores every candidate answer on its question's current version with the new model
-    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most one active version
-    (partial unique constraint), so concurrent activations cannot leave two active.
+    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most
+    one active version (partial unique constraint), so concurrent activations cannot leave two active.
 
     Raises:
         ValidationError: the run is not DONE or has no registered model.

@@ -218,7 +218,11 @@ def correction_save(
     reason = correction_reason_clean(reason)
     suggestions = suggestions or {}
     for name, suggestion in suggestions.items():
-        if suggestion.question_id != question.pk or suggestion.field != name or suggestion.status != Suggestion.Status.DONE:
+        if (
+            suggestion.question_id != question.pk
+            or suggestion.field != name
+            or suggestion.status != Suggestion.Status.DONE
+        ):
             raise ValidationError({name: "That AI suggestion is not a ready proposal for this field of this question."})
     with transaction.atomic():
         # Lock the question first so two saves of one question serialise and the second sees a stale version.

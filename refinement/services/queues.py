@@ -111,7 +111,8 @@ def questions_pull_unrated(*, questions, opened_by, note: str = "Never rated: re
     with transaction.atomic():
         for question in candidates:
             item_open(
-                question=question, queue=Queue.EXPERT, opened_by=opened_by, note=note, origin=CorrectionItem.Origin.ADMIN
+                question=question, queue=Queue.EXPERT, opened_by=opened_by, note=note,
+                origin=CorrectionItem.Origin.ADMIN
             )
             opened += 1
     return opened

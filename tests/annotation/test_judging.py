@@ -91,7 +91,9 @@ def test_the_prompt_variants_follow_appendix_b2():
     no_context = prompt_render(variant="no_context", **texts)
     assert "Three barks." not in no_context and "What barks?" in no_context
     no_question = prompt_render(variant="no_question", **texts)
-    assert "What barks?" not in no_question and "Candidate Answer: <candidate_answer>A cat</candidate_answer>" in no_question
+    assert "What barks?" not in no_question and (
+        "Candidate Answer: <candidate_answer>A cat</candidate_answer>" in no_question
+    )
     assert prompt_render(variant="modified", **texts).startswith("You are an expert LLM judge.")
 
 

@@ -90,7 +90,9 @@ def demo_speech_benchmark():
 
 @pytest.fixture
 def packing_on(settings):
-    settings.WHISPER_BACKEND, settings.WHISPER_MODEL, settings.WHISPER_COMPUTE_TYPE = "faster-whisper", "tiny.en", "int8"
+    settings.WHISPER_BACKEND, settings.WHISPER_MODEL, settings.WHISPER_COMPUTE_TYPE = (
+        "faster-whisper", "tiny.en", "int8"
+    )
     settings.WHISPER_PACK_S, settings.WHISPER_PACK_GAP_S = 28.0, 1.0
     return settings
 
