@@ -87,7 +87,9 @@ class Question(models.Model):
     )
     category = models.CharField(max_length=200, blank=True, help_text="Benchmark category.")
     sub_category = models.CharField(max_length=200, blank=True, help_text="Benchmark sub-category.")
-    choices = models.JSONField(default=list, blank=True, help_text="Multiple-choice options, if the benchmark has them.")
+    choices = models.JSONField(
+        default=list, blank=True, help_text="Multiple-choice options, if the benchmark has them."
+    )
     extra = models.JSONField(default=dict, blank=True, help_text="Other fields of the source record.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
     current_version = models.ForeignKey(
@@ -536,7 +538,10 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["object_type", "object_id"]), models.Index(fields=["action"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+        return (
+            f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} "
+            f"{self.object_type}:{self.object_id}"
+        )
 
 
 # Quality control and crowd studies (annotation/quality/models.py), registered with this app.

@@ -84,7 +84,9 @@ def _reset_sequence(model) -> None:
 
     table = model._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), COALESCE(MAX(id), 1)) FROM \"{table}\"")
+        cursor.execute(
+            f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), COALESCE(MAX(id), 1)) FROM \"{table}\""
+        )
 
 
 def _generate(*, candidates: int, per_candidate: int) -> None:

@@ -67,7 +67,8 @@ def import_graph(files: list[Path], *, top_level_only: bool) -> dict[str, set[st
                 base = _resolve(node, current, path.name == "__init__.py")
                 targets = [f"{base}.{a.name}" for a in node.names] + [base]
             for target in targets:
-                # The longest project module that the target names (``from x import y`` may name a module or an attribute).
+                # The longest project module that the target names (``from x import y`` may name a module or an
+                # attribute).
                 parts = target.split(".")
                 while parts and ".".join(parts) not in names:
                     parts.pop()

@@ -25,12 +25,13 @@ line or the yes/no question in the probability modes) and runs through the judge
   llama-cpp-python is not installed or ``--no-server``.
 
 ``generate`` is slow on CPU, so it runs on the first ``--generate-limit`` items (in file order; ``n`` says how
-many); the probability modes run on all items (or the first ``--limit``; ``n_items`` says how many). ``scored_share``: items with a score (generate: a parsable
-reply) / items asked; ``rho``/``tau``: Spearman ρ and Kendall τ-b (scipy) of the scores against the human mean
-over the scored items; ``s_per_item``: wall seconds per item (model loading excluded) on ``--threads`` threads,
-on a machine that may be shared (``load_avg`` before and after), after one untimed warm-up call per mode; ``cpu_s_per_item``: CPU seconds per item of
-this process and, for the server, of the server process (steadier on a shared machine); ``speedup``: generate's
-seconds per item divided by each probability mode's. Progress goes to stderr.
+many); the probability modes run on all items (or the first ``--limit``; ``n_items`` says how many). ``scored_share``:
+items with a score (generate: a parsable reply) / items asked; ``rho``/``tau``: Spearman ρ and Kendall τ-b (scipy)
+of the scores against the human mean over the scored items; ``s_per_item``: wall seconds per item (model loading
+excluded) on ``--threads`` threads, on a machine that may be shared (``load_avg`` before and after), after one
+untimed warm-up call per mode; ``cpu_s_per_item``: CPU seconds per item of this process and, for the server, of the
+server process (steadier on a shared machine); ``speedup``: generate's seconds per item divided by each probability
+mode's. Progress goes to stderr.
 """
 from __future__ import annotations
 
@@ -136,7 +137,10 @@ def run_probability(client, items: list[dict], *, variant: str, mode: str, batch
             for index, reply in zip(chunk, client.score(prompts=[prompts[i] for i in chunk], mode=mode), strict=True):
                 if reply.distribution is not None:
                     scores[index] = distribution_score(distribution=reply.distribution, mode=mode)
-            _log(event=mode, done=sum(s is not None for s in scores), elapsed_s=round(time.perf_counter() - clock.wall, 1))
+            _log(
+                event=mode, done=sum(s is not None for s in scores),
+                elapsed_s=round(time.perf_counter() - clock.wall, 1),
+            )
     seconds = clock.stop()
     result = metrics(scores, [item["human"] for item in items], seconds)
     _log(event="mode", mode=mode, **result)

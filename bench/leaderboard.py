@@ -22,9 +22,10 @@ fold's answers, so no answer is predicted by a model that saw it (or any answer 
 fastest CPU recipe of ``bench/orca.py`` (bench/orca_experiments.md): MiniLM, Beta head, no rationale, max length
 96, embeddings + 2 lowest layers frozen and cached, lr 1e-4 / head 2e-3, σ² penalty 5, ``--epochs`` epochs (3 by
 default, half the CPU time of bench/orca.py's 6: five folds of 6 epochs do not fit a shared 2-core machine's hour;
-bench/orca_experiments.md reached ρ ≈ 0.70 at epoch 3); no dev set per fold (the last epoch is kept, no clamp). Predictions are cached in ``--predictions`` after every fold (a rerun resumes
-or, with all folds there, trains nothing). ``orca_dev_rho`` is the Spearman ρ of the cross-fitted μ against the
-human mean over the 269 answers of ``seed_108_dev.json`` (``orca_rho_all``: over all 2,192).
+bench/orca_experiments.md reached ρ ≈ 0.70 at epoch 3); no dev set per fold (the last epoch is kept, no clamp).
+Predictions are cached in ``--predictions`` after every fold (a rerun resumes or, with all folds there, trains
+nothing). ``orca_dev_rho`` is the Spearman ρ of the cross-fitted μ against the human mean over the 269 answers of
+``seed_108_dev.json`` (``orca_rho_all``: over all 2,192).
 
 Replay. For each budget b (share of the rated answers that humans rate) and each of ``--draws`` draws, per method:
 
@@ -53,10 +54,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-import numpy as np
 
 
 def log(msg: str, **kw) -> None:

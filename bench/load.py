@@ -76,7 +76,8 @@ def free_port() -> int:
 @contextlib.contextmanager
 def gunicorn_serving(*, env: dict, workers: int, log: Path, threads: int = 2, worker_class: str = "gthread"):
     """Run gunicorn (``workers`` processes × ``threads`` threads, ``worker_class`` ``gthread`` or ``sync``: one
-    request per process at a time, no keep-alive) on a free port of 127.0.0.1 with ``env``; yield its base URL once ``/readyz`` answers 200 (SystemExit with the log's tail if it never does); stop it on exit."""
+    request per process at a time, no keep-alive) on a free port of 127.0.0.1 with ``env``; yield its base URL once
+    ``/readyz`` answers 200 (SystemExit with the log's tail if it never does); stop it on exit."""
     import requests
 
     port = free_port()

@@ -23,8 +23,8 @@ and our σ² extensions: 0 for clamped items, the others from the Beta with its 
 saved dev-tuned κ). Because κ is tuned on dev itself (as the paper tunes the clamp), ``mae_var_crossfit`` gives
 an out-of-sample estimate: dev is halved at random 50 times (seeded), κ is tuned on one half and MAE_σ² taken on
 the other, both ways; the mean and standard deviation over the 50 splits are reported. On CPU,
-``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with ``--int8``) time and evaluate the other precision in the same run (passes interleaved), so the speed-up and
-the metric change of int8 quantisation are measured side by side.
+``items_per_s_int8`` / ``dev_int8`` (or ``_fp32`` with ``--int8``) time and evaluate the other precision in the same run
+(passes interleaved), so the speed-up and the metric change of int8 quantisation are measured side by side.
 ``items_per_cpu_s`` divides by process CPU seconds (all threads) instead of wall seconds: steadier on a
 shared machine. ``load_avg`` is the 1-minute load average before and after timing. Progress events go to stderr as JSON
 lines. The defaults are the CPU recipe found in bench/orca_experiments.md.
@@ -130,7 +130,9 @@ def main() -> int:
     data = Path(a.data_dir)
     tr, dv = data / "seed_108_train.json", data / "seed_108_dev.json"
     if not (tr.exists() and dv.exists()):
-        print(f"bench/orca.py: seed-108 data not found under {data.resolve()} (../shared/data is absent)", file=sys.stderr)
+        print(
+            f"bench/orca.py: seed-108 data not found under {data.resolve()} (../shared/data is absent)", file=sys.stderr
+        )
         return 2
     torch.set_num_threads(a.threads)
     tmp = None
@@ -149,7 +151,9 @@ def main() -> int:
                          batch_size=a.batch_size, var_weight=a.var_weight, seed=a.seed, device=a.device,
                          threads=a.threads, time_budget_s=a.time_budget, select_epoch=a.select_epoch)
         t0, c0 = time.perf_counter(), time.process_time()
-        res = train(tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True))
+        res = train(
+            tr, dv, out, mc, tc, callback=lambda e: print(json.dumps(e, default=float), file=sys.stderr, flush=True)
+        )
         train_wall, train_cpu = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
         epochs_run = len(res["history"])
         dev_by_epoch = [e.get("dev", {}).get("rho") for e in res["history"]]

@@ -43,14 +43,18 @@ def timed(transcriber, clips: list[str], *, pack_s: float, gap_s: float):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--audio-dir", type=Path, default=REPO.parent / "shared" / "data" / "codec_mushra" / "ref_audio")
+    parser.add_argument(
+        "--audio-dir", type=Path, default=REPO.parent / "shared" / "data" / "codec_mushra" / "ref_audio"
+    )
     parser.add_argument("--models", nargs="+", default=["tiny.en", "base"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compute-type", default="int8")
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="Runs per mode; the fastest is reported.")
     parser.add_argument("--pack-s", type=float, default=None, help="Packed stream length (default WHISPER_PACK_S).")
-    parser.add_argument("--gap-s", type=float, default=None, help="Silence between packed clips (default WHISPER_PACK_GAP_S).")
+    parser.add_argument(
+        "--gap-s", type=float, default=None, help="Silence between packed clips (default WHISPER_PACK_GAP_S)."
+    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(REPO))

@@ -1,8 +1,9 @@
 """Request ids, job ids and structured logs.
 
 Every log record carries ``request_id`` (from the ``X-Request-ID`` header or a new UUID, echoed in the response)
-and ``job_id``/``job_kind``/``task_id`` while a Celery task works a job (``annotation.jobs`` binds the job), so one request or one job can be followed across web and
-worker logs. ``LOG_FORMAT=json`` (the production default) writes one JSON object per line via python-json-logger.
+and ``job_id``/``job_kind``/``task_id`` while a Celery task works a job (``annotation.jobs`` binds the job), so one
+request or one job can be followed across web and worker logs. ``LOG_FORMAT=json`` (the production default) writes
+one JSON object per line via python-json-logger.
 """
 import contextvars
 import logging

@@ -43,7 +43,9 @@ class PredictionSerializer(serializers.ModelSerializer):
 
 
 class PredictionFilter(filters.FilterSet):
-    benchmark = filters.NumberFilter(min_value=1, max_value=MAX_ID, field_name="candidate__question_version__question__benchmark_id")
+    benchmark = filters.NumberFilter(
+        min_value=1, max_value=MAX_ID, field_name="candidate__question_version__question__benchmark_id"
+    )
     modality = filters.ChoiceFilter(field_name="candidate__question_version__question__modality",
                                     choices=Modality.choices)
     category = filters.CharFilter(field_name="candidate__question_version__question__category")
@@ -125,7 +127,8 @@ _ROW_FIELDS = {
         help_text="ORCA's mean μ and mean σ² over all the LALM's answers; null without predictions."),
     "ppi": inline_serializer("LeaderboardPpi", fields={"estimate": serializers.FloatField(), "ci": _CI},
                              allow_null=True,
-                             help_text="PPI++ estimate of the mean with its CI; null without cross-fitted predictions."),
+                             help_text="PPI++ estimate of the mean with its CI; "
+                                       "null without cross-fitted predictions."),
 }
 
 

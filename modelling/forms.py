@@ -30,7 +30,9 @@ class TrainingRunForm(forms.Form):
     )
     var_weight = forms.FloatField(
         min_value=0, max_value=1000, initial=DEFAULT_CONFIG["var_weight"], label="σ² penalty weight",
-        help_text="Weight of |σ² − s²| added to the rating likelihood on items with two or more ratings (0 = paper loss).",
+        help_text=(
+            "Weight of |σ² − s²| added to the rating likelihood on items with two or more ratings (0 = paper loss)."
+        ),
     )
     max_length = forms.IntegerField(min_value=16, max_value=32768, initial=DEFAULT_CONFIG["max_length"],
                                     help_text="Tokens per input; long fields are cut.")

@@ -195,7 +195,9 @@ class ModelVersion(models.Model):
         help_text="Imported checkpoints: the ORCA authors' model folder it was converted from (config.yaml, lm/).",
     )
     source_url = models.URLField(max_length=500, blank=True, help_text="Imported checkpoints: where it was published.")
-    licence = models.CharField(max_length=200, blank=True, help_text="Imported checkpoints: the licence it comes under.")
+    licence = models.CharField(
+        max_length=200, blank=True, help_text="Imported checkpoints: the licence it comes under."
+    )
     registered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="Imported checkpoints: the admin who registered it.",

@@ -195,12 +195,16 @@ def item_candidates_with_predictions(*, question, model_version=None) -> list:
     )
     scores: dict[int, list] = {c.pk: [] for c in candidates}
     for candidate_id, score in (
-        Rating.objects.filter(candidate__in=candidates, is_valid=True).order_by("id").values_list("candidate_id", "score")
+        Rating.objects.filter(candidate__in=candidates, is_valid=True)
+        .order_by("id")
+        .values_list("candidate_id", "score")
     ):
         scores[candidate_id].append(score)
     predictions = {}
     if model_version is not None:
-        predictions = {p.candidate_id: p for p in Prediction.objects.filter(candidate__in=candidates, model_version=model_version)}
+        predictions = {
+            p.candidate_id: p for p in Prediction.objects.filter(candidate__in=candidates, model_version=model_version)
+        }
     for c in candidates:
         c.valid_scores = scores[c.pk]
         c.prediction = predictions.get(c.pk)

@@ -26,7 +26,9 @@ class CorrectionSerializer(serializers.ModelSerializer):
 
 
 class _QuestionScopedFilter(filters.FilterSet):
-    benchmark = filters.NumberFilter(min_value=1, max_value=MAX_ID, field_name="question__benchmark_id", help_text="Benchmark id.")
+    benchmark = filters.NumberFilter(
+        min_value=1, max_value=MAX_ID, field_name="question__benchmark_id", help_text="Benchmark id."
+    )
     modality = filters.ChoiceFilter(field_name="question__modality", choices=Modality.choices)
     category = filters.CharFilter(field_name="question__category")
     queue = filters.ChoiceFilter(choices=Queue.choices)

@@ -249,7 +249,9 @@ class VersionEntry:
 def version_history_for_user(*, user, question: Question) -> list[VersionEntry]:
     """Every version of ``question``, newest first, with word-level diffs against its predecessor."""
     require_role(user, *STAFF)
-    versions = list(QuestionVersion.objects.filter(question=question).select_related("created_by", "job").order_by("number"))
+    versions = list(
+        QuestionVersion.objects.filter(question=question).select_related("created_by", "job").order_by("number")
+    )
     corrections = defaultdict(list)
     for correction in Correction.objects.filter(question=question).select_related("expert", "suggestion"):
         corrections[correction.to_version_id].append(correction)

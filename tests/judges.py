@@ -32,7 +32,9 @@ def tiny_local_chat_model(folder) -> None:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")),
         unk_token="<unk>", eos_token="<eos>", pad_token="<eos>",
-        chat_template="{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}Judge:{% endif %}",
+        chat_template=(
+            "{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}Judge:{% endif %}"
+        ),
     )
     tokenizer.save_pretrained(folder)
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,

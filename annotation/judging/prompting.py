@@ -61,7 +61,8 @@ def prompt_delimit(*, name: str, text: str) -> str:
 
 
 def prompt_render(
-    *, variant: str, question: str, reference_answer: str, candidate_answer: str, rationale: str = "", transcript: str = ""
+    *, variant: str, question: str, reference_answer: str, candidate_answer: str, rationale: str = "",
+    transcript: str = ""
 ) -> str:
     """The judge prompt for one candidate answer: the variant's template with the five texts filled in.
 

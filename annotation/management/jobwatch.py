@@ -16,7 +16,9 @@ def job_follow(*, job: Job, stdout, interval_s: float = 2.0) -> Job:
     while True:
         job.refresh_from_db()
         progress = job_progress(job=job)
-        stdout.write(f"  {job.status}: {progress.done}/{progress.total} done, {progress.failed} failed ({progress.percent} %)")
+        stdout.write(
+            f"  {job.status}: {progress.done}/{progress.total} done, {progress.failed} failed ({progress.percent} %)"
+        )
         if job.status not in (Job.Status.QUEUED, Job.Status.RUNNING):
             break
         time.sleep(interval_s)

@@ -145,7 +145,8 @@ class RetryPolicy:
 
     @classmethod
     def from_settings(cls) -> RetryPolicy:
-        """The policy from ``PREPARATION_MAX_ATTEMPTS``, ``PREPARATION_BACKOFF_BASE_S``, ``PREPARATION_BACKOFF_MAX_S``."""
+        """The policy from ``PREPARATION_MAX_ATTEMPTS``, ``PREPARATION_BACKOFF_BASE_S``,
+        ``PREPARATION_BACKOFF_MAX_S``."""
         return cls(
             max_attempts=settings.PREPARATION_MAX_ATTEMPTS,
             base_s=settings.PREPARATION_BACKOFF_BASE_S,

@@ -124,7 +124,7 @@ class GeminiAudioChat:
         deadline = time.monotonic() + self.timeout_s
         while getattr(uploaded, "state", None) == types.FileState.PROCESSING and time.monotonic() < deadline:
             time.sleep(1)
-            uploaded = self._call(lambda: client.files.get(name=uploaded.name), what="file status")
+            uploaded = self._call(lambda uploaded=uploaded: client.files.get(name=uploaded.name), what="file status")
         if getattr(uploaded, "state", None) == types.FileState.FAILED:
             raise PermanentProviderError(f"Gemini could not process the uploaded audio {uploaded.name}")
         config = types.GenerateContentConfig(system_instruction=system, temperature=self.temperature)

@@ -30,7 +30,9 @@ def _map_error(error: Exception) -> Exception:
         return PermanentProviderError(message)
     if isinstance(error, (openai.APITimeoutError, openai.APIConnectionError)):
         return TransientProviderError(f"OpenAI-compatible server: {type(error).__name__}: {error}")
-    if isinstance(error, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError, AttributeError)):
+    if isinstance(
+        error, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError, AttributeError)
+    ):
         return PermanentProviderError(f"OpenAI-compatible server: malformed reply ({type(error).__name__}: {error})")
     return error
 
@@ -119,7 +121,9 @@ class OpenAICompatAudioChat:
         if system:
             messages.append({"role": "system", "content": system})
         if self.audio_input:
-            messages.append({"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]})
+            messages.append(
+                {"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]}
+            )
         else:
             messages.append({"role": "user", "content": prompt})
         response, text = self.complete(messages=messages)

@@ -332,7 +332,9 @@ class OpenAIWhisperTranscriber:
         )
 
 
-def transcriber_from_settings(*, backend: str = "", model: str = "") -> FasterWhisperTranscriber | OpenAIWhisperTranscriber:
+def transcriber_from_settings(
+    *, backend: str = "", model: str = ""
+) -> FasterWhisperTranscriber | OpenAIWhisperTranscriber:
     """The configured transcriber (``WHISPER_BACKEND``, ``WHISPER_MODEL``, ...), optionally overridden per job.
 
     Raises:

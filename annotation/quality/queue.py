@@ -85,8 +85,8 @@ def _qualification_attempt(annotator) -> tuple[QualificationAttempt | None, str]
 def _gate_sql() -> str:
     """One statement reading everything :func:`quality_gate` needs (it runs on every "next item" request, where
     building four ORM queries cost more than running them). Parameters: the annotator's id twice, the requested
-    benchmark id (or NULL) four times, the annotator's id. Columns: status, qualified, participant's study id, study benchmark id,
-    study enabled, quota, completed, qualification required, gold rate, attention rate."""
+    benchmark id (or NULL) four times, the annotator's id. Columns: status, qualified, participant's study id, study
+    benchmark id, study enabled, quota, completed, qualification required, gold rate, attention rate."""
     q = connection.ops.quote_name
     aq, sp, st = (q(m._meta.db_table) for m in (AnnotatorQuality, StudyParticipant, Study))
     pol, bq = q(QualityPolicy._meta.db_table), q(BenchmarkQuality._meta.db_table)

@@ -23,7 +23,8 @@ def rating_page_quality_context(*, user, assignment) -> dict:
         # Plain SQL: it runs on every rating page, where building the ORM query cost more than running it.
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT number, total, done_items FROM {connection.ops.quote_name(QualificationAttempt._meta.db_table)}"
+                "SELECT number, total, done_items FROM "
+                f"{connection.ops.quote_name(QualificationAttempt._meta.db_table)}"
                 " WHERE annotator_id = %s AND passed IS NULL ORDER BY number DESC LIMIT 1", [user.pk])
             row = cursor.fetchone()
         if row is not None:

@@ -117,7 +117,9 @@ def job_start(
             kind=kind, benchmark=benchmark, lalm=lalm, params=params, total=len(questions), created_by=created_by
         )
         job_start_items(job=job, question_pks=questions)
-        audit_record(actor=created_by, action="job.start", obj=job, new={"kind": kind, "total": job.total, "params": params})
+        audit_record(
+            actor=created_by, action="job.start", obj=job, new={"kind": kind, "total": job.total, "params": params}
+        )
     return job
 
 
@@ -151,7 +153,9 @@ def _transcription_batch(*, job: Job, claims: list[tuple[JobItem, str]]) -> dict
             todo.append((item, token))
     if todo:
         try:
-            results = preparation_run_transcripts(questions=[item.question for item, _ in todo], params=job.params or {})
+            results = preparation_run_transcripts(
+                questions=[item.question for item, _ in todo], params=job.params or {}
+            )
         except Exception as error:  # noqa: BLE001 - the whole batch failed: each item fails with the message
             results = [error] * len(todo)
         for (item, token), result in zip(todo, results):

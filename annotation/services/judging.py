@@ -74,7 +74,9 @@ def judge_availability(*, judge: Judge) -> Availability:
         return Availability(name, True)
     if judge.provider == Judge.Provider.OPENAI:
         if not (conf.get("base_url") or settings.OPENAI_COMPAT_BASE_URL):
-            return Availability(name, False, "no base_url in the judge's settings and OPENAI_COMPAT_BASE_URL is not set")
+            return Availability(
+                name, False, "no base_url in the judge's settings and OPENAI_COMPAT_BASE_URL is not set"
+            )
         return Availability(name, True)
     if judge.provider == Judge.Provider.LOCAL:
         try:
@@ -324,7 +326,9 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
         job = Job.objects.create(kind=Job.Kind.JUDGE, benchmark=benchmark, params=params, total=len(questions),
                                  created_by=created_by)
         job_start_items(job=job, question_pks=questions)
-        audit_record(actor=created_by, action="job.start", obj=job, new={"kind": job.kind, "total": job.total, "params": params})
+        audit_record(
+            actor=created_by, action="job.start", obj=job, new={"kind": job.kind, "total": job.total, "params": params}
+        )
     return job
 
 

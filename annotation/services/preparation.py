@@ -77,11 +77,15 @@ def questions_for_preparation(
     with_audio = questions.filter(audio__isnull=False)
     if external_ids:
         wanted = list(dict.fromkeys(external_ids))
-        known = set(Question.objects.filter(benchmark=benchmark, external_id__in=wanted).values_list("external_id", flat=True))
+        known = set(
+            Question.objects.filter(benchmark=benchmark, external_id__in=wanted).values_list("external_id", flat=True)
+        )
         unknown = [i for i in wanted if i not in known]
         if unknown:
             raise ValueError(f"questions not in benchmark {benchmark.name!r}: {', '.join(unknown)}")
-        silent = list(questions.filter(external_id__in=wanted, audio__isnull=True).values_list("external_id", flat=True))
+        silent = list(
+            questions.filter(external_id__in=wanted, audio__isnull=True).values_list("external_id", flat=True)
+        )
         if silent:
             raise ValueError(f"questions without an audio clip: {', '.join(sorted(silent))}")
         with_audio = with_audio.filter(external_id__in=wanted)

@@ -216,7 +216,9 @@ def rating_update(*, rating: Rating, annotator, score: int | None, codes, commen
     code_string = rating_validate(score=score, codes=codes)
     comment = (comment or "").strip()
     if rating.annotator_id != annotator.pk:
-        raise ValidationError({"rating": ValidationError("This rating belongs to another annotator.", code="not_yours")})
+        raise ValidationError(
+            {"rating": ValidationError("This rating belongs to another annotator.", code="not_yours")}
+        )
     with transaction.atomic():
         locked = (
             CandidateAnswer.objects.select_for_update(of=("self",))

@@ -16,7 +16,8 @@ Small samples. ``ppi_py`` builds normal-approximation (z) intervals, which cover
 labelled answers per LALM (MODELLING-NOTES, 2026-11-24). Every interval here therefore uses the Student t quantile
 with n − 1 degrees of freedom (n = labelled answers) and the sample standard deviation with Bessel's correction:
 for the PPI estimates, ``ppi_py``'s interval is widened from its z quantile to that t quantile times √(n/(n − 1))
-(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the range of the estimand.
+(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the
+range of the estimand.
 """
 from __future__ import annotations
 
@@ -390,7 +391,10 @@ def rank_agreement(reference: Mapping[object, float], other: Mapping[object, flo
     b = np.array([other[k] for k in shared], dtype=np.float64)
     rho = sps.spearmanr(a, b).statistic
     tau = sps.kendalltau(a, b).statistic
-    clean = (lambda x: None if x is None or not np.isfinite(x) else float(x))
+
+    def clean(x):
+        return None if x is None or not np.isfinite(x) else float(x)
+
     return {"rho": clean(rho), "tau": clean(tau), "n": len(shared)}
 
 

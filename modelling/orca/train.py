@@ -201,7 +201,9 @@ def train(
     random.seed(tc.seed)
     torch.manual_seed(tc.seed)
     train_items = load_items(train_data) if isinstance(train_data, (str, Path)) else list(train_data)
-    dev_items = (load_items(dev_data) if isinstance(dev_data, (str, Path)) else list(dev_data)) if dev_data is not None else []
+    dev_items = (
+        (load_items(dev_data) if isinstance(dev_data, (str, Path)) else list(dev_data)) if dev_data is not None else []
+    )
     if tc.select_epoch not in ("last", "best"):
         raise ValueError(f"select_epoch must be 'last' or 'best', not {tc.select_epoch!r}")
     if not train_items:
@@ -336,7 +338,8 @@ def train(
     model.eval()
     if out_dir is not None:
         save_orca(model, tok, out_dir)
-    done = {"event": "done", "train_wall_s": round(train_wall, 2), "train_cpu_s": round(train_cpu, 2), "best_epoch": best_epoch,
+    done = {"event": "done", "train_wall_s": round(train_wall, 2), "train_cpu_s": round(train_cpu, 2),
+            "best_epoch": best_epoch,
             "clamp_threshold": mc.clamp_threshold, "concentration_scale": mc.concentration_scale,
             "dev": mc.dev_metrics, "out_dir": str(out_dir) if out_dir else None}
     emit(done)

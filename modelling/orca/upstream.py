@@ -229,7 +229,9 @@ def import_upstream(
     base = None
     if adapter:
         try:
-            named = json.loads((lm_dir / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+            named = json.loads(
+                (lm_dir / "adapter_config.json").read_text(encoding="utf-8")
+            ).get("base_model_name_or_path")
         except json.JSONDecodeError as exc:
             raise _error(f"{lm_dir / 'adapter_config.json'}: not valid JSON ({exc.msg})") from None
         base = str(base_model) if base_model else named

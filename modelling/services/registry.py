@@ -93,8 +93,8 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
     imported checkpoint), deactivating every other in the same transaction.
 
     Once committed, a batch job scores every candidate answer on its question's current version with the new model
-    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most one active version
-    (partial unique constraint), so concurrent activations cannot leave two active.
+    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most
+    one active version (partial unique constraint), so concurrent activations cannot leave two active.
 
     Raises:
         ValidationError: the run is not DONE or has no registered model.
@@ -111,12 +111,16 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
                 version = ModelVersion.objects.select_for_update().get(pk=version.pk)
         except ModelVersion.DoesNotExist:
             raise ValidationError(f"training run #{run.pk} has no registered model") from None
-        previous = list(ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).values_list("name", flat=True))
+        previous = list(
+            ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).values_list("name", flat=True)
+        )
         ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).update(is_active=False)
         version.is_active = True
         version.activated_at = timezone.now()
         version.activated_by = user
         version.save(update_fields=["is_active", "activated_at", "activated_by"])
-        audit_record(actor=user, action="model.activate", obj=version, old={"active": previous}, new={"active": [version.name]})
+        audit_record(
+            actor=user, action="model.activate", obj=version, old={"active": previous}, new={"active": [version.name]}
+        )
         enqueue(PREDICTIONS_SCORE, version.pk)
     return version

@@ -414,7 +414,8 @@ def training_retrain_if_due() -> TrainingRun | None:
     """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
 
     Uses the active model's run settings and split (kind, seed, held-out LALMs). Nothing happens without an active
-    model, when the active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or RUNNING. Returns the new run or None.
+    model, when the active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0,
+    or while another run is QUEUED or RUNNING. Returns the new run or None.
     """
     every = settings.ORCA_RETRAIN_EVERY
     if every <= 0:

@@ -218,7 +218,11 @@ def correction_save(
     reason = correction_reason_clean(reason)
     suggestions = suggestions or {}
     for name, suggestion in suggestions.items():
-        if suggestion.question_id != question.pk or suggestion.field != name or suggestion.status != Suggestion.Status.DONE:
+        if (
+            suggestion.question_id != question.pk
+            or suggestion.field != name
+            or suggestion.status != Suggestion.Status.DONE
+        ):
             raise ValidationError({name: "That AI suggestion is not a ready proposal for this field of this question."})
     with transaction.atomic():
         # Lock the question first so two saves of one question serialise and the second sees a stale version.
@@ -249,7 +253,9 @@ def correction_save(
             for change in plan.changes
         ]
         for suggestion in suggestions.values():
-            Suggestion.objects.filter(pk=suggestion.pk).update(status=Suggestion.Status.ACCEPTED, decided_at=timezone.now())
+            Suggestion.objects.filter(pk=suggestion.pk).update(
+                status=Suggestion.Status.ACCEPTED, decided_at=timezone.now()
+            )
         invalidated = ratings_invalidate_for_version(
             version=base_version, reason=f"Question corrected in v{version.number} ({fields}) by {expert}: {reason}"
         )

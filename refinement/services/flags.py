@@ -145,7 +145,9 @@ def flag_rules_evaluate(*, ratings: Iterable[RatingFacts], rules: FlagRules | No
             latest = newest if latest is None or newest > latest else latest
     if disagreeing:
         flags.append(
-            Flag(queue=Queue.DISAGREEMENT, count=len(disagreeing), evidence={"candidates": disagreeing}, latest_at=latest)
+            Flag(
+                queue=Queue.DISAGREEMENT, count=len(disagreeing), evidence={"candidates": disagreeing}, latest_at=latest
+            )
         )
     return flags
 

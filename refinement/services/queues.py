@@ -111,7 +111,8 @@ def questions_pull_unrated(*, questions, opened_by, note: str = "Never rated: re
     with transaction.atomic():
         for question in candidates:
             item_open(
-                question=question, queue=Queue.EXPERT, opened_by=opened_by, note=note, origin=CorrectionItem.Origin.ADMIN
+                question=question, queue=Queue.EXPERT, opened_by=opened_by, note=note,
+                origin=CorrectionItem.Origin.ADMIN
             )
             opened += 1
     return opened
@@ -140,7 +141,8 @@ def item_dismiss(*, item: CorrectionItem, expert, reason: str) -> CorrectionItem
         )
         if updated != 1:
             raise ValidationError({"item": "This flag is already closed."})
-        audit_record(actor=expert, action="correction_item.dismiss", obj=item, old={"status": CorrectionItem.Status.OPEN},
+        audit_record(actor=expert, action="correction_item.dismiss", obj=item,
+                     old={"status": CorrectionItem.Status.OPEN},
                      new={"status": CorrectionItem.Status.DISMISSED, "reason": reason})
         if not CorrectionItem.objects.filter(question=item.question, status=CorrectionItem.Status.OPEN).exists():
             question_release(question=item.question, expert=expert)

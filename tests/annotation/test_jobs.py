@@ -72,7 +72,9 @@ def test_rationale_job_makes_a_new_current_version_per_question_with_usage(
     assert item.result_version.rationale.startswith("Rationale ")
 
 
-def test_rerunning_a_job_skips_items_done_for_the_current_version(benchmark, gemini, django_capture_on_commit_callbacks):
+def test_rerunning_a_job_skips_items_done_for_the_current_version(
+    benchmark, gemini, django_capture_on_commit_callbacks
+):
     run_job(django_capture_on_commit_callbacks, kind=Job.Kind.RATIONALE, benchmark=benchmark)
     calls = len(gemini.generate_requests)
 
@@ -164,7 +166,9 @@ def test_a_jobs_log_records_carry_its_id_and_kind(benchmark, gemini, django_capt
     assert (outside.job_id, outside.job_kind) == ("-", "-")
 
 
-def test_exhausted_transient_errors_fail_the_item_with_the_message(benchmark, gemini, django_capture_on_commit_callbacks):
+def test_exhausted_transient_errors_fail_the_item_with_the_message(
+    benchmark, gemini, django_capture_on_commit_callbacks
+):
     gemini.script("generate", *[Reply(503, error_body(503, "UNAVAILABLE", "overloaded"))] * 3)
 
     job = run_job(django_capture_on_commit_callbacks, kind=Job.Kind.RATIONALE, benchmark=benchmark, external_ids=["q0"])
@@ -200,10 +204,13 @@ def test_candidates_job_asks_an_openai_compatible_lalm_once_per_version(benchmar
 
 
 def test_a_gemini_lalm_answers_with_the_audio(benchmark, gemini, django_capture_on_commit_callbacks):
-    lalm = LALM.objects.create(name="gemini-flash", provider=LALM.Provider.GEMINI, settings={"model": "gemini-2.0-flash"})
+    lalm = LALM.objects.create(
+        name="gemini-flash", provider=LALM.Provider.GEMINI, settings={"model": "gemini-2.0-flash"}
+    )
 
     job = run_job(
-        django_capture_on_commit_callbacks, kind=Job.Kind.CANDIDATES, benchmark=benchmark, lalm=lalm, external_ids=["q1"]
+        django_capture_on_commit_callbacks, kind=Job.Kind.CANDIDATES, benchmark=benchmark, lalm=lalm,
+        external_ids=["q1"],
     )
 
     assert job.status == Job.Status.DONE
@@ -236,7 +243,9 @@ def test_transcription_goes_to_the_gpu_queue_when_configured(benchmark, gemini):
         transcribe = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=benchmark)
         rationale = job_start(kind=Job.Kind.RATIONALE, benchmark=benchmark)
     plain = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=benchmark)
-    assert (transcribe.params["queue"], rationale.params["queue"], plain.params["queue"]) == ("gpu", "default", "default")
+    assert (
+        transcribe.params["queue"], rationale.params["queue"], plain.params["queue"]
+    ) == ("gpu", "default", "default")
 
 
 def test_cancel_stops_pending_items(benchmark, gemini, django_capture_on_commit_callbacks):
@@ -291,7 +300,9 @@ def test_progress_reports_counts_percent_rate_and_eta(benchmark, gemini):
     assert progress.rate_per_min > 0 and progress.eta_s > 0
 
 
-def test_items_of_a_silent_worker_are_sent_again_after_the_lease(benchmark, gemini, settings, django_capture_on_commit_callbacks):
+def test_items_of_a_silent_worker_are_sent_again_after_the_lease(
+    benchmark, gemini, settings, django_capture_on_commit_callbacks
+):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -302,7 +313,9 @@ def test_items_of_a_silent_worker_are_sent_again_after_the_lease(benchmark, gemi
     first, second = job.items.order_by("pk")
     job_item_claim(item_pk=first.pk, task_id=first.task_id)  # this worker dies; its message is lost
     job_item_claim(item_pk=second.pk, task_id=second.task_id)  # this one is still working
-    JobItem.objects.filter(pk=first.pk).update(claimed_at=timezone.now() - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S + 1))
+    JobItem.objects.filter(pk=first.pk).update(
+        claimed_at=timezone.now() - timedelta(seconds=settings.PREPARATION_ITEM_LEASE_S + 1)
+    )
 
     with django_capture_on_commit_callbacks(execute=True):
         assert job_items_requeue_stale() == 1

@@ -22,7 +22,9 @@ def benchmark(tmp_path):
     for index in range(2):
         path = tmp_path / f"c{index}.wav"
         soundfile.write(path, (0.1 * np.sin(np.arange(3000 + index) * 0.05)).astype("float32"), 16000)
-        question = QuestionFactory(benchmark=bench, external_id=f"q{index}", modality=Modality.SPEECH, version__rationale="")
+        question = QuestionFactory(
+            benchmark=bench, external_id=f"q{index}", modality=Modality.SPEECH, version__rationale=""
+        )
         question.audio = audio_clip_from_path(path=path)
         question.save(update_fields=["audio"])
     return bench
@@ -45,7 +47,9 @@ def gemini():
 def test_annotators_cannot_see_or_start_jobs(client, benchmark):
     client.force_login(UserFactory(username="annotator"))
     assert client.get(reverse("annotation:jobs")).status_code == 403
-    assert client.post(reverse("annotation:job-start"), {"kind": "transcribe", "benchmark": benchmark.pk}).status_code == 403
+    assert client.post(
+        reverse("annotation:job-start"), {"kind": "transcribe", "benchmark": benchmark.pk}
+    ).status_code == 403
 
 
 def test_experts_see_job_progress_but_cannot_start_retry_or_cancel_jobs(client, benchmark, gemini):
@@ -56,7 +60,9 @@ def test_experts_see_job_progress_but_cannot_start_retry_or_cancel_jobs(client, 
     assert listing.status_code == 200 and "Start a job" not in listing.content.decode()
     detail = client.get(reverse("annotation:job", args=[job.pk]))
     assert detail.status_code == 200 and reverse("annotation:job-cancel", args=[job.pk]) not in detail.content.decode()
-    assert client.post(reverse("annotation:job-start"), {"kind": "rationale", "benchmark": benchmark.pk}).status_code == 403
+    assert client.post(
+        reverse("annotation:job-start"), {"kind": "rationale", "benchmark": benchmark.pk}
+    ).status_code == 403
     assert client.post(reverse("annotation:job-retry", args=[job.pk])).status_code == 403
     assert client.post(reverse("annotation:job-cancel", args=[job.pk])).status_code == 403
     job.refresh_from_db()

@@ -130,7 +130,9 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
     for index in range(N_ITEMS):
         path = tmp_path / f"clip{index}.wav"
         soundfile.write(path, (0.1 * np.sin(np.arange(3000 + index) * 0.05)).astype("float32"), 16000)
-        question = QuestionFactory(benchmark=bench, external_id=f"w{index}", modality=Modality.SPEECH, version__rationale="")
+        question = QuestionFactory(
+            benchmark=bench, external_id=f"w{index}", modality=Modality.SPEECH, version__rationale=""
+        )
         question.audio = audio_clip_from_path(path=path)
         question.save(update_fields=["audio"])
 
@@ -165,7 +167,9 @@ def test_a_killed_worker_is_restarted_and_every_item_is_done_exactly_once(redis_
     assert retried.attempts == 2  # the redelivered message took the dead worker's item over
 
 
-def test_a_worker_killed_mid_pack_is_restarted_and_every_packed_clip_is_transcribed_exactly_once(redis_broker, tmp_path):
+def test_a_worker_killed_mid_pack_is_restarted_and_every_packed_clip_is_transcribed_exactly_once(
+    redis_broker, tmp_path
+):
     """Six speech questions (the demo's espeak-ng clips, 3.3–7.2 s) make two packs, i.e. two messages; the worker
     is killed while it transcribes the first; the redelivered message reclaims that pack's items."""
     from django.test import override_settings
@@ -183,7 +187,9 @@ def test_a_worker_killed_mid_pack_is_restarted_and_every_packed_clip_is_transcri
         job = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=bench)
     assert len(set(job.items.values_list("task_id", flat=True))) == 2
 
-    env = worker_env(tmp_path=tmp_path, WHISPER_BACKEND="faster-whisper", WHISPER_MODEL="tiny.en", WHISPER_CPU_THREADS="1")
+    env = worker_env(
+        tmp_path=tmp_path, WHISPER_BACKEND="faster-whisper", WHISPER_MODEL="tiny.en", WHISPER_CPU_THREADS="1"
+    )
     killed_while, done_at_kill = kill_and_restart_worker(
         env=env, log=tmp_path / "worker.log", job=job, timeout_s=60, what="a pack in flight",
         kill_when=lambda: JobItem.objects.filter(job=job, status=JobItem.Status.RUNNING).exists(),

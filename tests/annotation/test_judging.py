@@ -71,7 +71,9 @@ def test_the_expected_score_is_the_probability_weighted_mean_over_the_digit_toke
     tokens = [
         TokenLogprobs("Score", (("Score", 0.0),)),
         TokenLogprobs(":", ((":", 0.0),)),
-        TokenLogprobs(" 4", ((" 4", math.log(0.5)), (" 5", math.log(0.25)), (" 3", math.log(0.2)), (" the", math.log(0.05)))),
+        TokenLogprobs(
+            " 4", ((" 4", math.log(0.5)), (" 5", math.log(0.25)), (" 3", math.log(0.2)), (" the", math.log(0.05)))
+        ),
     ]
     # Renormalised over 1..5: 4·0.5/0.95 + 5·0.25/0.95 + 3·0.2/0.95.
     assert expected_score_from_logprobs(tokens=tokens) == pytest.approx((2 + 1.25 + 0.6) / 0.95)
@@ -89,7 +91,9 @@ def test_the_prompt_variants_follow_appendix_b2():
     no_context = prompt_render(variant="no_context", **texts)
     assert "Three barks." not in no_context and "What barks?" in no_context
     no_question = prompt_render(variant="no_question", **texts)
-    assert "What barks?" not in no_question and "Candidate Answer: <candidate_answer>A cat</candidate_answer>" in no_question
+    assert "What barks?" not in no_question and (
+        "Candidate Answer: <candidate_answer>A cat</candidate_answer>" in no_question
+    )
     assert prompt_render(variant="modified", **texts).startswith("You are an expert LLM judge.")
 
 

@@ -91,7 +91,9 @@ def test_a_whisper_segment_spanning_two_clips_gives_each_clip_its_own_segment_re
 
 
 def test_clip_segments_follow_whisper_segments_and_are_clamped_to_the_clip():
-    words = [word(3.8, 4.5, "Yes,", 3), word(4.5, 5.2, "I did.", 3), word(5.3, 5.6, "Shall", 4), word(5.6, 6.4, "we?", 4)]
+    words = [
+        word(3.8, 4.5, "Yes,", 3), word(4.5, 5.2, "I did.", 3), word(5.3, 5.6, "Shall", 4), word(5.6, 6.4, "we?", 4)
+    ]
 
     segments = clip_segments(words, offset_s=4.0, duration_s=2.0)
 

@@ -90,7 +90,9 @@ def demo_speech_benchmark():
 
 @pytest.fixture
 def packing_on(settings):
-    settings.WHISPER_BACKEND, settings.WHISPER_MODEL, settings.WHISPER_COMPUTE_TYPE = "faster-whisper", "tiny.en", "int8"
+    settings.WHISPER_BACKEND, settings.WHISPER_MODEL, settings.WHISPER_COMPUTE_TYPE = (
+        "faster-whisper", "tiny.en", "int8"
+    )
     settings.WHISPER_PACK_S, settings.WHISPER_PACK_GAP_S = 28.0, 1.0
     return settings
 
@@ -114,7 +116,9 @@ def test_a_transcription_job_packs_short_clips_into_one_message_and_stores_each_
         assert item.question.current_version_id == version.pk
         assert own_word[item.question.external_id] in version.transcript.lower()
         assert version.transcript_language == "en"
-        assert all(0.0 <= s["start"] <= s["end"] <= item.question.audio.duration_s + 0.01 for s in version.transcript_segments)
+        assert all(
+            0.0 <= s["start"] <= s["end"] <= item.question.audio.duration_s + 0.01 for s in version.transcript_segments
+        )
 
     with django_capture_on_commit_callbacks(execute=True):
         again = job_start(kind=Job.Kind.TRANSCRIBE, benchmark=demo_speech_benchmark)
@@ -168,4 +172,6 @@ def test_a_redelivered_pack_message_redoes_only_its_unfinished_items(demo_speech
 
     assert outcomes == {items[0].pk: "not-claimed", items[1].pk: "done", items[2].pk: "done"}
     assert QuestionVersion.objects.filter(source=QuestionVersion.Source.TRANSCRIPTION).count() == 3
-    assert job_items_process(item_pks=[i.pk for i in items], task_id="a duplicate") == {i.pk: "not-claimed" for i in items}
+    assert job_items_process(
+        item_pks=[i.pk for i in items], task_id="a duplicate"
+    ) == {i.pk: "not-claimed" for i in items}

@@ -114,7 +114,9 @@ def test_gemini_gives_up_after_max_attempts_of_server_errors(gemini, wav):
 def test_gemini_upload_failure_is_retried(gemini, wav):
     gemini.script("upload", Reply(503, error_body(503, "UNAVAILABLE", "try later")))
 
-    generation = rationale_writer_from_settings().write_rationale(audio_path=str(wav), question="Q", reference_answer="A")
+    generation = rationale_writer_from_settings().write_rationale(
+        audio_path=str(wav), question="Q", reference_answer="A"
+    )
 
     assert generation.text
     assert len(gemini.generate_requests) == 1

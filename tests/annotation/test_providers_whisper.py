@@ -93,7 +93,9 @@ def test_packing_the_demo_speech_clips_keeps_each_clips_words_in_that_clip(tiny_
     assert edits / total <= 0.15, [t.text for t in packed]
 
 
-def test_a_clip_that_cannot_be_read_fails_alone_and_a_single_clip_is_transcribed_as_before(tiny_en, synthesized_clip, tmp_path):
+def test_a_clip_that_cannot_be_read_fails_alone_and_a_single_clip_is_transcribed_as_before(
+    tiny_en, synthesized_clip, tmp_path
+):
     results = tiny_en.transcribe_many(
         audio_paths=[str(synthesized_clip), str(tmp_path / "missing.wav")], pack_s=28.0, gap_s=1.0
     )
@@ -137,5 +139,7 @@ def test_openai_whisper_backend_runs_a_tiny_random_checkpoint(tmp_path, synthesi
     assert transcript.language == "en"
     assert isinstance(transcript.text, str)
     duration = soundfile.info(synthesized_clip).duration
-    assert transcript.usage == {"audio_s": pytest.approx(duration, abs=0.01), "model": str(checkpoint), "backend": "openai-whisper"}
+    assert transcript.usage == {
+        "audio_s": pytest.approx(duration, abs=0.01), "model": str(checkpoint), "backend": "openai-whisper"
+    }
     assert all(s.end >= s.start for s in transcript.segments)

@@ -95,7 +95,9 @@ def _correct(candidate, expert):
 
 
 def _no_valid_rating_on_a_superseded_version() -> None:
-    stray = Rating.objects.filter(is_valid=True).exclude(question_version=F("question_version__question__current_version"))
+    stray = Rating.objects.filter(is_valid=True).exclude(
+        question_version=F("question_version__question__current_version")
+    )
     assert not stray.exists(), list(stray.values("pk", "question_version_id"))
     for candidate in CandidateAnswer.objects.all():
         assert candidate.valid_rating_count == candidate.ratings.filter(is_valid=True).count()

@@ -60,7 +60,10 @@ def wait_for(condition, *, timeout_s: float, what: str, log: Path | None = None,
 
 def database_url() -> str:
     db = connection.settings_dict
-    return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return (
+        f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
+        f"{db['PORT'] or 5432}/{db['NAME']}"
+    )
 
 
 @pytest.fixture

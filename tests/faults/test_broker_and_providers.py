@@ -34,7 +34,9 @@ def _start_rationale_job(bench, server_url: str) -> Job:
 def _worker_env(tmp_path: Path, *, broker_url: str, server_url: str, **overrides) -> dict:
     module = worker_settings(
         tmp_path,
-        CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 5, "unacked_restore_interval": 1, "unacked_restore_throttle": 1},
+        CELERY_BROKER_TRANSPORT_OPTIONS={
+            "visibility_timeout": 5, "unacked_restore_interval": 1, "unacked_restore_throttle": 1
+        },
         RATIONALE_PROVIDER="openai",
         OPENAI_COMPAT_BASE_URL=server_url,
         OPENAI_COMPAT_MODEL="fake-audio-model",
@@ -53,7 +55,9 @@ def test_a_redis_restart_with_queued_jobs_loses_nothing_and_the_worker_reconnect
         server.delay_s = 0.5
         job = _start_rationale_job(bench, f"{server.url}/v1")
         log = tmp_path / "worker.log"
-        worker = start_worker(env=_worker_env(tmp_path, broker_url=private_redis.url, server_url=f"{server.url}/v1"), log=log)
+        worker = start_worker(
+            env=_worker_env(tmp_path, broker_url=private_redis.url, server_url=f"{server.url}/v1"), log=log
+        )
         try:
             wait_for(lambda: Job.objects.get(pk=job.pk).done >= 2, timeout_s=90, what="2 items done", log=log)
             done_before = Job.objects.get(pk=job.pk).done

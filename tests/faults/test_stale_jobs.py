@@ -25,7 +25,9 @@ BEAT_EVERY_SECOND = {
 }
 
 
-def test_beat_fails_silent_training_runs_and_resends_silent_stage1_items(postgres, private_redis, celery_app_on, tmp_path):
+def test_beat_fails_silent_training_runs_and_resends_silent_stage1_items(
+    postgres, private_redis, celery_app_on, tmp_path
+):
     now = timezone.now()
     silent = TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, heartbeat_at=now - timedelta(hours=2),
                                         started_at=now - timedelta(hours=3))

@@ -203,7 +203,9 @@ def test_the_command_prints_json_in_the_documented_shape_and_the_other_formats(s
     out = StringIO()
     call_command("leaderboard", "--csv", "--by", "category", stdout=out)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("group,LALM,answers") and any(line.startswith("category: Speech,good,") for line in lines)
+    assert lines[0].startswith("group,LALM,answers") and any(
+        line.startswith("category: Speech,good,") for line in lines
+    )
     out = StringIO()
     call_command("leaderboard", "--latex", stdout=out)
     assert r"\toprule" in out.getvalue() and r"ORCA $\mu$" in out.getvalue()

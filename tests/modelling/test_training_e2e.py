@@ -20,7 +20,7 @@ def _rated_items(n_questions: int = 10) -> None:
     """n questions of one stratum, each with a right and a wrong candidate answer rated by two annotators."""
     right, wrong = LALMFactory(name="M1_0"), LALMFactory(name="M2_1")
     annotators = [UserFactory(), UserFactory()]
-    for i in range(n_questions):
+    for _ in range(n_questions):
         version = QuestionFactory(modality="sound", category="Counting").current_version
         good = CandidateAnswerFactory(question_version=version, lalm=right, text="A dog barking")
         bad = CandidateAnswerFactory(question_version=version, lalm=wrong, text="A violin playing a melody")

@@ -75,7 +75,9 @@ def test_correction_makes_a_new_immutable_version_with_author_reason_and_queue(r
     assert result.version.rationale == old.rationale
     assert "reference" in result.version.reason
     correction = Correction.objects.get()
-    assert (correction.field, correction.queue, correction.old_text) == ("reference_answer", "reference", "A dog barking")
+    assert (
+        correction.field, correction.queue, correction.old_text
+    ) == ("reference_answer", "reference", "A dog barking")
     assert not CorrectionItem.objects.filter(question=rated_question, status="open").exists()
     # Both open flags (reference: code R; disagreement: scores 2 and 4) are closed by the correction.
     closed = CorrectionItem.objects.filter(question=rated_question)
@@ -158,7 +160,9 @@ def test_saving_over_a_stale_version_is_refused_and_writes_nothing(rated_questio
     old = rated_question.current_version
     correction_save(question=rated_question, base_version=old, texts={"rationale": "New."}, expert=expert, reason="x")
     with pytest.raises(StaleVersionError):
-        correction_save(question=rated_question, base_version=old, texts={"rationale": "Other."}, expert=expert, reason="y")
+        correction_save(
+            question=rated_question, base_version=old, texts={"rationale": "Other."}, expert=expert, reason="y"
+        )
     assert QuestionVersion.objects.filter(question=rated_question).count() == 2
 
 
@@ -170,7 +174,9 @@ def test_unchanged_texts_or_missing_reason_are_refused(rated_question, expert):
             expert=expert, reason="x",
         )
     with pytest.raises(ValidationError):
-        correction_save(question=rated_question, base_version=version, texts={"rationale": "x"}, expert=expert, reason=" ")
+        correction_save(
+            question=rated_question, base_version=version, texts={"rationale": "x"}, expert=expert, reason=" "
+        )
     assert Rating.objects.filter(is_valid=False).count() == 0
 
 
@@ -204,7 +210,9 @@ def test_dismiss_closes_the_flag_with_a_reason_and_keeps_ratings_valid(rated_que
 
 
 def test_an_expert_sends_a_question_to_the_transcript_queue(rated_question, expert):
-    item = item_open(question=rated_question, queue=Queue.TRANSCRIPT, opened_by=expert, note="comment: transcript wrong")
+    item = item_open(
+        question=rated_question, queue=Queue.TRANSCRIPT, opened_by=expert, note="comment: transcript wrong"
+    )
     again = item_open(question=rated_question, queue=Queue.TRANSCRIPT, opened_by=expert, note="second report")
     assert again.pk == item.pk
     assert again.flag_count == 2

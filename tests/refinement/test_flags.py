@@ -20,7 +20,9 @@ def rate(candidate, score=3, codes=""):
 
 def open_queues(question):
     return set(
-        CorrectionItem.objects.filter(question=question, status=CorrectionItem.Status.OPEN).values_list("queue", flat=True)
+        CorrectionItem.objects.filter(question=question, status=CorrectionItem.Status.OPEN).values_list(
+            "queue", flat=True
+        )
     )
 
 

@@ -38,7 +38,10 @@ def expected_queue_counts(paths) -> dict[str, int]:
     counts = dict.fromkeys(["question", "reference", "rationale", "transcript", "expert", "disagreement"], 0)
     for ratings in ratings_by_question.values():
         n = len(ratings)
-        with_code = lambda code: sum(code in codes for _, _, codes in ratings)  # noqa: E731
+
+        def with_code(code, ratings=ratings):
+            return sum(code in codes for _, _, codes in ratings)
+
         counts["question"] += with_code("Q") >= 1
         counts["reference"] += with_code("R") >= 1
         counts["rationale"] += with_code("A") >= 2 or (n and with_code("A") / n >= 0.5)

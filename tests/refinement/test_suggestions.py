@@ -26,7 +26,9 @@ def flagged_question():
     return question
 
 
-def test_gemini_suggestion_is_stored_for_review_and_nothing_is_saved(flagged_question, django_capture_on_commit_callbacks):
+def test_gemini_suggestion_is_stored_for_review_and_nothing_is_saved(
+    flagged_question, django_capture_on_commit_callbacks
+):
     expert = AnnotatorFactory(roles=["expert"])
     with FakeGemini(reply=lambda request: "Two dogs barking") as fake, override_settings(
         GEMINI_API_KEY="test-key", GEMINI_BASE_URL=fake.url, REFINEMENT_SUGGESTION_PROVIDER="gemini", **FAST_RETRIES
@@ -59,7 +61,9 @@ def test_gemini_suggestion_is_stored_for_review_and_nothing_is_saved(flagged_que
     assert result.version.reference_answer == "Two dogs barking"
 
 
-def test_gemini_error_marks_the_suggestion_failed_with_the_message(flagged_question, django_capture_on_commit_callbacks):
+def test_gemini_error_marks_the_suggestion_failed_with_the_message(
+    flagged_question, django_capture_on_commit_callbacks
+):
     expert = AnnotatorFactory(roles=["expert"])
     with FakeGemini() as fake, override_settings(
         GEMINI_API_KEY="test-key", GEMINI_BASE_URL=fake.url, REFINEMENT_SUGGESTION_PROVIDER="gemini", **FAST_RETRIES

@@ -23,7 +23,9 @@ def flagged(codes_list, *, modality=Modality.SOUND, category="Reasoning", k_cand
     for _ in range(k_candidates):
         candidate = CandidateAnswerFactory(question_version=question.current_version)
         for codes in codes_list:
-            RatingFactory(candidate=candidate, score=3, codes=codes, comment="reference is wrong" if "R" in codes else "")
+            RatingFactory(
+                candidate=candidate, score=3, codes=codes, comment="reference is wrong" if "R" in codes else ""
+            )
     from annotation.services.versions import candidate_counts_refresh
 
     candidate_counts_refresh(candidates=CandidateAnswer.objects.filter(question_version=question.current_version))
@@ -102,7 +104,9 @@ def test_expert_fixes_a_reference_answer_with_an_ai_suggestion_end_to_end(
     queue_page = client.get(reverse("refinement:queue", args=[Queue.REFERENCE]))
     assert [i.question_id for i in queue_page.context["items"]] == [question.pk]
     url = reverse("refinement:correct", args=[question.pk])
-    form = {name: getattr(old_version, name) for name in ("question_text", "reference_answer", "rationale", "transcript")}
+    form = {
+        name: getattr(old_version, name) for name in ("question_text", "reference_answer", "rationale", "transcript")
+    }
     form.update(base_version=old_version.pk, queue="reference", reason="")
 
     with FakeGemini(reply=lambda request: "Two dogs barking") as fake, override_settings(
@@ -159,7 +163,9 @@ def test_expert_fixes_a_reference_answer_with_an_ai_suggestion_end_to_end(
 def test_expert_sends_a_question_to_the_transcript_queue(client, expert):
     question = flagged([""])
     client.force_login(expert)
-    client.post(reverse("refinement:send", args=[question.pk]), {"queue": "transcript", "note": "comment: transcript wrong"})
+    client.post(
+        reverse("refinement:send", args=[question.pk]), {"queue": "transcript", "note": "comment: transcript wrong"}
+    )
     assert CorrectionItem.objects.get(question=question, queue="transcript").origin == "expert"
 
 

@@ -130,7 +130,9 @@ def test_a_benchmark_field_of_the_wrong_type_is_refused(tmp_path, data):
     file_format = data.draw(st.sampled_from(["mmau", "mmar"]))
     records = copy.deepcopy(MMAU if file_format == "mmau" else MMAR)
     index = data.draw(st.integers(min_value=0, max_value=len(records) - 1))
-    field = data.draw(st.sampled_from(["id", "question", "answer", "choices", "task" if file_format == "mmau" else "modality"]))
+    field = data.draw(
+        st.sampled_from(["id", "question", "answer", "choices", "task" if file_format == "mmau" else "modality"])
+    )
     value = data.draw(json_values.filter(lambda v: not isinstance(v, list) or not all(isinstance(s, str) for s in v))
                       if field == "choices" else not_a_string)
     records[index][field] = value
@@ -152,12 +154,15 @@ def test_huge_ids_are_refused_and_huge_texts_are_stored_whole(tmp_path, data, te
     if error is not None:
         assert error.field == field and "longer than" in error.problem
     else:
-        assert QuestionVersion.objects.filter(**{"question_text" if field == "question" else "reference_answer": text}).exists()
+        assert QuestionVersion.objects.filter(
+            **{"question_text" if field == "question" else "reference_answer": text}
+        ).exists()
 
 
 @FUZZ
 @given(label=st.text(min_size=0, max_size=30).filter(
-    lambda s: s.strip().lower() not in ("speech", "sound", "music", "mixed") and not s.strip().lower().startswith("mix-")))
+    lambda s: s.strip().lower() not in ("speech", "sound", "music", "mixed")
+    and not s.strip().lower().startswith("mix-")))
 def test_an_unknown_modality_is_refused(tmp_path, label):
     records = copy.deepcopy(MMAR)
     records[0]["modality"] = label
@@ -221,7 +226,10 @@ def test_duplicate_ids_are_refused(tmp_path, data):
     kind = data.draw(st.sampled_from(["mmau", "mmar", "candidates"]))
     if kind == "candidates":
         benchmark_import(path=write(tmp_path, "jsonl", jsonl(MMAR)), file_format="mmar", name="Fuzz MMAR")
-        rows = [{"id": "fz-mmar-1", "answer_prediction": "Sea"}, {"id": "fz-mmar-1", "answer_prediction": data.draw(st.text(max_size=10))}]
+        rows = [
+            {"id": "fz-mmar-1", "answer_prediction": "Sea"},
+            {"id": "fz-mmar-1", "answer_prediction": data.draw(st.text(max_size=10))},
+        ]
         run = lambda path: candidate_answers_import(path=path, lalm_name="fuzz-lalm", benchmark_name="Fuzz MMAR")  # noqa: E731
         content = jsonl(rows)
     else:

@@ -79,7 +79,9 @@ def test_token_requests_are_throttled_per_client_address(monkeypatch, settings):
     AnnotatorFactory(username="rater")
     client = Client(REMOTE_ADDR=PROXY)
     for attempt in range(3):
-        assert _token(client, "rater", "wrong", HTTP_X_FORWARDED_FOR=f"10.0.0.{attempt}, 198.51.100.7").status_code == 400
+        assert _token(
+            client, "rater", "wrong", HTTP_X_FORWARDED_FOR=f"10.0.0.{attempt}, 198.51.100.7"
+        ).status_code == 400
     throttled = _token(client, "rater", "pw", HTTP_X_FORWARDED_FOR="10.9.9.9, 198.51.100.7")
     assert throttled.status_code == 429 and int(throttled["Retry-After"]) > 0
     assert _token(client, "rater", "pw", HTTP_X_FORWARDED_FOR="203.0.113.5").status_code == 200

@@ -77,7 +77,9 @@ def test_posts_without_the_csrf_token_are_refused_and_htmx_posts_with_the_header
     assert client.post(url, {"score": "4"}, HTTP_HX_REQUEST="true").status_code == 403
     assert not Rating.objects.exists()
 
-    token = re.search(r"&quot;X-CSRFToken&quot;: &quot;([^&]+)&quot;|\"X-CSRFToken\": \"([^\"]+)\"", page.content.decode())
+    token = re.search(
+        r"&quot;X-CSRFToken&quot;: &quot;([^&]+)&quot;|\"X-CSRFToken\": \"([^\"]+)\"", page.content.decode()
+    )
     header_token = next(group for group in token.groups() if group)
     ok = client.post(url, {"score": "4"}, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=header_token)
     assert ok.status_code == 200
@@ -85,7 +87,9 @@ def test_posts_without_the_csrf_token_are_refused_and_htmx_posts_with_the_header
 
 
 def test_login_without_csrf_is_refused():
-    assert Client(enforce_csrf_checks=True).post("/accounts/login/", {"username": "a", "password": "b"}).status_code == 403
+    assert Client(enforce_csrf_checks=True).post(
+        "/accounts/login/", {"username": "a", "password": "b"}
+    ).status_code == 403
 
 
 def test_responses_forbid_framing_and_inline_scripts(rating_page):
@@ -93,7 +97,9 @@ def test_responses_forbid_framing_and_inline_scripts(rating_page):
     for url in ("/accounts/login/", "/rate/next/", "/", "/healthz"):
         response = client.get(url)
         assert response["X-Frame-Options"] == "DENY", url
-        policy = dict(part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";") if part.strip())
+        policy = dict(
+            part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";") if part.strip()
+        )
         assert policy["script-src"] == "'self'", url
         assert policy["frame-ancestors"] == "'none'" and policy["object-src"] == "'none'"
         assert "unsafe-eval" not in response["Content-Security-Policy"]

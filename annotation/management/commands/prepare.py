@@ -54,7 +54,10 @@ class Command(BaseCommand):
             )
         except JobStartError as error:
             raise CommandError(str(error)) from error
-        self.stdout.write(f"job {job.pk}: {job.get_kind_display()} of {job.total} items queued (page {reverse('annotation:job', args=[job.pk])})")
+        self.stdout.write(
+            f"job {job.pk}: {job.get_kind_display()} of {job.total} items queued "
+            f"(page {reverse('annotation:job', args=[job.pk])})"
+        )
         if not options["wait"]:
             return
         job_follow(job=job, stdout=self.stdout)

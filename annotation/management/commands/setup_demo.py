@@ -48,7 +48,7 @@ class Command(BaseCommand):
                 f"accounts (manage.py createsuperuser), or pass {UNSAFE_FLAG} on a machine no one else can reach."
             )
         if not no_accounts:
-            self.stdout.write("Demo accounts (password for all: %s):" % DEMO_PASSWORD)
+            self.stdout.write(f"Demo accounts (password for all: {DEMO_PASSWORD}):")
             for account in demo_accounts_create():
                 state = "created" if account.created else "exists"
                 self.stdout.write(f"  {account.username:<12} {account.role:<10} ({state})")

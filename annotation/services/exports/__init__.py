@@ -16,7 +16,8 @@ Arrow, memory-mapped). What grows with the data is only the split lookup (one en
 
 One module per job: :mod:`.records` (reading), :mod:`.orca_jsonl`, :mod:`.writers`, :mod:`.datasheet`,
 :mod:`.dataset`, :mod:`.corrected_benchmark` and :mod:`.jobs`; the export-job reads are in
-:mod:`annotation.selectors`, the streamed alpha is :class:`annotation.agreement.AlphaAccumulator`. The names callers use are re-exported here.
+:mod:`annotation.selectors`, the streamed alpha is :class:`annotation.agreement.AlphaAccumulator`. The names callers use
+are re-exported here.
 """
 from annotation.agreement import AlphaAccumulator as _AlphaAccumulator
 from annotation.selectors import export_job_for_user, export_jobs_for_user

@@ -89,14 +89,16 @@ def _datasheet(
         f"- Krippendorff's alpha (ordinal, valid scored ratings): {_fmt_alpha(summary.alpha_ordinal)}",
     ]
     if split == "unseen-questions":
-        lines.append(f"- Split: unseen questions, train/dev/test 8:1:1 stratified by modality then category, seed {seed}"
-                     " (ORCA paper, section 5.3); no question is in two splits")
+        lines.append("- Split: unseen questions, train/dev/test 8:1:1 stratified by modality then category, "
+                     f"seed {seed} (ORCA paper, section 5.3); no question is in two splits")
     elif split == "held-out-lalms":
         lines.append(f"- Split: held-out LALMs {', '.join(sorted(held_out_lalms))} form `test`; the other LALMs' "
                      f"questions are split 8:1 into train/dev, seed {seed} (ORCA paper, section 5.3)")
     else:
         lines.append("- Split: none (one `dataset` split)")
-    lines += ["", "## Splits", "", "| split | rows | ratings | invalidated | questions | LALMs |", "|---|---|---|---|---|---|"]
+    lines += [
+        "", "## Splits", "", "| split | rows | ratings | invalidated | questions | LALMs |", "|---|---|---|---|---|---|"
+    ]
     for name, c in summary.splits.items():
         lines.append(
             f"| {name} | {c['rows']} | {c['ratings']} | {c['invalidated_ratings']} | {c['questions']} | {c['lalms']} |"

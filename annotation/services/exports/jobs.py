@@ -183,7 +183,9 @@ def _export_work(*, job: Job) -> str:
         return Job.Status.FAILED
     done_rows = result.get("rows", result.get("questions", 0))
     with transaction.atomic():
-        finished = lifecycle.run_finish(Job, job_pk, done=done_rows, total=done_rows, params={**params, "result": result})
+        finished = lifecycle.run_finish(
+            Job, job_pk, done=done_rows, total=done_rows, params={**params, "result": result}
+        )
         if finished:
             audit_record(actor=None, actor_label=f"job {job_pk}", action="export.finish", obj=job,
                          old={"status": Job.Status.RUNNING}, new={"status": Job.Status.DONE, **result})

@@ -16,7 +16,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--json", dest="as_json", action="store_true", help="Print one JSON object {queue: open items}.")
+        parser.add_argument(
+            "--json", dest="as_json", action="store_true", help="Print one JSON object {queue: open items}."
+        )
         parser.add_argument(
             "--no-refresh", action="store_true", help="Only print; do not evaluate the flag rules first."
         )

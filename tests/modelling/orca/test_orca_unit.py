@@ -257,10 +257,12 @@ def test_item_targets_sample_variance():
     [
         (json.dumps({"id": "x1", **ITEM}) + "\n" + json.dumps({"id": "x2", **ITEM, "ratings": [7]}),
          r"line 2: field 'ratings'\[0\] = 7 is outside 1-5"),
-        (json.dumps({"id": "x1", **{k: v for k, v in ITEM.items() if k != "candidate"}}), r"line 1: field 'candidate' is missing"),
+        (json.dumps({"id": "x1", **{k: v for k, v in ITEM.items() if k != "candidate"}}),
+         r"line 1: field 'candidate' is missing"),
         (json.dumps({"id": "x1", **ITEM, "question": 3}), r"line 1: field 'question' must be a string"),
         (json.dumps({"id": "x1", **ITEM}) + "\n{oops", r"line 2: invalid JSON"),
-        (json.dumps({"k1": ITEM, "k2": {**ITEM, "ratings": [None]}}), r"key 'k2': field 'ratings' has no non-null rating"),
+        (json.dumps({"k1": ITEM, "k2": {**ITEM, "ratings": [None]}}),
+         r"key 'k2': field 'ratings' has no non-null rating"),
         (json.dumps({"k1": {**ITEM, "ratings": "5"}}), r"key 'k1': field 'ratings' must be a list"),
     ],
 )

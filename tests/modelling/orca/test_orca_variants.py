@@ -38,7 +38,8 @@ def tiny_dirs(tmp_path_factory):
     tok.save_pretrained(enc)
     dec = root / "llama"
     LlamaModel(LlamaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                           num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128)).save_pretrained(dec)
+                           num_key_value_heads=2, intermediate_size=64,
+                           max_position_embeddings=128)).save_pretrained(dec)
     tok.eos_token = "[SEP]"
     tok.save_pretrained(dec)
     data = root / "items.jsonl"
@@ -158,7 +159,9 @@ def test_batched_encoding_matches_one_item_at_a_time(tiny_dirs):
     items = [
         OrcaItem("a", "q?", "ref", "the candidate answer zebra", rationale="long " * 500),
         OrcaItem("b", "q?", "ref", "ref", rationale=""),  # a text shared with another field and item
-        OrcaItem("c", "Which bird sings?", "A robin", "a blackbird", rationale="Birdsong at dawn.", transcription="tweet"),
+        OrcaItem(
+            "c", "Which bird sings?", "A robin", "a blackbird", rationale="Birdsong at dawn.", transcription="tweet"
+        ),
         OrcaItem("d", "q?", "ref", "the candidate answer zebra", rationale="short"),
     ]
     for cfg in (OrcaConfig(max_length=40, transcript=True), OrcaConfig(max_length=24, rationale=False),
@@ -172,7 +175,9 @@ def test_batched_encoding_matches_one_item_at_a_time(tiny_dirs):
 
 def test_int8_scoring_is_close_to_float32_and_cpu_only(tiny_dirs, tmp_path):
     enc, _, data = tiny_dirs
-    train(data, data, tmp_path / "m", OrcaConfig(base_model=str(enc), max_length=48), TrainConfig(epochs=1, batch_size=3))
+    train(
+        data, data, tmp_path / "m", OrcaConfig(base_model=str(enc), max_length=48), TrainConfig(epochs=1, batch_size=3)
+    )
     items = load_items(data)
     fp32 = predict(*load_orca(tmp_path / "m"), items)
     model, tok = load_orca(tmp_path / "m", int8=True)
