@@ -10,8 +10,10 @@ Public API:
     TrainConfig, train                            fine-tuning with progress callback (train.py)
     import_upstream                               checkpoints of the ORCA authors into our format (upstream.py)
     rating_nll, beta_moments, categorical_moments likelihoods and moments (losses.py)
-    evaluate_predictions, mae_var_by_definition, item_variance_targets, clamp_mu, clamp_predictions,
-    tune_clamp_threshold, sharpen_variance, tune_concentration_scale    metrics and post-processing (metrics.py)
+    evaluate_predictions, mae_var_by_definition,  metrics (metrics.py)
+    item_variance_targets
+    clamp_mu, clamp_predictions, sharpen_variance, post-processing (metrics.py)
+    tune_clamp_threshold, tune_concentration_scale
 """
 
 import importlib
