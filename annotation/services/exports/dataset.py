@@ -58,6 +58,23 @@ def _split_plan(
     return ["train", "dev", "test"], lambda r: "test" if r["lalm"] in held else of_question[r["question_pk"]]
 
 
+def dataset_options_check(*, formats, split: str, held_out_lalms) -> tuple[str, ...]:
+    """The dataset formats without repeats, in order, once the options of a dataset export are known to be valid.
+
+    Raises:
+        ExportError: no format or an unknown one, an unknown split, or split ``held-out-lalms`` without LALMs.
+    """
+    formats = tuple(dict.fromkeys(formats))
+    unknown = [f for f in formats if f not in DATASET_FORMATS]
+    if unknown or not formats:
+        raise ExportError(f"formats must be some of {', '.join(DATASET_FORMATS)}; got {', '.join(formats) or 'none'}")
+    if split not in SPLIT_KINDS:
+        raise ExportError(f"split must be one of {', '.join(SPLIT_KINDS)}; got {split!r}")
+    if split == "held-out-lalms" and not held_out_lalms:
+        raise ExportError("split held-out-lalms needs the names of the LALMs to hold out")
+    return formats
+
+
 def dataset_export(
     *,
     out_dir: Path,
@@ -108,14 +125,7 @@ def dataset_export(
     Raises:
         ExportError: unknown format or split, held-out LALMs missing or unknown.
     """
-    formats = tuple(dict.fromkeys(formats))
-    unknown = [f for f in formats if f not in DATASET_FORMATS]
-    if unknown or not formats:
-        raise ExportError(f"formats must be some of {', '.join(DATASET_FORMATS)}; got {', '.join(formats) or 'none'}")
-    if split not in SPLIT_KINDS:
-        raise ExportError(f"split must be one of {', '.join(SPLIT_KINDS)}; got {split!r}")
-    if split == "held-out-lalms" and not held_out_lalms:
-        raise ExportError("split held-out-lalms needs the names of the LALMs to hold out")
+    formats = dataset_options_check(formats=formats, split=split, held_out_lalms=held_out_lalms)
     selection = _candidate_selection(benchmark=benchmark, include_invalid=include_invalid)
     split_names, split_of = _split_plan(selection=selection, split=split, seed=seed, held_out_lalms=held_out_lalms)
 

@@ -23,7 +23,7 @@ from annotation.jobs.registry import enqueue, kind_register
 from annotation.models import Benchmark, Job, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports.corrected_benchmark import BENCHMARK_FORMATS, benchmark_export_corrected
-from annotation.services.exports.dataset import DATASET_FORMATS, SPLIT_KINDS, dataset_export
+from annotation.services.exports.dataset import dataset_export, dataset_options_check
 from annotation.services.exports.records import ExportError, _candidate_selection
 from config.observability import job_log_context
 
@@ -83,13 +83,7 @@ def export_start(
             raise ExportError(f"benchmark format must be one of {', '.join(BENCHMARK_FORMATS)}")
         total = Question.objects.filter(benchmark=benchmark).exclude(status=Question.Status.RETIRED).count()
     else:
-        bad = [f for f in formats if f not in DATASET_FORMATS]
-        if bad or not formats:
-            raise ExportError(f"formats must be some of {', '.join(DATASET_FORMATS)}")
-        if split not in SPLIT_KINDS:
-            raise ExportError(f"split must be one of {', '.join(SPLIT_KINDS)}")
-        if split == "held-out-lalms" and not held_out_lalms:
-            raise ExportError("split held-out-lalms needs the names of the LALMs to hold out")
+        dataset_options_check(formats=formats, split=split, held_out_lalms=held_out_lalms)
         total = _candidate_selection(benchmark=benchmark, include_invalid=include_invalid).count()
     params = {
         "what": what,
