@@ -36,7 +36,7 @@ from annotation.services.exports import dataset_export_orca_jsonl
 from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
 from modelling.services.predictions import predictions_score
 from modelling.services.registry import artifact_root
-from modelling.services.training import model_version_register, scored_items, training_config_clean
+from modelling.services.training import model_version_register, orca_configs, scored_items, training_config_clean
 
 #: The job kind of a cross-fit (``ModellingConfig.ready`` registers its task).
 CROSSFIT = "crossfit"
@@ -100,7 +100,7 @@ def crossfit_execute(*, run_id: int, task_id: str = "") -> CrossFitRun | None:
 
 
 def _crossfit(run: CrossFitRun) -> None:
-    from modelling.orca import OrcaConfig, TrainConfig, train
+    from modelling.orca import train
 
     cfg = run.config
     fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)
@@ -134,16 +134,7 @@ def _crossfit(run: CrossFitRun) -> None:
                 _beat(pk)
 
         model_dir = data / "model"
-        result = train(
-            items, None, model_dir,
-            OrcaConfig(base_model=cfg["base_model"], head=cfg["head"], pooling=cfg["pooling"],
-                       max_length=cfg["max_length"], rationale=cfg["rationale"], question=cfg["question"],
-                       transcript=cfg["transcript"]),
-            TrainConfig(epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.seed,
-                        device=cfg["device"], freeze_layers=cfg.get("freeze_layers", 0),
-                        var_weight=cfg.get("var_weight", 0.0), log_every=1),
-            callback=progress,
-        )
+        result = train(items, None, model_dir, *orca_configs(config=cfg, seed=run.seed), callback=progress)
         with transaction.atomic():
             TrainingRun.objects.filter(pk=fold_run.pk).update(
                 status=TrainingRun.Status.DONE, artifact_path=str(model_dir), finished_at=timezone.now(),

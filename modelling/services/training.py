@@ -286,8 +286,27 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun | Non
     return run
 
 
+def orca_configs(*, config: dict, seed: int):
+    """``(OrcaConfig, TrainConfig)`` of a run's cleaned ``config`` (:func:`training_config_clean`) with ``seed``;
+    shared by training runs and the leaderboard's cross-fits. Imports ``modelling.orca`` (torch)."""
+    from modelling.orca import OrcaConfig, TrainConfig
+
+    return (
+        OrcaConfig(
+            base_model=config["base_model"], head=config["head"], pooling=config["pooling"],
+            max_length=config["max_length"], rationale=config["rationale"], question=config["question"],
+            transcript=config["transcript"],
+        ),
+        TrainConfig(
+            epochs=config["epochs"], lr=config["lr"], batch_size=config["batch_size"], seed=seed,
+            device=config["device"], freeze_layers=config.get("freeze_layers", 0),
+            var_weight=config.get("var_weight", 0.0), log_every=1,
+        ),
+    )
+
+
 def _train(run: TrainingRun) -> None:
-    from modelling.orca import OrcaConfig, TrainConfig, train
+    from modelling.orca import train
 
     cfg = run.config
     folder = artifact_root() / f"run-{run.pk:05d}"
@@ -304,14 +323,7 @@ def _train(run: TrainingRun) -> None:
     if not items["train"]:
         raise ValueError("the training split has no candidate answer with a scored valid rating")
 
-    model_config = OrcaConfig(
-        base_model=cfg["base_model"], head=cfg["head"], pooling=cfg["pooling"], max_length=cfg["max_length"],
-        rationale=cfg["rationale"], question=cfg["question"], transcript=cfg["transcript"],
-    )
-    train_config = TrainConfig(
-        epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=run.split_seed, device=cfg["device"],
-        freeze_layers=cfg.get("freeze_layers", 0), var_weight=cfg.get("var_weight", 0.0), log_every=1,
-    )
+    model_config, train_config = orca_configs(config=cfg, seed=run.split_seed)
     model_dir = folder / "model"
     result = train(
         items["train"], items["dev"] or None, model_dir, model_config, train_config, callback=_Progress(run.pk)
