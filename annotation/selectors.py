@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from annotation.access import ADMIN, RATERS, STAFF, has_role, require_role
 from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
+from annotation.quality.items import candidates_without_quality_items
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 from annotation.services.target_ratings import target_ratings_expression
 
@@ -203,11 +204,11 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
 
     require_role(user, *STAFF)
     now = now or timezone.now()
-    candidates = CandidateAnswer.objects.filter(
+    # Gold items and attention checks are never "complete": their ratings never count.
+    candidates = candidates_without_quality_items(CandidateAnswer.objects.filter(
         question_version__question__current_version=F("question_version"),
         question_version__question__status=Question.Status.ACTIVE,
-        quality_item__isnull=True,  # gold items and attention checks are never "complete"
-    )
+    ))
     ratings = rating_counting_queryset()
     if benchmark is not None:
         candidates = candidates.filter(question_version__question__benchmark=benchmark)

@@ -29,6 +29,7 @@ from annotation.models import (
     Question,
     Rating,
 )
+from annotation.quality.items import candidates_without_quality_items
 from annotation.services.assignment import target_ratings_expression
 from annotation.services.target_ratings import benchmark_target_ratings
 from config.navigation import home_url_for
@@ -149,7 +150,7 @@ def _funnels() -> list[BenchmarkFunnel]:
     # versions once; comparing question.current_version with the candidate's version row by row was slower.
     current = Question.objects.filter(current_version__isnull=False).values("current_version")
     candidates = (
-        CandidateAnswer.objects.filter(question_version__in=current)
+        candidates_without_quality_items(CandidateAnswer.objects.filter(question_version__in=current))
         .annotate(k=target_ratings_expression())
         .values("question_version__question__benchmark_id", "lalm__name")
         .annotate(n=Count("id"), rated=Count("id", filter=Q(valid_rating_count__gte=F("k"))),

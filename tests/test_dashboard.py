@@ -83,6 +83,18 @@ def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
     assert 'href="/modelling/agreement/"' in html
 
 
+def test_gold_items_and_attention_checks_are_not_counted_as_candidate_answers(client):
+    from annotation.quality.items import attention_check_create
+
+    bench, *_ = _pipeline()
+    question = bench.questions.order_by("pk").first()
+    attention_check_create(question=question, text="This is an attention check: rate this answer 2.", expected_score=2)
+    _expert(client)
+    b = {b.name: b for b in client.get("/dashboard/").context["dashboard"].benchmarks}["MMAR-mini"]
+    assert b.candidates == 6
+    assert [row.name for row in b.lalms] == ["Qwen", "TalTech"]
+
+
 def test_a_correction_counts_as_corrected_then_as_re_rated_once_its_new_version_is_rated(client):
     _, _, q1, _, raters, qwen = _pipeline()
     expert = _expert(client)
