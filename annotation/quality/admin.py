@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -62,10 +63,14 @@ class QualityItemAdmin(admin.ModelAdmin):
                     "is_active", "checks_passed"]
     list_filter = ["kind", "in_qualification", "is_active"]
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            n_checks=Count("checks"), n_passed=Count("checks", filter=Q(checks__passed=True))
+        )
+
     @admin.display(description="Checks passed")
     def checks_passed(self, obj):
-        total = obj.checks.count()
-        return f"{obj.checks.filter(passed=True).count()}/{total}" if total else "–"
+        return f"{obj.n_passed}/{obj.n_checks}" if obj.n_checks else "–"
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
@@ -125,9 +130,12 @@ class StudyAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     inlines = [StudyParticipantInline]
 
-    @admin.display(description="Participants")
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_participants=Count("participants"))
+
+    @admin.display(description="Participants", ordering="n_participants")
     def participant_count(self, obj):
-        return obj.participants.count()
+        return obj.n_participants
 
     @admin.display(description="Report")
     def report(self, obj):

@@ -493,3 +493,18 @@ def test_the_api_queue_obeys_pausing_and_qualification(client):
     assert response.status_code == 200 and response.json()["candidate"]["id"] == qual.candidate_id
     annotator_status_set(annotator=annotator, status="paused", reason="test")
     assert client.post(url, content_type="application/json").status_code == 204
+
+
+def test_the_admin_lists_count_checks_and_participants_per_row(client, django_assert_max_num_queries):
+    from django.contrib.auth import get_user_model
+
+    item = _gold(lo=4, hi=5)
+    rate(candidate=item.candidate, annotator=AnnotatorFactory(), score=5)
+    rate(candidate=item.candidate, annotator=AnnotatorFactory(), score=2)
+    for _ in range(3):
+        _gold()
+    client.force_login(get_user_model().objects.create_superuser("root", password="pw"))
+    with django_assert_max_num_queries(12):
+        page = client.get(reverse("admin:annotation_qualityitem_changelist"))
+    assert page.status_code == 200 and "1/2" in page.content.decode()
+    assert client.get(reverse("admin:annotation_study_changelist")).status_code == 200
