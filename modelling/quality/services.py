@@ -1,8 +1,9 @@
 """Rater reliability on the platform: compute every annotator's signals from the database, store a snapshot,
 apply the policy's warn/pause thresholds (through ``annotation.quality.annotators``), and read the ranking.
 
-The agreement signals use valid, scored, non-quality ratings (what alpha uses); gold accuracy and attention
-failures come from ``QualityCheck`` rows; U/E share and seconds on task from all the annotator's valid ratings.
+The agreement signals, U/E share and seconds on task use the ratings that count (``rating_counting_queryset``:
+valid and on the question's current version, as alpha does); gold accuracy and attention failures come from
+``QualityCheck`` rows.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.access import STAFF, role_q
-from annotation.models import Rating
 from annotation.quality.annotators import annotator_status_set
 from annotation.quality.items import quality_policy
 from annotation.quality.models import AnnotatorQuality, QualityCheck
+from annotation.selectors import rating_counting_queryset
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.signals import RaterSignals, combined_risk, rater_signals_compute
 
@@ -26,7 +27,7 @@ from modelling.quality.signals import RaterSignals, combined_risk, rater_signals
 def reliability_signals_load() -> dict[int, RaterSignals]:
     """Signals of every annotator with a valid rating or a quality check, combined risk filled in."""
     policy = quality_policy()
-    rows = list(Rating.objects.filter(is_valid=True).values_list(
+    rows = list(rating_counting_queryset().values_list(
         "candidate_id", "annotator_id", "score", "codes", "seconds_on_task"))
     if rows:
         items, annotators, scores, codes, seconds = zip(*rows)

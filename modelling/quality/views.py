@@ -18,7 +18,9 @@ from annotation.quality.annotators import (
     annotator_status_set,
 )
 from annotation.quality.items import quality_policy
-from annotation.quality.models import AnnotatorQuality, QualityCheck, RatingInvalidation
+from annotation.quality.models import AnnotatorQuality, RatingInvalidation
+from annotation.quality.selectors import quality_checks_for_annotator
+from annotation.selectors import rating_counting_queryset
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.services import reliability_refresh
 
@@ -63,9 +65,9 @@ def quality_annotator(request, pk: int):
         "annotator": annotator,
         "status": AnnotatorQuality.objects.filter(annotator=annotator).first(),
         "history": ReliabilitySnapshot.objects.filter(annotator=annotator).order_by("-computed_at")[:100],
-        "checks": QualityCheck.objects.select_related("item").filter(annotator=annotator).order_by("-created_at")[:100],
-        "invalidations": RatingInvalidation.objects.filter(annotator=annotator),
-        "valid_ratings": annotator.ratings.filter(is_valid=True).count(),
+        "checks": quality_checks_for_annotator(user=request.user, annotator=annotator),
+        "invalidations": RatingInvalidation.objects.filter(annotator=annotator).select_related("created_by"),
+        "valid_ratings": rating_counting_queryset().filter(annotator=annotator).count(),
     }
     return render(request, "modelling/quality_annotator.html", context)
 
