@@ -3,6 +3,7 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from modelling.leaderboard.crossfit import crossfit_execute, crossfits_fail_stale
 from modelling.models import ModelVersion
@@ -102,12 +103,14 @@ def rater_snapshot_task() -> int:
 
 
 @shared_task(ignore_result=True, soft_time_limit=900, time_limit=960)
-def reliability_refresh_task() -> int:
-    """Recompute the rater reliability signals and apply the warn/pause thresholds (beat: every 15 minutes).
+def reliability_refresh_task(by_id: int | None = None) -> int:
+    """Recompute the rater reliability signals and apply the warn/pause thresholds (beat: every 15 minutes; the
+    admins' "Recompute now" with ``by_id``, the admin, who is then named in the audit of status changes).
 
     Returns the number of annotators paused. See ``modelling.quality.services.reliability_refresh``.
     """
-    run = reliability_refresh()
+    by = get_user_model().objects.filter(pk=by_id).first() if by_id is not None else None
+    run = reliability_refresh(by=by)
     if run.paused or run.warned:
         logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
     return len(run.paused)

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, role_required
 from annotation.forms import errors_text
+from annotation.jobs.registry import task_send
 from annotation.quality.annotators import (
     annotator_ratings_invalidate,
     annotator_ratings_restore,
@@ -22,7 +23,6 @@ from annotation.quality.models import AnnotatorQuality, RatingInvalidation
 from annotation.quality.selectors import quality_checks_for_annotator
 from annotation.selectors import rating_counting_queryset
 from modelling.quality.models import ReliabilitySnapshot
-from modelling.quality.services import reliability_refresh
 
 
 def _annotator(pk: int):
@@ -49,10 +49,11 @@ def quality_page(request):
 @require_POST
 @role_required(ADMIN)
 def quality_refresh(request):
-    """Recompute the signals now and apply the thresholds."""
-    run = reliability_refresh(by=request.user)
-    messages.success(request, f"Signals of {run.annotators} annotator(s) computed; {len(run.warned)} warned, "
-                              f"{len(run.paused)} paused, {len(run.cleared)} cleared.")
+    """Queue a recomputation of the signals (the beat's job, done by a worker: it fits Dawid–Skene over every
+    rating), which then applies the thresholds."""
+    task_send("modelling.tasks.reliability_refresh_task", request.user.pk)
+    messages.success(request, "Recomputation queued: the worker computes the signals and applies the thresholds; "
+                              "reload this page in a moment.")
     return redirect("modelling:quality")
 
 

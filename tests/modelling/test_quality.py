@@ -11,7 +11,7 @@ from modelling.quality.services import reliability_refresh
 from modelling.quality.signals import combined_risk, rater_signals_compute
 from modelling.selectors import valid_ratings_load
 from modelling.services.agreement import agreement_compute
-from tests.factories import AnnotatorFactory, CandidateAnswerFactory, UserFactory, rate
+from tests.factories import AnnotatorFactory, CandidateAnswerFactory, RatingFactory, UserFactory, rate
 
 
 def _crowd(rng, n_items=60, n_real=6):
@@ -219,3 +219,18 @@ def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
     assert AnnotatorQuality.objects.get(annotator=shaky).status == "active"
     assert list(ReliabilitySnapshot.objects.filter(annotator=shaky).order_by("computed_at")
                 .values_list("action", flat=True)) == ["warned", "cleared"]
+
+
+@pytest.mark.django_db
+def test_recompute_now_queues_the_workers_job(client):
+    from django.contrib.auth.models import Group
+
+    admin = UserFactory(is_staff=True, is_superuser=True)
+    admin.groups.add(Group.objects.get(name="admin"))
+    rater = AnnotatorFactory()
+    RatingFactory(annotator=rater, score=4)
+    client.force_login(admin)
+    response = client.post(reverse("modelling:quality_refresh"), follow=True)
+    assert "Recomputation queued" in response.content.decode()
+    # Tests run Celery eagerly: the queued task has run by now.
+    assert ReliabilitySnapshot.objects.filter(annotator=rater).exists()
