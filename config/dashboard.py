@@ -3,8 +3,8 @@
 It sits in ``config`` because it is the one page that reads all three apps (annotation's items, ratings and
 jobs; refinement's queues and corrections; modelling's agreement and ORCA registry), and the apps may not import
 each other that way round (annotation imports neither). Everything is counted in a fixed number of grouped
-queries, whatever the number of benchmarks; alpha comes from the agreement snapshots and the cached agreement
-report (``modelling.services.agreement_cache``), never from a bootstrap per request.
+queries, whatever the number of benchmarks; alpha comes from the agreement snapshots (trend) and point estimates
+cached per change of the ratings (``agreement_alphas_cached``), never from a bootstrap in a request.
 
 Views: :func:`dashboard_page` (experts and admins) and :func:`start` (where the login lands: the dashboard for
 experts and admins, the rating home for annotators).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Exists, F, OuterRef, Q
@@ -39,7 +40,7 @@ from modelling.models import (
     ModelVersion,
     TrainingRun,
 )
-from modelling.services.agreement_cache import agreement_report_cached
+from modelling.services.agreement_cache import agreement_alphas_cached
 from refinement.models import Correction, CorrectionItem, Queue
 
 #: Snapshots of each benchmark's alpha shown as its trend (oldest to newest).
@@ -124,7 +125,7 @@ class PipelineDashboard:
     benchmarks: list[BenchmarkFunnel]
     alpha: float | None
     alpha_ratings: int
-    alpha_computed: object | None
+    alpha_computed_at: datetime | None
     active_version: ModelVersion | None
     active_rho: float | None
     active_rho_split: str
@@ -185,9 +186,10 @@ def _funnels() -> list[BenchmarkFunnel]:
 
 
 def _agreement(funnels: list[BenchmarkFunnel]):
-    """Alpha now (cached report, ordinal) per benchmark and overall, and each benchmark's snapshot trend."""
-    cached = agreement_report_cached(level=AgreementLevel.ORDINAL)
-    by_scope = {row.scope: row for row in cached.report.scopes}
+    """Alpha now (ordinal, no bootstrap, cached per change of the ratings) per benchmark and overall, and each
+    benchmark's snapshot trend; returns (the overall row, when the alphas were computed)."""
+    scopes, computed_at = agreement_alphas_cached(level=AgreementLevel.ORDINAL)
+    by_scope = {row.scope: row for row in scopes}
     history = defaultdict(list)
     for scope, alpha in (AgreementSnapshot.objects.filter(level=AgreementLevel.ORDINAL, alpha__isnull=False)
                          .order_by("created_at", "id").values_list("scope", "alpha")):
@@ -197,7 +199,7 @@ def _agreement(funnels: list[BenchmarkFunnel]):
         if row is not None:
             funnel.alpha, funnel.alpha_ratings = row.alpha, row.n_ratings
         funnel.trend = history.get(f"benchmark:{funnel.name}", [])[-TREND_POINTS:]
-    return cached
+    return scopes[0], computed_at
 
 
 def _running() -> list[RunningWork]:
@@ -236,14 +238,14 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
     """
     require_role(user, *STAFF, message="The pipeline dashboard is for experts and admins.")
     funnels = _funnels()
-    cached = _agreement(funnels)
+    overall, alpha_computed_at = _agreement(funnels)
     active = ModelVersion.objects.filter(is_active=True).select_related("training_run").first()
     rho, split = _rho(active)
     return PipelineDashboard(
         benchmarks=funnels,
-        alpha=cached.report.overall.alpha,
-        alpha_ratings=cached.report.overall.n_ratings,
-        alpha_computed=cached,
+        alpha=overall.alpha,
+        alpha_ratings=overall.n_ratings,
+        alpha_computed_at=alpha_computed_at,
         active_version=active,
         active_rho=rho,
         active_rho_split=split,

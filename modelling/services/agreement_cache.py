@@ -23,6 +23,8 @@ from modelling.services.agreement import (
     DEFAULT_SEED,
     LEVELS,
     AgreementReport,
+    AgreementResult,
+    agreement_by_scope,
     agreement_report,
 )
 
@@ -76,6 +78,17 @@ def agreement_report_cached(*, level: str, resamples: int | None = None) -> Cach
              "n_ratings": len(ratings)}
     cache.set(key, entry, CACHE_SECONDS)
     return CachedAgreementReport(**entry, from_cache=False)
+
+
+def agreement_alphas_cached(*, level: str) -> tuple[list[AgreementResult], datetime]:
+    """(alpha per scope at ``level``, overall first, as :func:`agreement_by_scope` with no bootstrap; when they were
+    computed), once per change of the valid ratings: the point estimates a summary needs (the dashboard), without
+    the agreement page's bootstrap intervals and tables."""
+    return cached_by_data(
+        name=f"agreement-alphas:{level}", state=(valid_ratings_fingerprint(),),
+        compute=lambda: (agreement_by_scope(ratings=valid_ratings_load(), level=level, resamples=0,
+                                            seed=DEFAULT_SEED), timezone.now()),
+    )
 
 
 def agreement_chart_cached(*, level: str) -> tuple[str, int]:
