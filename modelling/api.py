@@ -163,7 +163,7 @@ class LeaderboardView(APIView):
         query = LeaderboardQuerySerializer(data=request.query_params)
         if not query.is_valid():
             raise ValidationError(query.errors)
-        _, board, _ = leaderboard_cached(**query.validated_data)
+        board, _ = leaderboard_cached(**query.validated_data)
         return Response(board.as_api())
 
 

@@ -140,6 +140,8 @@ class Leaderboard:
     question_mu: dict[str, dict[int, float]] = field(default_factory=dict)
     unrated_sigma: dict[str, list[float]] = field(default_factory=dict)
     answered: dict[str, set] = field(default_factory=dict)
+    #: Mean valid scored ratings per rated answer (the budget planner's ratings per answer).
+    ratings_per_answer: float = 1.0
 
     def as_json(self) -> dict:
         """The command's ``--json`` shape: {"benchmark", "model_version", "rows": [...]} (+ "by", "groups")."""
@@ -283,6 +285,7 @@ def leaderboard_compute(
         ppi_note=preds.note, rows=rows, pairwise=pairwise, agreement=agreement, judges=judge_names, by=by,
         generated_at=timezone.now().isoformat(timespec="seconds"), question_values=values,
         question_mu=question_mu, unrated_sigma=dict(unrated_sigma), answered=dict(answered),
+        ratings_per_answer=_ratings_per_answer(data),
     )
     if by is not None:
         groups: dict[str, list[int]] = defaultdict(list)
@@ -293,7 +296,12 @@ def leaderboard_compute(
     return board
 
 
-def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str, data: LeaderboardData) -> stats.BudgetPlan:
+def _ratings_per_answer(data: LeaderboardData) -> float:
+    n_scores = [len(s) for s in data.scores.values() if s]
+    return float(np.mean(n_scores)) if n_scores else 1.0
+
+
+def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.BudgetPlan:
     """About how many more ratings (uniform human-only vs active with ORCA) make ``a`` − ``b`` significant.
 
     Raises ValueError when the two LALMs share fewer than 2 rated questions.
@@ -306,10 +314,8 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str, data: Leaderb
     predicted = None
     if board.prediction_source == "crossfit" and all(q in ma and q in mb for q in shared):
         predicted = [ma[q] - mb[q] for q in shared]
-    n_scores = [len(s) for s in data.scores.values() if s]
-    k = float(np.mean(n_scores)) if n_scores else 1.0
     return stats.budget_plan(
-        diffs=[va[q] - vb[q] for q in shared], ratings_per_answer=k,
+        diffs=[va[q] - vb[q] for q in shared], ratings_per_answer=board.ratings_per_answer,
         available_pairs=len(board.answered.get(a, set()) & board.answered.get(b, set())),
         predicted_diffs=predicted,
         sigma_unrated=(board.unrated_sigma.get(a, []) + board.unrated_sigma.get(b, [])) if predicted else None,
@@ -481,9 +487,9 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
 
 def leaderboard_cached(
     *, benchmark: str | None = None, by: str | None = None,
-) -> tuple[LeaderboardData, Leaderboard, str]:
-    """(data, leaderboard, forest plot SVG) of ``benchmark`` and ``by`` as :func:`leaderboard_data_load`,
-    :func:`leaderboard_compute` and :func:`forest_plot_svg` give them, computed once per change of the data they
+) -> tuple[Leaderboard, str]:
+    """(leaderboard, forest plot SVG) of ``benchmark`` and ``by`` as :func:`leaderboard_compute` and
+    :func:`forest_plot_svg` give them, computed once per change of the data they
     read (:func:`_leaderboard_data_state`) and kept in the cache, so the page and the API do not bootstrap and
     draw on every request (about 0.6 s on the seed-108 data)."""
     from modelling.services.agreement_cache import cached_by_data
@@ -491,7 +497,7 @@ def leaderboard_cached(
     def compute():
         data = leaderboard_data_load(benchmark=benchmark)
         board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
-        return data, board, forest_plot_svg(board)
+        return board, forest_plot_svg(board)
 
-    return cached_by_data(name="leaderboard", state=_leaderboard_data_state(benchmark=benchmark, by=by),
+    return cached_by_data(name="leaderboard-board-svg", state=_leaderboard_data_state(benchmark=benchmark, by=by),
                           compute=compute)

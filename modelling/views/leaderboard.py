@@ -33,7 +33,7 @@ def leaderboard_page(request):
     by = request.GET.get("by") or None
     if by not in BY_CHOICES:
         by = None
-    data, board, forest_svg = leaderboard_cached(benchmark=benchmark, by=by)
+    board, forest_svg = leaderboard_cached(benchmark=benchmark, by=by)
     rated = [r.lalm for r in board.rows if r.rated_answers]
     plan, plan_error = None, ""
     a, b = request.GET.get("a") or "", request.GET.get("b") or ""
@@ -42,7 +42,7 @@ def leaderboard_page(request):
             plan_error = "Choose two different LALMs with rated answers."
         else:
             try:
-                plan = leaderboard_budget_plan(board=board, a=a, b=b, data=data)
+                plan = leaderboard_budget_plan(board=board, a=a, b=b)
             except ValueError as exc:
                 plan_error = str(exc)
     return render(request, "modelling/leaderboard.html", {

@@ -172,11 +172,11 @@ def test_the_budget_planner_uses_the_shared_rated_questions(store):
     _crossfit(store)
     data = leaderboard_data_load(benchmark="B1")
     board = leaderboard_compute(benchmark="B1", data=data)
-    plan = leaderboard_budget_plan(board=board, a="good", b="bad", data=data)
+    plan = leaderboard_budget_plan(board=board, a="good", b="bad")
     assert plan.n_shared == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
     assert plan.needed_pairs_uniform == 2 and plan.available_pairs == 3 and plan.orca_factor is not None
     with pytest.raises(ValueError, match="share 0 rated questions"):
-        leaderboard_budget_plan(board=board, a="good", b="unrated", data=data)
+        leaderboard_budget_plan(board=board, a="good", b="unrated")
 
 
 def test_the_breakdown_by_modality_has_one_table_per_value(store):
@@ -298,16 +298,16 @@ def test_the_page_and_api_figures_are_computed_once_per_change_of_the_data(store
     calls = []
     real = services.leaderboard_compute
     monkeypatch.setattr(services, "leaderboard_compute", lambda **kw: calls.append(kw) or real(**kw))
-    _, first, svg = services.leaderboard_cached(benchmark="B1")
-    _, again, svg_again = services.leaderboard_cached(benchmark="B1")
+    first, svg = services.leaderboard_cached(benchmark="B1")
+    again, svg_again = services.leaderboard_cached(benchmark="B1")
     assert len(calls) == 1 and again.as_api() == first.as_api() and svg_again == svg
     # a new valid rating changes the figures: computed again, and the new rating counts
     unrated = store["answers"][("unrated", 0)]
     RatingFactory(candidate=unrated, annotator=AnnotatorFactory(), score=4)
-    _, fresh, _ = services.leaderboard_cached(benchmark="B1")
+    fresh, _ = services.leaderboard_cached(benchmark="B1")
     assert len(calls) == 2
     assert next(r for r in fresh.rows if r.lalm == "unrated").ratings == 1
     # so does retiring a judge
     Judge.objects.filter(name="j1").update(is_active=False)
-    _, retired, _ = services.leaderboard_cached(benchmark="B1")
+    retired, _ = services.leaderboard_cached(benchmark="B1")
     assert len(calls) == 3 and "j1" not in retired.judges
