@@ -151,15 +151,26 @@ def study_report(*, study: Study) -> list[StudyRow]:
     item implies at the median time (reward × 3600 / median s; Prolific judges pay on median completion time),
     gold accuracy (share of gold checks passed, None without one), failed attention checks and status."""
     rows = []
-    participants = study.participants.select_related("user", "user__quality").order_by("joined_at")
+    participants = list(study.participants.select_related("user", "user__quality").order_by("joined_at"))
+    users = [p.user_id for p in participants]
+    # Three grouped queries for all participants, each scoped to the study's benchmark (an account is shared by
+    # every study with the same participant parameter).
+    in_study = Rating.objects.filter(annotator_id__in=users,
+                                     question_version__question__benchmark_id=study.benchmark_id)
+    items_of = dict(in_study.values("annotator_id").annotate(n=Count("pk")).values_list("annotator_id", "n"))
+    seconds_of: dict[int, list[float]] = {user: [] for user in users}
+    for user, value in in_study.filter(seconds_on_task__isnull=False).values_list("annotator_id", "seconds_on_task"):
+        seconds_of[user].append(value)
+    no_checks = {"gold": 0, "gold_ok": 0, "attention_failed": 0}
+    checks_of = {row.pop("annotator_id"): row for row in QualityCheck.objects.filter(
+        annotator_id__in=users, rating__question_version__question__benchmark_id=study.benchmark_id,
+    ).values("annotator_id").annotate(
+        gold=Count("pk", filter=Q(kind="gold")), gold_ok=Count("pk", filter=Q(kind="gold", passed=True)),
+        attention_failed=Count("pk", filter=Q(kind="attention", passed=False)),
+    )}
     for p in participants:
-        seconds = list(Rating.objects.filter(
-            annotator_id=p.user_id, question_version__question__benchmark_id=study.benchmark_id,
-            seconds_on_task__isnull=False).values_list("seconds_on_task", flat=True))
-        items = study_items_done(participant=p)
-        checks = QualityCheck.objects.filter(annotator_id=p.user_id).aggregate(
-            gold=Count("pk", filter=Q(kind="gold")), gold_ok=Count("pk", filter=Q(kind="gold", passed=True)),
-            attention_failed=Count("pk", filter=Q(kind="attention", passed=False)))
+        seconds, items = seconds_of[p.user_id], items_of.get(p.user_id, 0)
+        checks = checks_of.get(p.user_id, no_checks)
         median = statistics.median(seconds) if seconds else None
         pay = (Decimal(str(study.reward_per_item)) * Decimal(3600) / Decimal(str(median))).quantize(Decimal("0.01")) \
             if median else None

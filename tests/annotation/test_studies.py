@@ -169,3 +169,28 @@ def test_the_study_report_gives_time_pay_and_quality_and_a_csv(client):
 def test_an_unknown_study_link_is_a_404_page(client):
     response = client.get(reverse("quality:study-entry", args=["missing"]), PARAMS)
     assert response.status_code == 404 and b"not open" in response.content
+
+
+def test_the_study_report_takes_the_same_queries_for_one_or_three_participants():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    study = _study(quota=3)
+
+    def queries():
+        with CaptureQueriesContext(connection) as captured:
+            study_report(study=study)
+        return len(captured)
+
+    def participant(pid):
+        user = study_enter(slug=study.slug, params={**PARAMS, "PROLIFIC_PID": pid}).user
+        assignment = assignment_next_for_annotator(annotator=user)
+        rating_submit(candidate=assignment.candidate, annotator=user, score=3, codes="", seconds_on_task=12.0,
+                      assignment=assignment)
+
+    participant("p-one")
+    one = queries()
+    participant("p-two")
+    participant("p-three")
+    assert queries() == one
+    assert [row.items for row in study_report(study=study)] == [1, 1, 1]
