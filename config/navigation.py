@@ -6,7 +6,7 @@ template changes. Roles are those of :mod:`annotation.access` (``annotator``, ``
 count as admin, other staff as expert): an entry is shown only to users holding one of its ``roles``, which must
 match what the view itself allows (``tests/test_navigation.py`` checks every entry against its view).
 
-This module imports no app at load time: URL names are strings, reversed when the bar is rendered.
+URL names are strings, reversed when the bar is rendered.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import SimpleLazyObject
 
-RATERS = ("annotator", "expert", "admin")
-STAFF = ("expert", "admin")
-ADMINS = ("admin",)
+from annotation.access import ADMIN, RATERS, STAFF, roles_of
+
+ADMINS = (ADMIN,)
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,6 @@ def navigation(request) -> dict:
 
     def compute() -> dict:
         if not cache:
-            from annotation.access import roles_of  # imported late: this module imports no app at load time
-
             roles = roles_of(getattr(request, "user", None))
             match = getattr(request, "resolver_match", None)
             groups = navigation_for(roles=roles, url_name=match.view_name if match else None)
