@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from annotation.models import Rating
 from annotation.quality.models import AnnotatorQuality, QualityCheck, Study, StudyParticipant
+from annotation.quality.selectors import study_participation_get
 from annotation.services.audit import audit_record
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
@@ -104,9 +105,9 @@ def study_enter(*, slug: str, params) -> StudyParticipant:
 
 def study_completion_for(*, user) -> StudyParticipant | None:
     """The user's latest participation if it reached the quota (marking ``completed_at`` the first time), else
-    None. The view then shows the completion code and sends the participant to ``completion_url``."""
-    participant = (StudyParticipant.objects.select_related("study").filter(user=user).order_by("-joined_at")
-                   .first())
+    None (also for anonymous users and non-participants). The view then shows the completion code and sends the
+    participant to ``completion_url``."""
+    participant = study_participation_get(user=user)
     if participant is None:
         return None
     if participant.completed_at is None:

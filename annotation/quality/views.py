@@ -52,8 +52,6 @@ def study_done(request: HttpRequest) -> HttpResponse:
 
 def completion_redirect(*, user) -> str | None:
     """The completion page's URL when ``user`` is a study participant who reached the quota, else None."""
-    if selectors.study_participation_get(user=user) is None:
-        return None
     return reverse("quality:study-done") if study_completion_for(user=user) is not None else None
 
 
