@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from modelling.leaderboard.crossfit import crossfit_execute, crossfits_fail_stale
 from modelling.models import ModelVersion
-from modelling.quality.services import reliability_refresh
+from modelling.quality.services import reliability_refresh, reliability_refresh_if_changed
 from modelling.services.agreement_cache import agreement_reports_warm
 from modelling.services.predictions import predictions_pending_for_active, predictions_score
 from modelling.services.rater import rater_snapshots_write
@@ -104,13 +104,18 @@ def rater_snapshot_task() -> int:
 
 @shared_task(ignore_result=True, soft_time_limit=900, time_limit=960)
 def reliability_refresh_task(by_id: int | None = None) -> int:
-    """Recompute the rater reliability signals and apply the warn/pause thresholds (beat: every 15 minutes; the
-    admins' "Recompute now" with ``by_id``, the admin, who is then named in the audit of status changes).
+    """Recompute the rater reliability signals and apply the warn/pause thresholds (beat: every 15 minutes, only
+    when the data changed; the admins' "Recompute now" with ``by_id``, the admin, always, naming them in the audit
+    of status changes).
 
     Returns the number of annotators paused. See ``modelling.quality.services.reliability_refresh``.
     """
-    by = get_user_model().objects.filter(pk=by_id).first() if by_id is not None else None
-    run = reliability_refresh(by=by)
+    if by_id is None:
+        run = reliability_refresh_if_changed()
+        if run is None:
+            return 0
+    else:
+        run = reliability_refresh(by=get_user_model().objects.filter(pk=by_id).first())
     if run.paused or run.warned:
         logger.info("reliability: %d annotators, warned %s, paused %s", run.annotators, run.warned, run.paused)
     return len(run.paused)

@@ -116,6 +116,36 @@ def reliability_refresh(*, by=None) -> ReliabilityRun:
     return ReliabilityRun(computed_at=now, annotators=len(signals), warned=warned, paused=paused, cleared=cleared)
 
 
+#: Cache key of the data state the last reliability refresh saw (:func:`reliability_refresh_if_changed`).
+_LAST_STATE_KEY = "orca:reliability:last-state:v1"
+
+
+def reliability_data_state() -> tuple:
+    """What :func:`reliability_refresh` reads, in four aggregate queries: the ratings that count (count, id sum,
+    newest edit), the quality checks, the annotators' statuses and the policy's values. Equal states give equal
+    signals and decisions."""
+    from django.db.models import Max, Sum
+    from django.forms.models import model_to_dict
+
+    ratings = rating_counting_queryset().aggregate(n=Count("id"), ids=Sum("id"), last=Max("updated_at"))
+    checks = QualityCheck.objects.aggregate(n=Count("id"), last=Max("id"))
+    statuses = AnnotatorQuality.objects.aggregate(n=Count("pk"), last=Max("status_changed_at"))
+    policy = tuple(sorted(model_to_dict(quality_policy()).items()))
+    return (*ratings.values(), *checks.values(), *statuses.values(), policy)
+
+
+def reliability_refresh_if_changed() -> ReliabilityRun | None:
+    """:func:`reliability_refresh` unless nothing it reads changed since the last refresh (None then): the beat
+    runs every 15 minutes, and an unchanged state would only store the same snapshot rows again."""
+    from django.core.cache import cache
+
+    if cache.get(_LAST_STATE_KEY) == reliability_data_state():
+        return None
+    run = reliability_refresh()
+    cache.set(_LAST_STATE_KEY, reliability_data_state(), None)  # after the run: its own status changes included
+    return run
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}

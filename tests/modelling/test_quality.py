@@ -234,3 +234,17 @@ def test_recompute_now_queues_the_workers_job(client):
     assert "Recomputation queued" in response.content.decode()
     # Tests run Celery eagerly: the queued task has run by now.
     assert ReliabilitySnapshot.objects.filter(annotator=rater).exists()
+
+
+@pytest.mark.django_db
+def test_the_beat_recomputes_only_when_what_it_reads_changed():
+    from modelling.tasks import reliability_refresh_task
+
+    rater = AnnotatorFactory()
+    RatingFactory(annotator=rater, score=4)
+    reliability_refresh_task()
+    reliability_refresh_task()
+    assert ReliabilitySnapshot.objects.filter(annotator=rater).count() == 1
+    RatingFactory(annotator=rater, score=2)
+    reliability_refresh_task()
+    assert ReliabilitySnapshot.objects.filter(annotator=rater).count() == 2
