@@ -48,6 +48,14 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float(stats.spearmanr(x, y).statistic)
 
 
+def spearman_or_none(x: Sequence[float], y: Sequence[float], *, min_n: int = 3) -> float | None:
+    """Spearman ρ as :func:`spearman`, or None where it says nothing: fewer than ``min_n`` pairs or a constant input
+    (for per-annotator and per-model agreement figures shown beside their counts)."""
+    if len(x) < min_n or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return spearman(x, y)
+
+
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall τ-b, tie-corrected (``scipy.stats.kendalltau``'s default). Range [−1, 1]; nan if either input is
     constant.

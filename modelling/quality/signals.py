@@ -56,6 +56,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from modelling.orca.metrics import spearman_or_none
+
 #: Straight-lining share at which its risk starts (0) and the gold accuracy bounds of the gold risk.
 STRAIGHTLINE_START = 0.8
 GOLD_GOOD, GOLD_BAD, GOLD_MIN_CHECKS = 0.9, 0.3, 5
@@ -91,14 +93,6 @@ class RaterSignals:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _spearman(x: np.ndarray, y: np.ndarray) -> float | None:
-    from scipy.stats import spearmanr
-
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    return float(spearmanr(x, y).statistic)
 
 
 def _dawid_skene(items: np.ndarray, workers: np.ndarray, scores: np.ndarray, *, n_iter: int = 100) -> dict[int, float]:
@@ -229,7 +223,7 @@ def rater_signals_compute(
         counted = mine & keep
         if counted.any():
             sig.loo_items = int(counted.sum())
-            sig.loo_rho = _spearman(s_scores[counted], others_mean[counted])
+            sig.loo_rho = spearman_or_none(s_scores[counted], others_mean[counted])
             sig.loo_mae = float(np.abs(s_scores[counted] - others_mean[counted]).mean())
             sig.leniency = float(np.nanmean(superiority[counted]) - 0.5)
         sig.ds_accuracy = ds.get(int(ann))

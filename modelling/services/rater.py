@@ -25,6 +25,7 @@ import numpy as np
 from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from modelling.models import AgreementLevel, ModelVersion, Prediction, RaterSnapshot
 from modelling.orca.data import normalise_rating
+from modelling.orca.metrics import spearman_or_none
 from modelling.selectors import ValidRatings, model_version_active, valid_ratings_load
 from modelling.services.routing_policy import model_rating
 
@@ -61,14 +62,6 @@ class RaterResult:
         return self.alpha_with_model - self.alpha_humans
 
 
-def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    from scipy.stats import spearmanr
-
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    return float(spearmanr(x, y).statistic)
-
-
 def rater_compute(
     *, ratings: ValidRatings, predictions: Mapping[int, tuple[float, float]], level: str = AgreementLevel.ORDINAL
 ) -> RaterResult:
@@ -95,7 +88,7 @@ def rater_compute(
         level=level,
         alpha_humans=krippendorff_alpha(value_counts=human, level=level),
         alpha_with_model=krippendorff_alpha(value_counts=with_model, level=level),
-        rho=_spearman(mus, means.tolist()),
+        rho=spearman_or_none(mus, means.tolist()),
         n_items=int(units.size),
         n_ratings=int(scores.size),
     )
