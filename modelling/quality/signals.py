@@ -30,7 +30,12 @@ Signals of one annotator (all over their scored ratings unless said otherwise):
 * ``ue_share`` — share of their ratings with code U or E (unable to judge); ``median_seconds`` on task.
 * ``gold_accuracy`` (share of gold checks passed) and ``attention_failures`` come from the quality checks.
 
-The combined risk (:func:`combined_risk`) is the largest of these per-signal risks in [0, 1]:
+The combined risk (:func:`combined_risk`) joins these per-signal risks r_k ∈ [0, 1] as a noisy-OR, 1 − Π_k (1 − r_k):
+each risk is read as the chance, on its own evidence, that the annotator is unreliable. One raised signal gives its
+own risk (a single signal pauses exactly where it did alone); two moderate ones together reach more than either —
+on the MUSHRA test, a rater who answers at random half the time typically shows ρ about half the crowd's *and* some
+random-answer evidence, neither enough alone (``bench/quality.py``: alpha after pausing 0.477 against 0.473 with the
+largest risk, clean 0.483; no real listener paused). The per-signal risks:
 
 * agreement: how far the annotator's ``loo_rho`` falls below the crowd's median ρ toward 0 — 0 at or above the
   median, 1 at ρ <= 0 (random or reversed) and for a constant rater (ρ undefined). Relative to the crowd, so it
@@ -266,7 +271,8 @@ def _rating_risks(signals: dict[int, RaterSignals], *, min_items: int) -> dict[i
 def combined_risk(signals: dict[int, RaterSignals], *, min_items: int = 10, max_attention_failures: int = 2) -> None:
     """Fill ``risks`` and ``combined`` (0 = like the typical annotator, 1 = certainly unreliable) of every
     annotator in ``signals`` in place (module docstring). The agreement, straight-lining and random-answer risks
-    need at least ``min_items`` scored ratings; the crowd's median ρ is taken over annotators with that many."""
+    need at least ``min_items`` scored ratings; the crowd's median ρ is taken over annotators with that many.
+    ``combined`` = 1 − Π (1 − risk) over ``risks`` (noisy-OR, module docstring), None without any risk."""
     rating_risks = _rating_risks(signals, min_items=min_items)
     for s in signals.values():
         risks = dict(rating_risks.get(s.annotator_id, {}))
@@ -278,4 +284,4 @@ def combined_risk(signals: dict[int, RaterSignals], *, min_items: int = 10, max_
         if s.attention_checks:
             risks["attention"] = min(1.0, s.attention_failures / max(max_attention_failures, 1))
         s.risks = {k: v for k, v in risks.items() if v is not None}
-        s.combined = max(s.risks.values()) if s.risks else None
+        s.combined = float(1 - np.prod([1 - v for v in s.risks.values()])) if s.risks else None

@@ -136,6 +136,23 @@ def test_attention_failures_alone_pause():
     assert signals[1].combined == 1.0
 
 
+def test_moderate_risks_add_up_as_a_noisy_or_and_one_risk_counts_as_itself():
+    """Gold accuracy 0.6 of 5 checks: gold risk (0.9 − 0.6)/(0.9 − 0.3) = 0.5; one failed attention check of a pause
+    count of 2: 0.5. Alone each is 0.5 (a warning); together 1 − 0.5·0.5 = 0.75, over the default pause (0.7)."""
+    from modelling.quality.signals import RaterSignals
+
+    signals = {
+        1: RaterSignals(annotator_id=1, n_ratings=0, n_scored=0, gold_checks=5, gold_accuracy=0.6),
+        2: RaterSignals(annotator_id=2, n_ratings=0, n_scored=0, attention_checks=4, attention_failures=1),
+        3: RaterSignals(annotator_id=3, n_ratings=0, n_scored=0, gold_checks=5, gold_accuracy=0.6,
+                        attention_checks=4, attention_failures=1),
+    }
+    combined_risk(signals, max_attention_failures=2)
+    assert signals[1].risks == {"gold": pytest.approx(0.5)} and signals[1].combined == pytest.approx(0.5)
+    assert signals[2].risks == {"attention": 0.5} and signals[2].combined == pytest.approx(0.5)
+    assert signals[3].combined == pytest.approx(0.75)
+
+
 @pytest.mark.django_db
 def test_a_simulated_random_rater_is_paused_and_invalidating_moves_alpha_back(client, settings):
     settings.ANNOTATION_TARGET_RATINGS = 5
