@@ -19,25 +19,22 @@ VERSIONED_FIELDS = (
 )
 
 
-def version_values(
-    *, current: QuestionVersion | None, changes: dict, clear_stale_transcript_metadata: bool = False
-) -> dict:
+def version_values(*, current: QuestionVersion | None, changes: dict, clear_transcript_language: bool = False) -> dict:
     """The field values of a question's next version: ``current``'s :data:`VERSIONED_FIELDS` (none for a first
     version) with ``changes`` applied, so a field not changed is carried over (a Stage 1 transcript or rationale
     survives a correction of the reference answer).
 
-    ``clear_stale_transcript_metadata``: when ``changes`` replaces the transcript text without giving its own
-    ``transcript_language`` / ``transcript_segments``, those are emptied instead of carried over, as they described
-    the old text. Imports ask for it (an ORCA file brings a transcript without Whisper's metadata);
-    :func:`question_version_create` does not, and carries them over unchanged.
+    When ``changes`` replaces the transcript text without giving its own ``transcript_segments``, the old Whisper
+    segments are emptied instead of carried over: they timed the old words. ``transcript_language`` (the audio's
+    language, as Whisper detected it) is carried over too, unless ``clear_transcript_language``: imports ask for
+    that (an ORCA file brings a transcript of unknown origin without Whisper's metadata); an expert's correction of
+    the text (:func:`question_version_create`) keeps it.
     """
     values = {name: getattr(current, name) for name in VERSIONED_FIELDS} if current is not None else {}
-    if (
-        clear_stale_transcript_metadata
-        and current is not None
-        and changes.get("transcript", current.transcript) != current.transcript
-    ):
-        values.update(transcript_language="", transcript_segments=[])
+    if current is not None and changes.get("transcript", current.transcript) != current.transcript:
+        values["transcript_segments"] = []
+        if clear_transcript_language:
+            values["transcript_language"] = ""
     values.update(changes)
     return values
 

@@ -74,8 +74,13 @@ def test_an_import_that_brings_a_new_transcript_empties_the_old_language_and_seg
     assert (new.number, new.transcript, new.transcript_language, new.transcript_segments) == (2, "new words", "", [])
 
 
-def test_a_correction_of_the_transcript_carries_the_old_language_and_segments_over():
+def test_a_correction_of_the_transcript_keeps_the_audio_language_and_drops_the_old_words_timing():
+    """Whisper's segments timed the old words, so a corrected text does not carry them; the detected language is
+    the audio's and stays. A correction of another field carries both over unchanged."""
     question = _with_whisper_metadata(QuestionFactory())
     new = question_version_create(question=question, source=QuestionVersion.Source.EXPERT, transcript="new words")
-    assert (new.transcript, new.transcript_language) == ("new words", "en")
-    assert new.transcript_segments == [{"start": 0.0, "end": 1.0, "text": "old words"}]
+    assert (new.transcript, new.transcript_language, new.transcript_segments) == ("new words", "en", [])
+    _with_whisper_metadata(question)
+    other = question_version_create(question=question, source=QuestionVersion.Source.EXPERT, reference_answer="B")
+    assert (other.transcript, other.transcript_language) == ("old words", "en")
+    assert other.transcript_segments == [{"start": 0.0, "end": 1.0, "text": "old words"}]

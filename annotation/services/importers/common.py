@@ -40,7 +40,7 @@ def _next_version(question: Question, *, number: int, changes: dict[str, str], r
     current = question.current_version
     if current is not None and all(getattr(current, attr) == value for attr, value in changes.items()):
         return None
-    values = version_values(current=current, changes=changes, clear_stale_transcript_metadata=True)
+    values = version_values(current=current, changes=changes, clear_transcript_language=True)
     return QuestionVersion(
         question=question, number=number, source=QuestionVersion.Source.IMPORT, reason=reason, **values
     )
