@@ -29,11 +29,12 @@ nothing). ``orca_dev_rho`` is the Spearman ρ of the cross-fitted μ against the
 
 Replay. For each budget b (share of the rated answers that humans rate) and each of ``--draws`` draws, per method:
 
-* ``classical`` — a uniform sample without replacement of round(b · N_L) answers of each LALM L; the human-only
-  mean with its 95 % CI (``modelling.leaderboard.stats.mean_ci``: Student t, the small-sample interval the
-  leaderboard reports beside the cluster bootstrap);
-* ``ppi`` — the same sample plus ORCA's μ on all N_L answers: PPI++ with power tuning through ``ppi_py``
-  (``modelling.leaderboard.stats.ppi_mean``);
+* ``classical`` — a uniform sample without replacement of max(3, round(b · N_L)) answers of each LALM L; the
+  human-only mean with its 95 % CI (``modelling.leaderboard.stats.mean_ci``: Student t, the small-sample interval
+  the leaderboard reports beside the cluster bootstrap);
+* ``ppi`` — the same sample plus ORCA's μ on all N_L answers: PPI++ (``ppi_py``'s estimate) with its interval for
+  the mean over the N_L answers (``modelling.leaderboard.stats.ppi_mean``: λ the regression coefficient, t with
+  n − 2 df, no term for the predictions' known mean; no finite-population correction for any method);
 * ``active`` — Poisson sampling with inclusion probabilities ∝ ORCA's σ mixed with a uniform floor, scaled to the
   same expected budget (``modelling.leaderboard.stats.inclusion_probabilities``), and the inverse-probability-
   weighted prediction-powered estimate (``modelling.leaderboard.stats.active_mean``; Zrnic & Candès 2024).
@@ -171,7 +172,7 @@ def replay(*, y, mu, sigma, lalm, k, budgets, draws: int, seed: int) -> dict:
             used = {m: 0 for m in stats}
             for j, name in enumerate(names):
                 idx = groups[name]
-                n = max(2, int(round(b * idx.size)))
+                n = max(3, int(round(b * idx.size)))
                 pick = rng.choice(idx.size, size=n, replace=False)
                 labelled = np.zeros(idx.size, dtype=bool)
                 labelled[pick] = True
@@ -183,7 +184,7 @@ def replay(*, y, mu, sigma, lalm, k, budgets, draws: int, seed: int) -> dict:
                 used["ppi"] += int(k[idx][labelled].sum())
                 pi = inclusion_probabilities(sigma[idx], budget=n)
                 sampled = rng.random(idx.size) < pi
-                while sampled.sum() < 2:  # the estimator needs two labels; redraw (rare at these budgets)
+                while sampled.sum() < 3:  # the estimator needs three labels; redraw (rare at these budgets)
                     sampled = rng.random(idx.size) < pi
                 results["active"] = active_mean(y=y[idx], yhat=mu[idx], pi=pi, sampled=sampled)
                 used["active"] += int(k[idx][sampled].sum())

@@ -219,16 +219,17 @@ def _rows(
 
 def _prediction_powered(data: LeaderboardData, ids: list[int], rated_ids: list[int], preds: PredictionSet):
     """PPI++ over the rated answers, or — when every answer of the LALM was decided by the leaderboard-precision
-    policy — the active estimate over the drawn rated answers weighted 1/π; None with fewer than 2 labels."""
+    policy — the active estimate over the drawn rated answers weighted 1/π; None with fewer than 3 labels (λ and
+    the mean are both estimated from them)."""
     yhat_all = np.array([preds.mu[c] for c in ids])
     if all(c in data.inclusion for c in ids):
         sampled = np.array([data.inclusion[c][1] and bool(data.scores.get(c)) for c in ids])
-        if sampled.sum() < 2:
+        if sampled.sum() < 3:
             return None
         y = np.array([np.mean([normalise_rating(s) for s in data.scores[c]]) if data.scores.get(c) else np.nan
                       for c in ids])
         return stats.active_mean(y=y, yhat=yhat_all, pi=[data.inclusion[c][0] for c in ids], sampled=sampled)
-    if len(rated_ids) < 2:
+    if len(rated_ids) < 3:
         return None
     y = [np.mean([normalise_rating(s) for s in data.scores[c]]) for c in rated_ids]
     return stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in rated_ids], yhat_all=yhat_all)

@@ -12,12 +12,21 @@ Sources:
   uncertainty (here ∝ ORCA's σ, mixed with a uniform floor) and weight each label by 1/π.
 * Holm 1979 (step-down multiple-testing correction), through ``statsmodels``.
 
-Small samples. ``ppi_py`` builds normal-approximation (z) intervals, which cover only about 0.89–0.91 with 10–20
-labelled answers per LALM (MODELLING-NOTES, 2026-11-24). Every interval here therefore uses the Student t quantile
-with n − 1 degrees of freedom (n = labelled answers) and the sample standard deviation with Bessel's correction:
-for the PPI estimates, ``ppi_py``'s interval is widened from its z quantile to that t quantile times √(n/(n − 1))
-(:func:`t_equivalent_alpha`; ``ppi_py`` divides by n), which changes nothing else. Intervals are clipped to [0, 1], the
-range of the estimand.
+Estimand and intervals. The leaderboard's estimand is a *finite* mean: the LALM's mean normalised human rating over
+its N answers on this benchmark. ORCA's μ is computed for all N answers, so the mean of the predictions carries no
+sampling error; only the choice of which n answers humans rate does. ``ppi_py`` builds its intervals for a larger
+population from which the unlabelled answers were drawn, with a term Var(λ·μ)/N for the predictions' mean; here
+that term is 0 (``ppi_py`` is called with the predictions' known mean in place of the N predictions, the point
+estimate being unchanged). The rest is Cochran's regression estimator of a population mean (Cochran, *Sampling
+Techniques*, 3rd ed. 1977, ch. 7): PPI++ with the power-tuning λ that minimises this variance, Cochran's regression
+coefficient b = Cov(y, μ)/Var(μ) over the labelled answers (clipped to [0, 1] as ``ppi_py`` clips its own λ; λ = 0 is
+the human-only mean, λ = 1 original PPI), and the residual variance of y − λμ with n − 2 degrees of freedom (two
+quantities, the mean and λ, are estimated from the n labels). Every interval is a Student t interval (n − 1 df for
+the human-only mean and for PPI with λ = 1, n − 2 with a tuned λ): ``ppi_py``'s normal-approximation intervals
+cover only about 0.89–0.91 with 10–20 labelled answers per LALM (MODELLING-NOTES, 2026-11-24). No
+finite-population correction √(1 − n/N) is applied, to any method: the intervals are conservative by up to that
+factor (at 30 % of answers rated the replay's intervals cover 0.97–0.98), and with it the active interval fell to
+0.928 coverage there (``bench/leaderboard.py``). Intervals are clipped to [0, 1], the range of the estimand.
 """
 from __future__ import annotations
 
@@ -62,32 +71,45 @@ def _clip_ci(low: float, high: float) -> tuple[float, float]:
     return (float(min(max(low, 0.0), 1.0)), float(min(max(high, 0.0), 1.0)))
 
 
-def t_equivalent_alpha(n: int, confidence: float = CONFIDENCE) -> float:
-    """The level α′ at which ``ppi_py``'s z interval becomes a Student t interval with Bessel's correction.
-
-    ``ppi_py`` intervals are estimate ± z_{1−α′/2}·se with se from ``numpy.std`` (ddof 0, which understates the
-    standard deviation by √((n − 1)/n)); passing α′ with z_{1−α′/2} = t_{n−1, 1−α/2}·√(n/(n − 1)) gives
-    estimate ± t_{n−1, 1−α/2}·se(ddof 1), α = 1 − confidence. Requires n >= 2. Example: n = 15, 95 % →
-    z = 2.145·1.035 = 2.220, α′ ≈ 0.026.
-    """
-    if n < 2:
-        raise ValueError(f"a t interval needs at least 2 labelled answers, got {n}")
-    quantile = sps.t.ppf(0.5 + confidence / 2, df=n - 1) * math.sqrt(n / (n - 1))
-    return float(2.0 * sps.norm.sf(quantile))
-
-
 #: The level at which ``ppi_py``'s z interval is estimate ± 1 standard error (z_{1−α/2} = 1).
 ONE_SE_ALPHA = float(2.0 * sps.norm.sf(1.0))
 
 
-def _t_interval(low, high, n: int, confidence: float) -> tuple[float, float]:
-    """Rescale ``ppi_py``'s ±1-standard-error interval (``ONE_SE_ALPHA``) to the Student-t interval of
-    :func:`t_equivalent_alpha`: centre ± t_{n−1}·√(n/(n − 1))·se, clipped to [0, 1]. Computed this way, and not by
-    passing α′ itself, because ``ppi_py`` takes ``norm.ppf(1 − α′/2)``, which overflows to infinity for n = 2."""
-    low, high = _squeeze(low), _squeeze(high)
-    centre, se = (low + high) / 2, (high - low) / 2
-    factor = sps.t.ppf(0.5 + confidence / 2, df=n - 1) * math.sqrt(n / (n - 1))
-    return _clip_ci(centre - factor * se, centre + factor * se)
+def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[float] | None = None) -> float:
+    """The power-tuning λ of a finite-population PPI mean: Cochran's regression coefficient b = Cov(y, ŷ)/Var(ŷ),
+    weighted by ``w`` when given, clipped to [0, 1] (module docstring).
+
+    Args:
+        y: (n,) human values of the labelled answers; yhat: (n,) ORCA's μ for them; w: (n,) sample weights (1/π of
+            the active policy) or None.
+
+    It minimises the variance of mean(λ·μ over all N) + weighted mean(y − λμ over the n labelled) when the mean of μ
+    over all N is known. Returns 0 when ŷ is constant over the labelled answers (nothing to learn from it).
+    """
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    w = np.ones(y.size) if w is None else np.asarray(w, dtype=np.float64)
+    w = w / w.sum()
+    dy, dh = y - np.sum(w * y), yhat - np.sum(w * yhat)
+    var = float(np.sum(w * dh * dh))
+    if var <= 1e-12:
+        return 0.0
+    return float(np.clip(np.sum(w * dy * dh) / var, 0.0, 1.0))
+
+
+def _finite_population_ppi(*, y, yhat, yhat_all, w, lam: float, tuned: bool, confidence: float,
+                           method: str) -> Estimate:
+    """``ppi_py``'s estimate and rectifier standard error with the predictions' mean over the N answers known
+    (module docstring), as a Student t interval with n − 2 (``tuned``) or n − 1 degrees of freedom."""
+    import ppi_py
+
+    n = y.size
+    ddof = 2 if tuned else 1
+    estimate = _squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam, w=w))
+    known_mean = np.full(yhat_all.size, float(yhat_all.mean()))  # no sampling error in the predictions' mean
+    low, high = ppi_py.ppi_mean_ci(y, yhat, known_mean, alpha=ONE_SE_ALPHA, lam=lam, w=w)
+    se = (_squeeze(high) - _squeeze(low)) / 2  # ppi_py: std(w·(y − λŷ), ddof 0)/√n
+    half = sps.t.ppf(0.5 + confidence / 2, df=n - ddof) * se * math.sqrt(n / (n - ddof))
+    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), int(n), method)
 
 
 def mean_ci(y: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE) -> Estimate:
@@ -175,35 +197,33 @@ def ppi_mean(
     *, y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float], confidence: float = CONFIDENCE,
     power_tuning: bool = True,
 ) -> Estimate:
-    """Prediction-powered mean (PPI++ with power tuning by default) through ``ppi_py``.
+    """Prediction-powered mean over the N answers of ``yhat_all`` (PPI++ with power tuning by default): the
+    estimate by ``ppi_py``, the interval for that finite mean (module docstring).
 
     Args:
-        y: (n,) human values of the labelled answers (n >= 2).
+        y: (n,) human values of the labelled answers, a uniform sample of the N (n >= 3; n >= 2 without tuning).
         yhat: (n,) the model's predictions (ORCA's μ) for the same answers — from a model that never trained on
             them (cross-fitted), or the estimate is biased.
         yhat_all: (N,) the model's predictions for *all* answers whose mean is the estimand (labelled ones too).
-        power_tuning: True: λ estimated by ``ppi_py`` (clipped to [0, 1]; λ = 0 is the human-only mean, so the
-            interval is no wider than human-only in expectation); False: λ = 1 (original PPI).
+        power_tuning: True: λ = :func:`regression_lambda` (λ = 0 is the human-only mean, so the interval is no
+            wider than human-only in expectation, up to the one degree of freedom λ costs); False: λ = 1
+            (original PPI).
 
-    ``ppi_py.ppi_mean_pointestimate`` and ``ppi_py.ppi_mean_ci`` compute the estimate and its standard error (the
-    interval at ``ONE_SE_ALPHA``), widened to the Student-t interval of :func:`t_equivalent_alpha` (module
-    docstring). Raises ValueError for n < 2 or
-    mismatched lengths.
+    Estimate: mean(λ·μ over N) + mean(y − λμ over n) (``ppi_py.ppi_mean_pointestimate``). Interval: estimate ±
+    t_{n−2}·sd(y − λμ; n − 2 df)/√n (t_{n−1} and n − 1 df for λ = 1), clipped to [0, 1]. Raises ValueError for too
+    few labels or mismatched lengths.
     """
-    import ppi_py
-
     y, yhat, yhat_all = (np.asarray(a, dtype=np.float64) for a in (y, yhat, yhat_all))
     if y.shape != yhat.shape:
         raise ValueError(f"y and yhat differ in length ({y.size} vs {yhat.size})")
-    if y.size < 2:
-        raise ValueError(f"a prediction-powered interval needs at least 2 labelled answers, got {y.size}")
+    least = 3 if power_tuning else 2
+    if y.size < least:
+        raise ValueError(f"a prediction-powered interval needs at least {least} labelled answers, got {y.size}")
     if yhat_all.size == 0:
         raise ValueError("yhat_all is empty")
-    lam = None if power_tuning else 1.0
-    estimate = _squeeze(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam))
-    low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_all, alpha=ONE_SE_ALPHA, lam=lam)
-    return Estimate(estimate, _t_interval(low, high, y.size, confidence), int(y.size),
-                    "ppi++" if power_tuning else "ppi")
+    lam = regression_lambda(y, yhat) if power_tuning else 1.0
+    return _finite_population_ppi(y=y, yhat=yhat, yhat_all=yhat_all, w=None, lam=lam, tuned=power_tuning,
+                                  confidence=confidence, method="ppi++" if power_tuning else "ppi")
 
 
 def inclusion_probabilities(
@@ -262,25 +282,24 @@ def active_mean(
         y: (N,) human values; only entries where ``sampled`` is true are read (others may be NaN).
         yhat: (N,) ORCA's μ for every answer.
         pi: (N,) the inclusion probabilities the labels were drawn with (:func:`inclusion_probabilities`).
-        sampled: (N,) bool, which answers were labelled (at least 2).
+        sampled: (N,) bool, which answers were labelled (at least 3).
 
-    The estimate is ``ppi_py``'s PPI++ mean with sample weights 1/π on the labelled answers (``w``) and ORCA's μ
-    on all N answers: mean(λ·μ) + Σ w (y − λμ) / Σ w — the inverse-probability-weighted (Hájek) rectifier of
-    Zrnic & Candès 2024, λ power-tuned. Interval: ``ppi_py.ppi_mean_ci``'s standard error, Student-t widened.
+    The estimate is ``ppi_py``'s PPI mean with sample weights w = 1/π on the labelled answers and ORCA's μ on all
+    N answers: mean(λ·μ) + Σ w (y − λμ) / Σ w — the inverse-probability-weighted (Hájek) rectifier of Zrnic &
+    Candès 2024, λ = the weighted :func:`regression_lambda`. Interval: ``ppi_py``'s weighted rectifier standard
+    error with the predictions' mean known (module docstring), Student t with n − 2 degrees of freedom.
     """
-    import ppi_py
-
     y, yhat, pi = (np.asarray(a, dtype=np.float64) for a in (y, yhat, pi))
     mask = np.asarray(sampled, dtype=bool)
     if not (y.shape == yhat.shape == pi.shape == mask.shape):
         raise ValueError("y, yhat, pi and sampled must have the same length")
     n = int(mask.sum())
-    if n < 2:
-        raise ValueError(f"an active estimate needs at least 2 labelled answers, got {n}")
+    if n < 3:
+        raise ValueError(f"an active estimate needs at least 3 labelled answers, got {n}")
     w = inverse_probability_weights(pi[mask])
-    estimate = _squeeze(ppi_py.ppi_mean_pointestimate(y[mask], yhat[mask], yhat, w=w))
-    low, high = ppi_py.ppi_mean_ci(y[mask], yhat[mask], yhat, alpha=ONE_SE_ALPHA, w=w)
-    return Estimate(estimate, _t_interval(low, high, n, confidence), n, "active")
+    lam = regression_lambda(y[mask], yhat[mask], w)
+    return _finite_population_ppi(y=y[mask], yhat=yhat[mask], yhat_all=yhat, w=w, lam=lam, tuned=True,
+                                  confidence=confidence, method="active")
 
 
 # --- comparing LALMs ---------------------------------------------------------------------------------------------

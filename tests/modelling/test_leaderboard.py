@@ -269,18 +269,21 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
 
     _crossfit(store)
     answers = store["answers"]
-    for key, drawn, pi in ((("good", 0), True, 0.5), (("good", 1, "v2"), True, 0.8), (("good", 2), False, 0.4)):
+    for key, drawn, pi in ((("good", 0), True, 0.5), (("good", 1, "v2"), True, 0.8), (("good", 2), True, 0.4)):
         RoutingDecision.objects.create(candidate=answers[key], reason="default", detail="before")
         RoutingDecision.objects.create(candidate=answers[key], reason="active_selected" if drawn else "active_skipped",
                                        inclusion_probability=pi)
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="B1").rows}
-    expected = stats.active_mean(y=[0.875, 1.0, np.nan], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
-                                 sampled=[True, True, False])
+    expected = stats.active_mean(y=[0.875, 1.0, 0.5], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
+                                 sampled=[True, True, True])
     assert rows["good"].ppi == {"estimate": pytest.approx(expected.estimate, abs=1e-4),
                                 "ci": [pytest.approx(v, abs=1e-4) for v in expected.ci]}
-    # bad's answers were not decided by the policy: plain PPI++ over its rated answers
-    plain = stats.ppi_mean(y=[0.125, 0.25], yhat=[0.2, 0.3], yhat_all=[0.2, 0.3, 0.1])
-    assert rows["bad"].ppi["estimate"] == pytest.approx(plain.estimate, abs=1e-4)
+    # bad's answers were not decided by the policy, and PPI++ needs 3 rated answers (λ and the mean are estimated
+    # from them): bad has 2, so no prediction-powered figure, only the human-only one
+    assert rows["bad"].ppi is None and rows["bad"].mean_correctness is not None
+    RoutingDecision.objects.filter(candidate=answers[("good", 2)]).update(reason="active_skipped")
+    rows = {r.lalm: r for r in leaderboard_compute(benchmark="B1").rows}
+    assert rows["good"].ppi is None  # two drawn answers are too few as well
 
 
 def test_an_empty_store_gives_an_empty_table_everywhere(client):

@@ -48,39 +48,47 @@ def test_the_student_t_interval_matches_hand_computed_numbers():
         stats.mean_ci([])
 
 
-def test_the_t_equivalent_level_makes_ppi_pys_z_interval_a_bessel_corrected_t_interval():
-    for n in (3, 5, 15, 200):
-        alpha = stats.t_equivalent_alpha(n)
-        assert sps.norm.isf(alpha / 2) == pytest.approx(sps.t.ppf(0.975, n - 1) * math.sqrt(n / (n - 1)))
-    # λ = 0 turns PPI into the classical mean: its interval must then equal the t interval exactly
-    y = np.array([0.25, 0.5, 0.75, 0.5, 0.25, 0.5])
-    low, high = ppi_py.ppi_mean_ci(y, y * 0, np.zeros(50), alpha=stats.t_equivalent_alpha(y.size), lam=0.0)
-    assert (float(low[0]), float(high[0])) == pytest.approx(stats.mean_ci(y).ci)
+def test_the_power_tuning_lambda_is_cochrans_regression_coefficient_clipped_to_0_1():
+    # dy = [−.5, 0, 0, .5], dŷ = [−.3, −.3, .3, .3]: Σ dy·dŷ = 0.3, Σ dŷ² = 0.36 → b = 5/6
+    assert stats.regression_lambda([0, 0.5, 0.5, 1], [0.2, 0.2, 0.8, 0.8]) == pytest.approx(5 / 6)
+    assert stats.regression_lambda([0, 0.5, 0.5, 1], [0.8, 0.8, 0.2, 0.2]) == 0.0  # negative slope: clipped
+    assert stats.regression_lambda([0, 0.2, 0.4, 1], [0.45, 0.5, 0.5, 0.55]) == 1.0  # slope 8.5: clipped
+    assert stats.regression_lambda([0.1, 0.9], [0.5, 0.5]) == 0.0  # constant predictions teach nothing
+    # weights: the second pair counted twice equals it repeated
+    assert stats.regression_lambda([0, 0.5, 1], [0.2, 0.6, 0.7], w=[1, 2, 1]) == pytest.approx(
+        stats.regression_lambda([0, 0.5, 0.5, 1], [0.2, 0.6, 0.6, 0.7]))
 
 
-def test_the_ppi_estimate_is_ppi_py_called_directly():
+def test_the_ppi_estimate_is_ppi_py_called_directly_and_its_interval_is_for_the_benchmarks_answers():
     rng = np.random.default_rng(7)
     y_all = rng.beta(2, 3, 400)
     f_all = np.clip(y_all + rng.normal(0, 0.15, 400), 0, 1)
     labelled = rng.choice(400, 40, replace=False)
     y, f = y_all[labelled], f_all[labelled]
-    for tuning, lam in ((True, None), (False, 1.0)):
+    for tuning, ddof in ((True, 2), (False, 1)):
+        lam = stats.regression_lambda(y, f) if tuning else 1.0
         ours = stats.ppi_mean(y=y, yhat=f, yhat_all=f_all, power_tuning=tuning)
-        alpha = stats.t_equivalent_alpha(40)
-        low, high = ppi_py.ppi_mean_ci(y, f, f_all, alpha=alpha, lam=lam)
-        assert ours.ci == pytest.approx((float(low[0]), float(high[0])))
         assert ours.estimate == pytest.approx(float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, f, f_all, lam=lam))))
+        # Cochran's regression estimator: t_{n−ddof} · sd(y − λŷ; ddof) / √n, no term for the predictions' mean
+        half = sps.t.ppf(0.975, 40 - ddof) * np.std(y - lam * f, ddof=ddof) / math.sqrt(40)
+        assert ours.ci == pytest.approx((ours.estimate - half, ours.estimate + half))
         assert ours.n == 40
+        # ppi_py's own interval (a larger population's mean, with Var(λŷ)/N) is wider at the same λ and level
+        low, high = ppi_py.ppi_mean_ci(y, f, f_all, alpha=0.05, lam=lam)
+        assert float(high[0] - low[0]) > 2 * sps.norm.isf(0.025) * np.std(y - lam * f) / math.sqrt(40)
+    assert 0 < stats.regression_lambda(y, f) < 1
+    with pytest.raises(ValueError, match="at least 3"):
+        stats.ppi_mean(y=[0.5, 0.7], yhat=[0.5, 0.6], yhat_all=[0.5, 0.4, 0.6])
     with pytest.raises(ValueError, match="at least 2"):
-        stats.ppi_mean(y=[0.5], yhat=[0.5], yhat_all=[0.5, 0.4])
+        stats.ppi_mean(y=[0.5], yhat=[0.5], yhat_all=[0.5, 0.4], power_tuning=False)
 
 
 def _coverage(method, reps: int, seed: int) -> tuple[float, float]:
+    """Coverage of the estimand, the mean of the drawn benchmark's N answers (a new benchmark each draw)."""
     rng = np.random.default_rng(seed)
     hits, widths = 0, []
-    true_mean = 0.4  # Beta(2, 3)
     for _ in range(reps):
-        result = method(rng)
+        result, true_mean = method(rng)
         hits += result.ci[0] <= true_mean <= result.ci[1]
         widths.append(result.width)
     return hits / reps, float(np.mean(widths))
@@ -96,11 +104,11 @@ def test_ppi_covers_a_known_mean_with_small_samples_and_is_narrower_than_human_o
     def ppi(rng):
         y, f = _draw(rng)
         idx = rng.choice(y.size, 15, replace=False)
-        return stats.ppi_mean(y=y[idx], yhat=f[idx], yhat_all=f)
+        return stats.ppi_mean(y=y[idx], yhat=f[idx], yhat_all=f), y.mean()
 
     def classical(rng):
         y, _ = _draw(rng)
-        return stats.mean_ci(y[rng.choice(y.size, 15, replace=False)])
+        return stats.mean_ci(y[rng.choice(y.size, 15, replace=False)]), y.mean()
 
     ppi_cover, ppi_width = _coverage(ppi, 600, 11)
     classical_cover, classical_width = _coverage(classical, 600, 11)
@@ -199,10 +207,12 @@ def test_the_budget_planner_matches_hand_computed_numbers():
     assert not plan.reachable_uniform and plan.reachable_active
 
 
-def test_two_labels_give_a_finite_interval():
-    # ppi_py's own z quantile overflows at the t(1) level; the rescaled interval stays finite (here clipped)
-    result = stats.active_mean(y=[0.5, 0.75, np.nan], yhat=[0.4, 0.7, 0.5], pi=[0.5, 0.5, 0.5],
-                               sampled=[True, True, False])
+def test_three_labels_give_a_finite_interval_and_two_are_refused():
+    # with λ estimated, three labels leave one degree of freedom (t_1): finite, here clipped to [0, 1]
+    result = stats.active_mean(y=[0.5, 0.75, 0.25, np.nan], yhat=[0.4, 0.7, 0.3, 0.5], pi=[0.5] * 4,
+                               sampled=[True, True, True, False])
     assert all(np.isfinite(result.ci)) and result.ci[0] <= result.estimate <= result.ci[1]
-    result = stats.ppi_mean(y=[0.5, 0.75], yhat=[0.4, 0.7], yhat_all=[0.4, 0.7, 0.5])
+    result = stats.ppi_mean(y=[0.5, 0.75, 0.25], yhat=[0.4, 0.7, 0.3], yhat_all=[0.4, 0.7, 0.3, 0.5])
     assert all(np.isfinite(result.ci))
+    with pytest.raises(ValueError, match="at least 3"):
+        stats.active_mean(y=[0.5, 0.75, np.nan], yhat=[0.4, 0.7, 0.5], pi=[0.5] * 3, sampled=[True, True, False])
