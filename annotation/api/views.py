@@ -1,10 +1,16 @@
 """API views: thin. Reads go through scoped selectors; writes validate input and call the browser's services
-(``rating_submit``, ``assignment_next_for_annotator``, ``job_start``/``job_cancel``, ``export_start``)."""
+(``rating_submit``, ``assignment_next``, ``job_start``/``job_cancel``, ``export_start``)."""
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse, Http404
-from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
@@ -33,11 +39,14 @@ from annotation.models import (
     Question,
     Rating,
 )
-from annotation.services.assignment import assignment_next_for_annotator
+from annotation.services.assignment import assignment_next
 from annotation.services.audit import audit_events_for_user
 from annotation.services.exports import ExportError, export_download_path, export_jobs_for_user, export_start
 from annotation.services.jobs import JobStartError, job_start
 from annotation.services.rating import rating_submit
+
+#: Response header of ``POST /api/assignments/next/``'s 204 when the queue is closed to the annotator: the reason.
+QUEUE_CLOSED_HEADER = "X-Queue-Closed"
 
 
 def _drf_validation_error(error: DjangoValidationError) -> ValidationError:
@@ -243,16 +252,26 @@ class AssignmentViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         request=serializers.NextAssignmentSerializer,
-        responses={200: serializers.AssignmentSerializer, 204: OpenApiResponse(description="Nothing left to rate.")},
+        parameters=[OpenApiParameter(
+            QUEUE_CLOSED_HEADER, str, OpenApiParameter.HEADER, response=[204],
+            description="Why the queue is closed to this annotator (only then present).")],
+        responses={200: serializers.AssignmentSerializer, 204: OpenApiResponse(
+            description="Nothing to rate now. When the queue is closed to this annotator (paused, study closed or "
+                        f"completed, qualification failed or not available yet), the `{QUEUE_CLOSED_HEADER}` "
+                        "header says why, in words for the annotator; without it nothing is left to rate.")},
     )
     @action(detail=False, methods=["post"])
     def next(self, request):
         data = serializers.NextAssignmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         benchmark = _get_or_400(Benchmark.objects.all(), data.validated_data.get("benchmark"), "benchmark")
-        assignment = assignment_next_for_annotator(annotator=request.user, benchmark=benchmark)
+        nxt = assignment_next(annotator=request.user, benchmark=benchmark)
+        assignment = nxt.assignment
         if assignment is None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
+            response = Response(status=status.HTTP_204_NO_CONTENT)
+            if nxt.closed_why:
+                response[QUEUE_CLOSED_HEADER] = nxt.closed_why
+            return response
         assignment = Assignment.objects.select_related(
             "candidate__question_version__question__benchmark",
         ).get(pk=assignment.pk)

@@ -72,7 +72,9 @@ def _qualification_attempt(annotator) -> tuple[QualificationAttempt | None, str]
         return attempts[-1], ""
     policy = quality_policy()
     if len(attempts) >= policy.qualification_attempts:
-        return None, "You did not pass the qualification; thank you for your time."
+        last = attempts[-1]
+        return None, (f"You did not reach the qualification's pass mark ({last.passed_items} of {last.total} items "
+                      "matched the experts). Thank you for your time.")
     unused = _eligible_items(annotator=annotator, qualification=True, kind=None, benchmark=None).count()
     if unused < policy.qualification_items:
         return None, "Qualification is not available yet; please come back later."
@@ -120,7 +122,7 @@ def quality_gate(*, annotator, benchmark: Benchmark | None) -> QueueGate:
         (status, qualified, study_id, study_benchmark_id, enabled, quota, completed, required, gold,
          attention) = cursor.fetchone()
     if status == AnnotatorQuality.Status.PAUSED:
-        gate.closed, gate.why = True, "Your account is paused; an admin will look at your ratings."
+        gate.closed, gate.why = True, "Your account is paused: an admin will look at your ratings before you continue."
         return gate
     if study_id is not None:
         if benchmark is None or benchmark.pk != study_benchmark_id:

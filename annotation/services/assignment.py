@@ -13,6 +13,7 @@ at a time, which serialises these functions just as well.
 """
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -138,8 +139,28 @@ def slot_is_free(*, valid_rating_count: int, k: int, held: int) -> bool:
     return valid_rating_count < k and valid_rating_count + held < k
 
 
+@dataclass(frozen=True)
+class NextItem:
+    """What :func:`assignment_next` decided.
+
+    Attributes:
+        assignment: the assignment to work on now, or None.
+        closed_why: why the queue is closed to this annotator, for them to read (paused, study closed or
+            completed, qualification failed or not available yet); "" when it is open (then None means that
+            nothing is left to rate).
+    """
+
+    assignment: Assignment | None
+    closed_why: str = ""
+
+
 def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = None) -> Assignment | None:
-    """Return the assignment ``annotator`` should work on now, creating one if needed; None when nothing is left.
+    """:func:`assignment_next`'s assignment (None when nothing is left or the queue is closed to ``annotator``)."""
+    return assignment_next(annotator=annotator, benchmark=benchmark).assignment
+
+
+def assignment_next(*, annotator, benchmark: Benchmark | None = None) -> NextItem:
+    """Return the assignment ``annotator`` should work on now, creating one if needed, or why there is none.
 
     1. The annotator's own open, unexpired assignment, if any (a reload or the back button shows the same item).
     2. Otherwise a new assignment on a candidate answer from :func:`candidates_open_for_annotator`, ordered
@@ -165,16 +186,15 @@ def assignment_next_for_annotator(*, annotator, benchmark: Benchmark | None = No
         # Pausing, a study's benchmark and quota, qualification, gold and attention items (annotation/quality).
         gate = quality_gate(annotator=annotator, benchmark=benchmark)
         if gate.closed:
-            return None
+            return NextItem(None, gate.why)
         benchmark = gate.benchmark
         existing = _own_open_assignment(annotator=annotator, now=now, benchmark=None if gate.qualifying else benchmark)
         if existing is not None:
-            return existing
+            return NextItem(existing)
         check = quality_assignment_take(annotator=annotator, now=now, gate=gate)
         if check is not None or gate.qualifying:
-            return check
-
-        return _assignment_take_next(annotator=annotator, now=now, benchmark=benchmark)
+            return NextItem(check)
+        return NextItem(_assignment_take_next(annotator=annotator, now=now, benchmark=benchmark))
 
 
 def _levels(*, benchmark: Benchmark | None) -> tuple[list[int], int]:

@@ -22,9 +22,9 @@ from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form
 from annotation.models import Assignment
 from annotation.quality.examples import GUIDELINE_EXAMPLES
 from annotation.quality.items import quality_feedback
-from annotation.quality.selectors import rating_page_quality_context
+from annotation.quality.selectors import qualification_progress_for
 from annotation.quality.views import completion_redirect
-from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
+from annotation.services.assignment import assignment_next, assignment_skip
 from annotation.services.rating import rating_is_editable, rating_submit, rating_update
 
 NEXT_TEMPLATE = "annotation/next.html"
@@ -52,8 +52,11 @@ def _render_item(
     form: RatingForm | None = None,
     skip_form: SkipForm | None = None,
     status: int = 200,
+    closed_why: str = "",
 ) -> HttpResponse:
-    """Render the rating page for ``assignment`` (None: the "all done" message); htmx gets the partial only.
+    """Render the rating page for ``assignment`` (None: the "all done" message, or ``closed_why``, the reason the
+    queue is closed to the user, from :func:`annotation.services.assignment.assignment_next`); htmx gets the
+    partial only.
 
     ``assignment`` must be the user's own, with ``RATING_PAGE_RELATED`` loaded (as the assignment service and
     ``selectors.assignment_get_for_annotator`` return it). A study participant who reached the quota is sent to
@@ -72,7 +75,8 @@ def _render_item(
         "skip_open": skip_form is not None and bool(skip_form.errors),
         "skip_suggestions": SKIP_REASON_SUGGESTIONS,
         "query": f"?{urlencode({'benchmark': benchmark.pk})}" if benchmark is not None else "",
-        **rating_page_quality_context(user=request.user, assignment=assignment),
+        "qualification": qualification_progress_for(user=request.user) if assignment is not None else None,
+        "quality_notice": closed_why if assignment is None else "",
     }
     template = NEXT_TEMPLATE + "#rating-form" if request.htmx else NEXT_TEMPLATE
     return render(request, template, context, status=status)
@@ -87,8 +91,8 @@ def _render_again(request: HttpRequest, *, assignment: Assignment, benchmark, **
 def _next_response(request: HttpRequest, *, benchmark) -> HttpResponse:
     """After a submit or skip: the next item's partial for htmx, else a redirect to the next item (PRG)."""
     if request.htmx:
-        assignment = assignment_next_for_annotator(annotator=request.user, benchmark=benchmark)
-        return _render_item(request, assignment=assignment, benchmark=benchmark)
+        nxt = assignment_next(annotator=request.user, benchmark=benchmark)
+        return _render_item(request, assignment=nxt.assignment, benchmark=benchmark, closed_why=nxt.closed_why)
     return HttpResponseRedirect(_with_benchmark(reverse("annotation:next"), benchmark))
 
 
@@ -113,8 +117,8 @@ def home(request: HttpRequest) -> HttpResponse:
 def next_item(request: HttpRequest) -> HttpResponse:
     """The item to rate now: the annotator's open assignment or a new one (``?benchmark=<pk>`` narrows it)."""
     benchmark = _benchmark_from(request)
-    assignment = assignment_next_for_annotator(annotator=request.user, benchmark=benchmark)
-    return _render_item(request, assignment=assignment, benchmark=benchmark)
+    nxt = assignment_next(annotator=request.user, benchmark=benchmark)
+    return _render_item(request, assignment=nxt.assignment, benchmark=benchmark, closed_why=nxt.closed_why)
 
 
 @require_POST

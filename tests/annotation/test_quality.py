@@ -492,7 +492,40 @@ def test_the_api_queue_obeys_pausing_and_qualification(client):
     response = client.post(url, content_type="application/json")
     assert response.status_code == 200 and response.json()["candidate"]["id"] == qual.candidate_id
     annotator_status_set(annotator=annotator, status="paused", reason="test")
-    assert client.post(url, content_type="application/json").status_code == 204
+    response = client.post(url, content_type="application/json")
+    assert response.status_code == 204 and "paused" in response["X-Queue-Closed"]
+
+
+def test_the_annotator_reads_why_the_queue_is_closed_on_the_page_and_in_the_api(client):
+    """Each reason the quality gate closes the queue reaches the annotator: on the rating page, in its htmx
+    partial and as the API's X-Queue-Closed header; an open queue with nothing left says nothing of the kind."""
+    annotator = AnnotatorFactory()
+    client.force_login(annotator)
+    page, api = reverse("annotation:next"), reverse("api-assignment-next")
+
+    def reasons():
+        html = client.get(page).content.decode()
+        partial = client.get(page, headers={"HX-Request": "true"}).content.decode()
+        header = client.post(api, content_type="application/json").headers.get("X-Queue-Closed", "")
+        return html, partial, header
+
+    html, partial, header = reasons()  # nothing to rate, queue open
+    assert "quality-notice" not in html and header == ""
+
+    _qualification(n=2, pass_mark=1.0, attempts=1)
+    _gold(lo=5, hi=5, qualification=True)  # one item, an attempt needs two
+    for text in reasons():
+        assert "Qualification is not available yet" in text
+
+    _gold(lo=5, hi=5, qualification=True)
+    _rate(assignment_next_for_annotator(annotator=annotator), score=5)
+    _rate(assignment_next_for_annotator(annotator=annotator), score=1)
+    for text in reasons():
+        assert "pass mark (1 of 2 items matched the experts)" in text
+
+    annotator_status_set(annotator=annotator, status="paused", reason="test")
+    for text in reasons():
+        assert "Your account is paused" in text
 
 
 def test_the_admin_lists_count_checks_and_participants_per_row(client, django_assert_max_num_queries):
