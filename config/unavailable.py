@@ -6,11 +6,16 @@ library does not retry. The rating page (``static/js/rating.js``) retries a fail
 ``Retry-After`` delay; the submit is idempotent (one rating per annotator and candidate answer).
 
 The middleware handles exceptions raised by views (Django's and DRF's: DRF re-raises what its exception handler
-does not know). The detail (host, user, errno) goes to the log only, never into the response.
+does not know). An outage that strikes after the view, in a middleware — the session saved at the very end of a
+request (``SessionMiddleware``), the messages, the authentication lookup before the view — never reaches a
+``process_exception``: Django turns it into its 500 handler's answer, so ``handler500`` (:func:`server_error`,
+named in ``config/urls.py``) looks at the exception being handled and answers the same 503. The detail (host,
+user, errno) goes to the log only, never into the response.
 """
 from __future__ import annotations
 
 import logging
+import sys
 
 from django.conf import settings
 from django.db import InterfaceError as DjangoInterfaceError
@@ -77,3 +82,18 @@ class ServiceUnavailableMiddleware:
         logger.warning("503 for %s %s: %s: %s", request.method, request.path, type(exception).__name__, exception,
                        exc_info=exception)
         return service_unavailable_response(request)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: :func:`service_unavailable_response` when the exception being handled means a backing
+    service is unreachable (raised outside a view, e.g. by the session save at the end of a request), else
+    Django's own 500 page (``django.views.defaults.server_error``). Django calls it inside the ``except`` block
+    of the failed request, so ``sys.exc_info()`` holds that exception."""
+    from django.views.defaults import server_error as django_server_error
+
+    exception = sys.exc_info()[1]
+    if isinstance(exception, _unavailable_errors()):
+        logger.warning("503 for %s %s (outside a view): %s: %s", request.method, request.path,
+                       type(exception).__name__, exception, exc_info=exception)
+        return service_unavailable_response(request)
+    return django_server_error(request)

@@ -23,3 +23,6 @@ urlpatterns = [
     path("", include("annotation.quality.urls")),
     path("", include("annotation.urls")),
 ]
+
+# A database or broker outage outside a view (e.g. the session saved at the end of a request) is a 503 too.
+handler500 = "config.unavailable.server_error"

@@ -102,3 +102,48 @@ def test_an_unreachable_broker_is_a_503_with_retry_after(broker_down, settings, 
     response = client.post("/api/exports/", {"formats": ["orca-jsonl"]}, content_type="application/json")
     assert response.status_code == 503, response.content[:300]
     assert response["Retry-After"] and "briefly unavailable" in response.json()["detail"]
+
+
+def _session_then_outage(request):
+    """A view that changes the session and then loses its database connection: the session is saved after the
+    view returned, by ``SessionMiddleware``, where no ``process_exception`` sees the error."""
+    from django.http import HttpResponse
+
+    request.session["seen"] = request.session.get("seen", 0) + 1
+    _terminate_own_backend()
+    return HttpResponse("rendered before the session was saved")
+
+
+def _boom(request):
+    raise RuntimeError("a bug, not an outage")
+
+
+def test_an_outage_while_the_session_is_saved_after_the_view_is_a_503_too(settings):
+    import sys
+    import types
+
+    from django.urls import clear_url_caches, path
+
+    import config.urls
+
+    # The project's own URLs and handler500, plus the view above.
+    module = types.ModuleType("tests_session_outage_urls")
+    module.urlpatterns = [path("session-outage/", _session_then_outage), path("boom/", _boom),
+                          *config.urls.urlpatterns]
+    module.handler500 = config.urls.handler500
+    sys.modules[module.__name__] = module
+    settings.ROOT_URLCONF = module.__name__
+    clear_url_caches()
+    try:
+        client = Client(raise_request_exception=False)
+        response = client.get("/session-outage/", HTTP_ACCEPT="text/html")
+        assert response.status_code == 503
+        assert response["Retry-After"] == str(settings.SERVICE_UNAVAILABLE_RETRY_AFTER_S)
+        assert "briefly unavailable" in response.content.decode().lower()
+        connection.close_if_unusable_or_obsolete()
+        # Any other error stays Django's plain 500.
+        response = client.get("/boom/")
+        assert response.status_code == 500 and "Retry-After" not in response
+    finally:
+        del sys.modules[module.__name__]
+        clear_url_caches()
