@@ -1,7 +1,7 @@
 """Django admin for the modelling rows (read-only: snapshots are computed, never typed in)."""
 from django.contrib import admin
 
-from .models import AgreementSnapshot, ModelVersion, Prediction, TrainingRun
+from .models import AgreementSnapshot, ModelImport, ModelVersion, Prediction, TrainingRun
 
 
 @admin.register(AgreementSnapshot)
@@ -37,6 +37,12 @@ class TrainingRunAdmin(_ReadOnlyAdmin):
 class ModelVersionAdmin(_ReadOnlyAdmin):
     list_display = ["name", "is_active", "training_run", "licence", "activated_at", "activated_by", "created_at"]
     list_filter = ["is_active"]
+
+
+@admin.register(ModelImport)
+class ModelImportAdmin(_ReadOnlyAdmin):
+    list_display = ["id", "name", "status", "created_at", "created_by", "model_version"]
+    list_filter = ["status"]
 
 
 @admin.register(Prediction)

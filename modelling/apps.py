@@ -15,7 +15,7 @@ class ModellingConfig(AppConfig):
         from annotation.jobs.registry import kind_register
         from annotation.services.exports import datasheet_section_register
         from modelling.leaderboard.crossfit import CROSSFIT
-        from modelling.services.registry import PREDICTIONS_SCORE
+        from modelling.services.registry import MODEL_IMPORT, PREDICTIONS_SCORE
         from modelling.services.training import TRAINING_RUN
 
         datasheet_section_register(_leaderboard_datasheet_section)
@@ -23,6 +23,7 @@ class ModellingConfig(AppConfig):
         kind_register(TRAINING_RUN, task="modelling.tasks.training_run_task")
         kind_register(CROSSFIT, task="modelling.tasks.crossfit_task")
         kind_register(PREDICTIONS_SCORE, task="modelling.tasks.predictions_score_task")
+        kind_register(MODEL_IMPORT, task="modelling.tasks.model_import_task")
 
 
 def _leaderboard_datasheet_section(benchmark) -> str:

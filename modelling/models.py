@@ -224,6 +224,52 @@ class ModelVersion(models.Model):
         return self.name + (" (active)" if self.is_active else "")
 
 
+class ModelImport(models.Model):
+    """One registration of an ORCA authors' checkpoint, run as a job (``modelling.services.registry``): the
+    conversion loads torch and the tokenizer, which a web request should not. ``status`` follows
+    ``annotation.jobs.lifecycle``; a failed import says why in ``log`` (the file and field at fault); a finished one
+    points to the ``model_version`` it registered."""
+
+    Status = TrainingRun.Status
+
+    name = models.CharField(max_length=200, help_text="Display name the model version gets.")
+    upstream_path = models.CharField(max_length=500, help_text="The authors' model folder (best/model).")
+    source_url = models.URLField(max_length=500, blank=True, help_text="Where it was published.")
+    licence = models.CharField(max_length=200, blank=True, help_text="The licence it comes under.")
+    tokenizer = models.CharField(max_length=500, blank=True, help_text="Tokenizer folder; empty: ../tokenizer.")
+    base_model = models.CharField(max_length=500, blank=True,
+                                  help_text="Local base LM of a LoRA adapter; empty: the one the adapter names.")
+    clamp_threshold = models.FloatField(null=True, blank=True, help_text="Their σ² threshold for clamping μ.")
+    rationale = models.BooleanField(default=True, help_text="The model reads the rationale.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED,
+                              help_text="Where the import is in its life.")
+    log = models.TextField(blank=True, help_text="What the job did, with UTC times; the reason of a failure.")
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the import.")
+    model_version = models.OneToOneField(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="import_run",
+        help_text="The model version it registered (when done).",
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="The admin who started it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"checkpoint import {self.name} ({self.status})"
+
+    @property
+    def failure(self) -> str:
+        """The log's last "FAILED: …" line without the prefix (the first line of it), or ""."""
+        lines = [line for line in self.log.splitlines() if "FAILED: " in line]
+        return lines[-1].split("FAILED: ", 1)[1] if lines else ""
+
+
 class Prediction(models.Model):
     """ORCA's predicted Beta distribution of one candidate answer's normalised rating y = (r − 1)/4 (paper, Eq. 1–4).
 

@@ -11,6 +11,7 @@ from modelling.quality.services import reliability_refresh, reliability_refresh_
 from modelling.services.agreement_cache import agreement_reports_warm
 from modelling.services.predictions import predictions_pending_for_active, predictions_score
 from modelling.services.rater import rater_snapshots_write
+from modelling.services.registry import model_import_execute, model_imports_fail_stale
 from modelling.services.routing import routing_refresh
 from modelling.services.snapshots import agreement_snapshots_refresh
 from modelling.services.training import training_retrain_if_due, training_run_execute, training_runs_fail_stale
@@ -50,6 +51,13 @@ def training_run_task(self, training_run_pk: int) -> str:
     return _final_status(training_run_execute(run_id=training_run_pk, task_id=self.request.id or ""))
 
 
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1860)
+def model_import_task(self, model_import_pk: int) -> str:
+    """Register one ORCA authors' checkpoint (``modelling.services.registry.model_import_execute``); returns its
+    final status ("skipped" for a redelivered message)."""
+    return _final_status(model_import_execute(import_id=model_import_pk, task_id=self.request.id or ""))
+
+
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
 def predictions_score_task(model_version_pk: int) -> int:
     """Score every current candidate answer the model version has not scored yet; returns how many."""
@@ -74,9 +82,9 @@ def predictions_score_new_task() -> bool:
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def training_runs_fail_stale_task() -> int:
-    """Beat: fail RUNNING training runs and cross-fits without a heartbeat for ``ORCA_STALE_MINUTES``; returns how
-    many."""
-    return training_runs_fail_stale() + crossfits_fail_stale()
+    """Beat: fail RUNNING training runs, cross-fits and checkpoint imports without a heartbeat for
+    ``ORCA_STALE_MINUTES``; returns how many."""
+    return training_runs_fail_stale() + crossfits_fail_stale() + model_imports_fail_stale()
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)

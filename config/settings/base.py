@@ -336,7 +336,7 @@ ORCA_TRAIN_QUEUE = env("ORCA_TRAIN_QUEUE", default="")
 CELERY_TASK_ROUTES = {
     task: {"queue": ORCA_TRAIN_QUEUE}
     for task in ("modelling.tasks.training_run_task", "modelling.tasks.crossfit_task",
-                 "modelling.tasks.predictions_score_task")
+                 "modelling.tasks.predictions_score_task", "modelling.tasks.model_import_task")
 } if ORCA_TRAIN_QUEUE else {}
 # Folder for run data and saved models; empty: MEDIA_ROOT/orca.
 ORCA_ARTIFACT_DIR = env("ORCA_ARTIFACT_DIR", default="")

@@ -1,5 +1,9 @@
 """The ORCA model registry: trained and imported model versions, and which one is active (the one whose predictions
-the platform uses)."""
+the platform uses).
+
+Registering an ORCA authors' checkpoint is a job (:func:`model_import_start` in the request, cheap checks only;
+:func:`model_import_execute` in a worker of ``ORCA_TRAIN_QUEUE``, where torch and the tokenizer are loaded), so a web
+process never imports torch."""
 from __future__ import annotations
 
 import shutil
@@ -11,12 +15,16 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotation.forms import errors_text
+from annotation.jobs.lifecycle import ACTIVE, run_execute, run_fail, run_finish, run_log, runs_fail_stale
 from annotation.jobs.registry import enqueue
 from annotation.services.audit import audit_record
-from modelling.models import ModelVersion, TrainingRun
+from modelling.models import ModelImport, ModelVersion, TrainingRun
 
 #: The job kind that scores candidate answers with a model version (``ModellingConfig.ready`` registers its task).
 PREDICTIONS_SCORE = "predictions_score"
+#: The job kind that registers an ORCA authors' checkpoint (``ModellingConfig.ready`` registers its task).
+MODEL_IMPORT = "model_import"
 
 
 def artifact_root() -> Path:
@@ -24,7 +32,56 @@ def artifact_root() -> Path:
     return Path(settings.ORCA_ARTIFACT_DIR) if settings.ORCA_ARTIFACT_DIR else Path(settings.MEDIA_ROOT) / "orca"
 
 
-def model_version_import(
+def _model_version_register(row: ModelImport) -> ModelVersion:
+    """Register the checkpoint of import ``row`` as an inactive model version: the work of the import job
+    (:func:`model_import_execute`); it loads torch and the tokenizer, which is why requests only queue it.
+
+    The folder is converted with ``modelling.orca.upstream.import_upstream`` into ``<artifact root>/imported-<name>``
+    (our config and head; the LM stays in ``upstream_path``, referenced by absolute path, so keep it in place). The
+    files are validated (config.yaml, head shapes, lm/, tokenizer, a LoRA base model available locally); the LM
+    itself is loaded by the scoring job when the version is activated. The row's fields: see
+    :func:`model_import_start`.
+
+    Raises:
+        ValidationError: a name taken meanwhile, or a folder that is not a loadable ORCA checkpoint (the message
+            names the file and field); nothing is written then.
+    """
+    from modelling.orca.model import OrcaModelError
+    from modelling.orca.upstream import import_upstream
+
+    if ModelVersion.objects.filter(name=row.name).exists():
+        raise ValidationError({"name": f"a model named {row.name!r} exists already"})
+    version = ModelVersion(name=row.name, upstream_path=row.upstream_path, source_url=row.source_url,
+                           licence=row.licence, registered_by=row.created_by, artifact_path="-")
+    version.full_clean(exclude=["artifact_path"])
+    out = _import_folder(row.name)
+    if out.exists():
+        raise ValidationError({"name": f"the folder {out} exists already; choose another name"})
+    try:
+        import_upstream(row.upstream_path, out, tokenizer=row.tokenizer or None, base_model=row.base_model or None,
+                        clamp_threshold=row.clamp_threshold, rationale=row.rationale, check=False)
+    except OrcaModelError as exc:
+        raise ValidationError({"upstream_path": str(exc)}) from exc
+    try:
+        with transaction.atomic():
+            version.artifact_path = str(out)
+            version.metrics = {"imported": {"source_url": row.source_url, "licence": row.licence,
+                                            "clamp_threshold": row.clamp_threshold}}
+            version.save()
+            audit_record(actor=row.created_by, action="model.import", obj=version, old=None,
+                         new={"name": row.name, "upstream_path": version.upstream_path,
+                              "source_url": row.source_url, "licence": row.licence})
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return version
+
+
+def _import_folder(name: str) -> Path:
+    return artifact_root() / f"imported-{slugify(name) or 'model'}"
+
+
+def model_import_start(
     *,
     name: str,
     upstream_path: str,
@@ -35,13 +92,9 @@ def model_version_import(
     clamp_threshold: float | None = None,
     rationale: bool = True,
     user=None,
-) -> ModelVersion:
-    """Register a checkpoint of the ORCA authors' release (``orca_score``) as an inactive model version.
-
-    The folder is converted with ``modelling.orca.upstream.import_upstream`` into ``<artifact root>/imported-<name>``
-    (our config and head; the LM stays in ``upstream_path``, referenced by absolute path, so keep it in place). The
-    files are validated (config.yaml, head shapes, lm/, tokenizer, a LoRA base model available locally); the LM
-    itself is loaded by the scoring job when the version is activated.
+) -> ModelImport:
+    """Queue the registration of a checkpoint of the ORCA authors' release (``orca_score``) as an inactive model
+    version (:func:`model_import_execute` does it in a worker).
 
     Args:
         name: unique display name; upstream_path: their model folder (``best/model``).
@@ -51,40 +104,62 @@ def model_version_import(
         clamp_threshold: their σ² threshold for clamping μ (None = none); rationale: the model reads the rationale.
         user: the admin registering it (audited).
 
-    Raises:
-        ValidationError: a taken name, a bad URL, or a folder that is not a loadable ORCA checkpoint (the message
-            names the file and field); nothing is written then.
-    """
-    from modelling.orca.model import OrcaModelError
-    from modelling.orca.upstream import import_upstream
+    Checks here what needs no model loaded: a free name (no model version, no queued or running import of it), a
+    valid URL, an existing folder, a free target folder. The files themselves are checked by the job
+    (:func:`model_import_execute`); a failed import shows why on the ORCA runs page.
 
+    Raises:
+        ValidationError: naming the field; nothing is written then.
+    """
     name = name.strip()
     if ModelVersion.objects.filter(name=name).exists():
         raise ValidationError({"name": f"a model named {name!r} exists already"})
-    version = ModelVersion(name=name, upstream_path=str(Path(upstream_path).expanduser()), source_url=source_url,
-                           licence=licence, registered_by=user, artifact_path="-")
-    version.full_clean(exclude=["artifact_path"])
-    out = artifact_root() / f"imported-{slugify(name) or 'model'}"
-    if out.exists():
-        raise ValidationError({"name": f"the folder {out} exists already; choose another name"})
-    try:
-        import_upstream(upstream_path, out, tokenizer=tokenizer or None, base_model=base_model or None,
-                        clamp_threshold=clamp_threshold, rationale=rationale, check=False)
-    except OrcaModelError as exc:
-        raise ValidationError({"upstream_path": str(exc)}) from exc
-    try:
-        with transaction.atomic():
-            version.artifact_path = str(out)
-            version.metrics = {"imported": {"source_url": source_url, "licence": licence,
-                                            "clamp_threshold": clamp_threshold}}
-            version.save()
-            audit_record(actor=user, action="model.import", obj=version, old=None,
-                         new={"name": name, "upstream_path": version.upstream_path, "source_url": source_url,
-                              "licence": licence})
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    return version
+    if ModelImport.objects.filter(name=name, status__in=ACTIVE).exists():
+        raise ValidationError({"name": f"a checkpoint named {name!r} is being registered already"})
+    folder = Path(upstream_path).expanduser()
+    ModelVersion(name=name, upstream_path=str(folder), source_url=source_url, licence=licence,
+                 artifact_path="-").full_clean(exclude=["artifact_path"])
+    if not folder.is_dir():
+        raise ValidationError({"upstream_path": f"{folder} is not a folder on this server"})
+    if _import_folder(name).exists():
+        raise ValidationError({"name": f"the folder {_import_folder(name)} exists already; choose another name"})
+    with transaction.atomic():
+        row = ModelImport.objects.create(
+            name=name, upstream_path=str(folder), source_url=source_url, licence=licence, tokenizer=tokenizer,
+            base_model=base_model, clamp_threshold=clamp_threshold, rationale=rationale, created_by=user,
+        )
+        audit_record(actor=user, action="model.import.start", obj=row, old=None,
+                     new={"name": name, "upstream_path": row.upstream_path})
+        enqueue(MODEL_IMPORT, row.pk)
+    return row
+
+
+def model_import_execute(*, import_id: int, task_id: str = "") -> ModelImport | None:
+    """Run a queued import (:func:`_model_version_register`); returns the row as it ended, or None when it was not
+    queued (a redelivered message). A checkpoint that does not load ends the row FAILED with the reason in its log
+    ("FAILED: upstream_path: …/config.yaml is missing"), and nothing else is written."""
+
+    def work(row: ModelImport) -> None:
+        try:
+            version = _model_version_register(row)
+        except ValidationError as exc:
+            run_log(ModelImport, row.pk, f"FAILED: {errors_text(exc)}")
+            run_fail(ModelImport, row.pk)
+            return
+        run_log(ModelImport, row.pk, f"registered model version {version.name} ({version.artifact_path})")
+        run_finish(ModelImport, row.pk, model_version=version)
+
+    return run_execute(ModelImport, import_id, task_id=task_id, work=work, what="checkpoint import")
+
+
+def model_imports_fail_stale(*, now=None) -> int:
+    """Fail RUNNING imports silent for ``ORCA_STALE_MINUTES`` (a worker lost mid-import); returns how many."""
+    return runs_fail_stale(ModelImport, now=now or timezone.now(), minutes=settings.ORCA_STALE_MINUTES)
+
+
+def model_imports_recent(limit: int = 10) -> list[ModelImport]:
+    """The latest checkpoint imports, newest first, with their model versions (the ORCA runs page)."""
+    return list(ModelImport.objects.select_related("model_version")[:limit])
 
 
 def model_version_activate(*, run: TrainingRun | None = None, version: ModelVersion | None = None,

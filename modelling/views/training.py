@@ -15,7 +15,7 @@ from modelling.selectors import (
     rated_lalm_names,
     training_run_list,
 )
-from modelling.services.registry import model_version_activate, model_version_import
+from modelling.services.registry import model_import_start, model_imports_recent, model_version_activate
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
 
@@ -43,21 +43,25 @@ def training_runs_page(request):
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
         "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),
+        "imports": [i for i in model_imports_recent() if i.model_version_id is None],
     })
 
 
 @role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def model_import_page(request):
-    """Register a checkpoint of the ORCA authors' release as a model version (admins); then activate it."""
+    """Register a checkpoint of the ORCA authors' release as a model version (admins): a job converts and checks
+    it; the ORCA runs page shows the result, then **Activate** it."""
     form = ModelImportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            version = model_version_import(**form.cleaned_data, user=request.user)
+            row = model_import_start(**form.cleaned_data, user=request.user)
         except ValidationError as exc:
             form_add_validation_error(form, exc)
         else:
-            messages.success(request, f"{version.name} is registered; activate it to score every candidate answer.")
+            messages.success(request, f"{row.name} is being registered: a worker checks and converts the checkpoint. "
+                                      "When it is listed below as registered, activate it to score every candidate "
+                                      "answer.")
             return redirect("modelling:training_runs")
     return render(request, "modelling/model_import.html", {"form": form})
 
