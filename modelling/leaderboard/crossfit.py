@@ -134,7 +134,17 @@ def _crossfit(run: CrossFitRun) -> None:
                 _beat(pk)
 
         model_dir = data / "model"
-        result = train(items, None, model_dir, *orca_configs(config=cfg, seed=run.seed), callback=progress)
+        try:
+            result = train(items, None, model_dir, *orca_configs(config=cfg, seed=run.seed), callback=progress)
+        except lifecycle.RunStopped:
+            # The fold's training run ends with the cross-fit, not 30 minutes later by the stale reaper.
+            lifecycle.run_cancel(TrainingRun, fold_run.pk)
+            lifecycle.run_log(TrainingRun, fold_run.pk, f"stopped: {run.name} was cancelled")
+            raise
+        except Exception as exc:
+            lifecycle.run_log(TrainingRun, fold_run.pk, f"FAILED: {type(exc).__name__}: {exc}")
+            lifecycle.run_fail(TrainingRun, fold_run.pk)
+            raise
         with transaction.atomic():
             TrainingRun.objects.filter(pk=fold_run.pk).update(
                 status=TrainingRun.Status.DONE, artifact_path=str(model_dir), finished_at=timezone.now(),

