@@ -9,6 +9,7 @@ from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text
 from annotation.models import Benchmark
 from modelling.leaderboard.crossfit import (
+    CROSSFIT_RECIPES,
     crossfit_cancel,
     crossfit_list,
     crossfit_start,
@@ -66,10 +67,14 @@ def leaderboard_page(request):
 @role_required(ADMIN)
 @require_POST
 def crossfit_start_view(request):
-    """Admins: start a cross-fit with the platform's default ORCA settings (``folds`` from the form, 2–20)."""
+    """Admins: start a cross-fit (``folds`` from the form, 2–20; ``recipe`` one of ``CROSSFIT_RECIPES``)."""
     folds = request.POST.get("folds", "5")
+    recipe = request.POST.get("recipe", "default")
     try:
-        run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, created_by=request.user)
+        if recipe not in CROSSFIT_RECIPES:
+            raise ValidationError({"recipe": f"must be one of {', '.join(CROSSFIT_RECIPES)}"})
+        run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, config=CROSSFIT_RECIPES[recipe],
+                             created_by=request.user)
     except ValidationError as exc:
         messages.error(request, errors_text(exc))
     else:

@@ -239,6 +239,23 @@ def test_the_page_shows_tables_forest_plot_and_planner_to_experts_only(store, cl
     assert "Uniform, human only" in html and "Start a cross-fit" in html
 
 
+def test_an_admin_starts_a_cross_fit_with_the_default_or_the_fast_recipe(client, django_capture_on_commit_callbacks):
+    from modelling.models import CrossFitRun
+    from modelling.services.training import training_config_clean
+
+    client.force_login(UserFactory(roles=["admin"], is_staff=True))
+    url = reverse("modelling:crossfit_start")
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(url, {"folds": "3", "recipe": "fast"})
+        client.post(url, {"folds": "4"})
+        response = client.post(url, {"folds": "5", "recipe": "huge"}, follow=True)
+    assert "recipe: must be one of default, fast" in response.content.decode()
+    fast, default = CrossFitRun.objects.order_by("pk")
+    assert (fast.folds, fast.config) == (3, training_config_clean(
+        config={"epochs": 3, "max_length": 96, "rationale": False}))
+    assert (default.folds, default.config) == (4, training_config_clean(config={}))
+
+
 def test_the_dataset_datasheet_gets_the_leaderboard_table(store, tmp_path):
     dataset_export(out_dir=tmp_path / "out", benchmark=store["bench"])
     readme = (tmp_path / "out" / "README.md").read_text()
