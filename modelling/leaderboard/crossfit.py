@@ -41,9 +41,9 @@ from modelling.services.training import model_version_register, orca_configs, sc
 #: The job kind of a cross-fit (``ModellingConfig.ready`` registers its task).
 CROSSFIT = "crossfit"
 #: Recipes the leaderboard page offers: the platform's default ORCA settings (as a training run), or the fast CPU
-#: recipe of ``bench/leaderboard.py`` (3 epochs, 96 tokens, no rationale: about 2 minutes a fold of seed-108 on 2
-#: CPU cores, where the default settings take about as long as a training run, 13 minutes; its cross-fitted μ reached dev ρ 0.655 and a PPI interval of 0.76 × human-only at a
-#: 30 % budget in the replay).
+#: recipe of ``bench/leaderboard.py`` (3 epochs, 96 tokens, no rationale): about 2 minutes a fold of seed-108 on
+#: 2 CPU cores, where the default settings take about as long as a training run, 13 minutes. Its cross-fitted μ
+#: reached dev ρ 0.655 and a PPI interval of 0.76 × human-only at a 30 % budget in the replay.
 CROSSFIT_RECIPES = {"default": {}, "fast": {"epochs": 3, "max_length": 96, "rationale": False}}
 
 
