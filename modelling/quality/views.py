@@ -42,7 +42,12 @@ def quality_page(request):
         snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).select_related(
             "annotator", "annotator__quality")
         rows = sorted(snapshots, key=lambda s: (-(s.combined if s.combined is not None else -1), s.annotator_id))
+    # Paused by hand before rating (or before the first computation): listed so that they can be resumed.
+    paused_elsewhere = (AnnotatorQuality.objects.filter(status=AnnotatorQuality.Status.PAUSED)
+                        .exclude(annotator_id__in=[row.annotator_id for row in rows])
+                        .select_related("annotator").order_by("-status_changed_at"))
     return render(request, "modelling/quality.html", {"rows": rows, "computed_at": latest,
+                                                      "paused_elsewhere": paused_elsewhere,
                                                       "policy": quality_policy()})
 
 

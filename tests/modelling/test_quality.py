@@ -210,6 +210,21 @@ def test_only_admins_see_the_quality_pages(client):
 
 
 @pytest.mark.django_db
+def test_an_annotator_paused_before_rating_is_listed_for_the_admin_to_resume(client):
+    from annotation.quality.annotators import annotator_status_set
+
+    newcomer = AnnotatorFactory(username="newcomer")
+    annotator_status_set(annotator=newcomer, status="paused", reason="shared account")
+    client.force_login(UserFactory(is_staff=True, roles=["admin"]))
+    page = client.get(reverse("modelling:quality")).content.decode()
+    listed = page[page.index("Paused, without signals"):]
+    assert "newcomer" in listed and "shared account" in listed
+    assert reverse("modelling:quality_annotator", args=[newcomer.pk]) in listed
+    annotator_status_set(annotator=newcomer, status="active", reason="cleared")
+    assert "Paused, without signals" not in client.get(reverse("modelling:quality")).content.decode()
+
+
+@pytest.mark.django_db
 def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
     from annotation.quality.items import quality_policy
     from modelling.tasks import reliability_refresh_task
