@@ -143,3 +143,29 @@ class AlphaAccumulator:
         self._fold()
         value = alpha_from_coincidences(self.coincidence[None], level)[0]
         return None if np.isnan(value) else float(value)
+
+
+def leave_one_out_means(*, unit_ids: np.ndarray, scores: np.ndarray, min_others: int = 2) -> np.ndarray:
+    """The mean of the *other* ratings of the same unit, for every rating.
+
+    Args:
+        unit_ids: (R,) the unit (candidate answer) of each rating; scores: (R,) its score (1–5, no NaN).
+        min_others: other ratings a unit needs (>= 1); ratings of units with fewer get NaN.
+
+    Returns:
+        (R,) float: (sum of the unit's scores − this score) / (ratings of the unit − 1), NaN where the unit has
+        fewer than ``min_others`` other ratings. The reference of each annotator's leave-one-out agreement
+        (ORCA paper, section 5.2) and of the rater-quality signals.
+
+    Raises:
+        ValueError: ``min_others`` < 1 or lengths differ.
+    """
+    if min_others < 1:
+        raise ValueError("min_others must be at least 1")
+    scores = np.asarray(scores, dtype=np.float64)
+    if np.shape(unit_ids) != scores.shape:
+        raise ValueError("unit_ids and scores must have the same length")
+    _, unit = np.unique(unit_ids, return_inverse=True)
+    unit_sum = np.bincount(unit, weights=scores)
+    others = np.bincount(unit)[unit] - 1
+    return np.where(others >= min_others, (unit_sum[unit] - scores) / np.maximum(others, 1), np.nan)

@@ -7,7 +7,8 @@ Signals of one annotator (all over their scored ratings unless said otherwise):
 
 * ``loo_rho`` — Spearman ρ between their scores and the leave-one-out mean (the mean of the *other* annotators'
   scores of the same item, items with >= ``min_others`` others); ``loo_mae`` the mean absolute difference
-  (points). The same definitions as :func:`modelling.services.agreement.agreement_leave_one_out`.
+  (points). The same definitions, and the same code (``annotation.agreement.leave_one_out_means``), as
+  :func:`modelling.services.agreement.agreement_leave_one_out`.
 * ``ds_accuracy`` — model-based reliability from crowd-kit's Dawid–Skene over the 5 categories:
   Σ_k prior_k · P(label k | true k) from the fitted confusion matrix (1 = always the consensus category). It
   treats the scale as nominal, so it is one signal among several, not the verdict (Dawid & Skene 1979).
@@ -61,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from annotation.agreement import leave_one_out_means
 from modelling.orca.metrics import spearman_or_none
 
 #: Straight-lining share at which its risk starts (0) and the gold accuracy bounds of the gold risk.
@@ -197,11 +199,10 @@ def rater_signals_compute(
 
     s_items, s_ann, s_scores = item_ids[scored], annotator_ids[scored], scores[scored]
     _, unit = np.unique(s_items, return_inverse=True)
-    unit_sum = np.bincount(unit, weights=s_scores)
     unit_count = np.bincount(unit)
     others = unit_count[unit] - 1
-    keep = others >= min_others
-    others_mean = np.where(keep, (unit_sum[unit] - s_scores) / np.maximum(others, 1), np.nan)
+    others_mean = leave_one_out_means(unit_ids=s_items, scores=s_scores, min_others=min_others)
+    keep = ~np.isnan(others_mean)
     # Ordinal leniency: for each rating, P(own > other) + P(own = other)/2 over the item's other ratings.
     per_value = np.zeros((unit_count.size, 5))
     np.add.at(per_value, (unit, s_scores.astype(np.int64) - 1), 1)

@@ -32,11 +32,13 @@ from annotation.agreement import (
     SCORE_DOMAIN,
     alpha_from_coincidences,
     krippendorff_alpha,
+    leave_one_out_means,
     pairable_units,
     unit_coincidences,
     value_counts_matrix,
 )
 from modelling.models import AgreementLevel
+from modelling.orca.metrics import spearman_or_none
 from modelling.selectors import ValidRatings
 
 #: Krippendorff (2004): alpha >= 0.800 reliable; 0.667 <= alpha < 0.800 only for tentative conclusions.
@@ -405,24 +407,14 @@ def agreement_leave_one_out(*, ratings: ValidRatings, min_others: int = 2) -> li
     (descending), then name; annotators with no counted item are left out.
     Source: ORCA paper section 5.2 (annotator reliability).
     """
-    from scipy.stats import spearmanr
-
-    if min_others < 1:
-        raise ValueError("min_others must be at least 1")
-    _, unit_index = np.unique(ratings.candidate_ids, return_inverse=True)
     scores = ratings.scores.astype(np.float64)
-    unit_sum = np.bincount(unit_index, weights=scores)
-    unit_count = np.bincount(unit_index)
-    others = unit_count[unit_index] - 1
-    keep = others >= min_others
-    others_mean = np.where(keep, (unit_sum[unit_index] - scores) / np.maximum(others, 1), np.nan)
+    others_mean = leave_one_out_means(unit_ids=ratings.candidate_ids, scores=scores, min_others=min_others)
+    keep = ~np.isnan(others_mean)
     rows = []
     for ann_id in np.unique(ratings.annotator_ids[keep]):
         mine = keep & (ratings.annotator_ids == ann_id)
         own, rest = scores[mine], others_mean[mine]
-        rho = None
-        if own.size >= 3 and np.ptp(own) > 0 and np.ptp(rest) > 0:
-            rho = float(spearmanr(own, rest).statistic)
+        rho = spearman_or_none(own, rest)
         rows.append(
             AnnotatorLeaveOneOut(
                 annotator=str(ratings.annotator_names[mine][0]),

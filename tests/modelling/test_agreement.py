@@ -56,6 +56,17 @@ def test_alpha_is_undefined_when_every_rating_is_the_same_score():
     assert result.alpha is None and result.ci_low is None
 
 
+def test_leave_one_out_means_are_the_others_mean_and_nan_below_min_others():
+    from annotation.agreement import leave_one_out_means
+
+    # unit 7: scores 5, 3, 1 → others' means 2, 3, 4; unit 9: two ratings, one other each (NaN at min_others 2)
+    means = leave_one_out_means(unit_ids=np.array([7, 7, 9, 7, 9]), scores=np.array([5, 3, 4, 1, 2]))
+    assert means[[0, 1, 3]].tolist() == [2.0, 3.0, 4.0] and np.isnan(means[[2, 4]]).all()
+    assert leave_one_out_means(unit_ids=np.array([9, 9]), scores=np.array([4, 2]), min_others=1).tolist() == [2, 4]
+    with pytest.raises(ValueError):
+        leave_one_out_means(unit_ids=np.array([1]), scores=np.array([3]), min_others=0)
+
+
 def test_value_counts_matrix_counts_scores_per_candidate_and_rejects_out_of_range():
     counts = value_counts_matrix(candidate_ids=np.array([7, 7, 9]), scores=np.array([1, 5, 5]))
     assert counts.tolist() == [[1, 0, 0, 0, 1], [0, 0, 0, 0, 1]]
