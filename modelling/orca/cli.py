@@ -23,31 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .data import OrcaDataError, item_targets, item_variance_targets, load_items
-from .metrics import evaluate_predictions, mae_var_by_definition
+from .metrics import evaluate_predictions, json_finite, mae_var_by_definition
 from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, predict
 from .train import TrainConfig, train
 
 
-def _finite(obj):
-    """NaN / inf (e.g. MAE_σ² with no multi-rated item) become null so the output is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _print_json(obj: dict) -> None:
-    print(json.dumps(_finite(obj), default=float), flush=True)
+    print(json.dumps(json_finite(obj), default=float), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

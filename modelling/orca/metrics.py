@@ -35,6 +35,21 @@ def _paired(name: str, x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarr
     return x, y
 
 
+def json_finite(obj):
+    """``obj`` as strict JSON can hold it: NaN and ±inf become None (e.g. MAE_σ² with no multi-rated item;
+    PostgreSQL's jsonb and ``json.dumps(allow_nan=False)`` reject them), numpy scalars Python numbers, tuples lists;
+    dicts and lists recursively. Other values are returned unchanged."""
+    if isinstance(obj, dict):
+        return {k: json_finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_finite(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman ρ (``scipy.stats.spearmanr``: Pearson correlation of average ranks). Range [−1, 1]; nan if either
     input is constant.

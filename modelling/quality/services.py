@@ -20,6 +20,7 @@ from annotation.quality.annotators import annotator_status_set
 from annotation.quality.items import quality_policy
 from annotation.quality.models import AnnotatorQuality, QualityCheck
 from annotation.selectors import rating_counting_queryset
+from modelling.orca.metrics import json_finite
 from modelling.quality.models import ReliabilitySnapshot
 from modelling.quality.signals import RaterSignals, combined_risk, rater_signals_compute
 
@@ -111,7 +112,7 @@ def reliability_refresh(*, by=None) -> ReliabilityRun:
                     cleared.append(annotator_id)
             snapshots.append(ReliabilitySnapshot(
                 computed_at=now, annotator_id=annotator_id, n_ratings=sig.n_ratings, combined=sig.combined,
-                signals=_jsonable(sig.as_dict()), action=action))
+                signals=json_finite(sig.as_dict()), action=action))
         ReliabilitySnapshot.objects.bulk_create(snapshots)
     return ReliabilityRun(computed_at=now, annotators=len(signals), warned=warned, paused=paused, cleared=cleared)
 
@@ -144,13 +145,3 @@ def reliability_refresh_if_changed() -> ReliabilityRun | None:
     run = reliability_refresh()
     cache.set(_LAST_STATE_KEY, reliability_data_state(), None)  # after the run: its own status changes included
     return run
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -31,6 +31,7 @@ import numpy as np
 from annotation.agreement import (
     SCORE_DOMAIN,
     alpha_from_coincidences,
+    alpha_level_check,
     krippendorff_alpha,
     leave_one_out_means,
     pairable_units,
@@ -201,11 +202,6 @@ class AgreementReport:
 # --- core computation -----------------------------------------------------------------------------------------
 
 
-def _check_level(level: str) -> None:
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
-
-
 def alpha_bootstrap_ci(
     *,
     value_counts: np.ndarray,
@@ -228,7 +224,7 @@ def alpha_bootstrap_ci(
 
     The method is described in the module docstring. Raises ValueError for bad level, resamples or ci.
     """
-    _check_level(level)
+    alpha_level_check(level)
     if resamples < 1:
         raise ValueError("resamples must be at least 1")
     if not 0 < ci < 1:
@@ -270,7 +266,7 @@ def agreement_compute(
     ``resamples=0`` skips the bootstrap (ci_low/ci_high None). Raises ValueError for an unknown level.
     Source: Krippendorff 2011; ORCA paper section 5.2.
     """
-    _check_level(level)
+    alpha_level_check(level)
     counts = value_counts_matrix(candidate_ids=ratings.candidate_ids, scores=ratings.scores)
     alpha = krippendorff_alpha(value_counts=counts, level=level)
     interval = None
@@ -373,7 +369,7 @@ def agreement_pairwise(
     absolute difference. Sorted by n_shared (descending), then by names. Raises ValueError for a bad level.
     Source: Krippendorff 2011; ORCA paper section 5.2.
     """
-    _check_level(level)
+    alpha_level_check(level)
     _, names, matrix = _annotator_matrix(ratings)
     present = ~np.isnan(matrix)
     shared = present.astype(np.int64) @ present.T.astype(np.int64)

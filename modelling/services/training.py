@@ -38,6 +38,7 @@ from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions
 from modelling.models import ModelVersion, SplitKind, TrainingRun
+from modelling.orca.metrics import json_finite
 from modelling.selectors import model_version_active, valid_rating_count
 from modelling.services.registry import artifact_root, model_version_activate
 
@@ -203,17 +204,6 @@ def training_split_export(*, run: TrainingRun, data_dir: Path) -> dict[str, Path
     return paths
 
 
-def _finite(obj):
-    """Replace NaN/inf by None so metrics are valid JSON (PostgreSQL jsonb rejects NaN)."""
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def scored_items(path: Path) -> list:
     """The ``modelling.orca`` items of an ORCA JSONL file that have at least one scored rating (answers rated only
     with U/E are exported but carry no training signal)."""
@@ -260,7 +250,7 @@ class _Progress:
             self._beat(steps_done=int(event["step"]))
         elif kind == "epoch":
             dev = event.get("dev") or {}
-            entry = _finite({
+            entry = json_finite({
                 "epoch": event["epoch"], "loss": event["loss"], "dev_rho": dev.get("rho"), "dev_tau": dev.get("tau"),
                 "dev_mae_mu": dev.get("mae_mu"), "elapsed_s": event.get("elapsed_s"),
             })
@@ -330,7 +320,7 @@ def _train(run: TrainingRun) -> None:
     )
     trained = result["config"]
     dev_metrics = trained.dev_metrics or {}
-    metrics = _finite({
+    metrics = json_finite({
         "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
         "test": _evaluate(result["model"], result["tokenizer"], items["test"], device=cfg["device"]),
         "best_epoch": dev_metrics.get("best_epoch"),

@@ -301,3 +301,13 @@ def test_seed108_dev_always_zero_variance_baseline():
     m = evaluate_predictions([0.5] * len(items), [0.0] * len(items), hm, hv)
     assert len(items) == 269
     assert m["mae_var"] == pytest.approx(0.031, abs=5e-4)  # MODELLING-NOTES' always-zero baseline
+
+
+def test_json_finite_makes_metrics_strict_json():
+    from modelling.orca.metrics import json_finite
+
+    raw = {"rho": np.float32(0.5), "mae_var": float("nan"), "by_lalm": [float("inf"), (1, np.int64(2))], "n": 3}
+    clean = json_finite(raw)
+    assert clean == {"rho": 0.5, "mae_var": None, "by_lalm": [None, [1, 2]], "n": 3}
+    assert type(clean["rho"]) is float and type(clean["by_lalm"][1][1]) is int
+    json.dumps(clean, allow_nan=False)  # raises on NaN or a numpy scalar
