@@ -55,10 +55,6 @@ class CachedAgreementReport:
     from_cache: bool
 
 
-def _key(*, level: str, resamples: int, fingerprint: str) -> str:
-    return f"orca:agreement-report:v1:{level}:{resamples}:{PAIR_MIN_SHARED}:{TABLE_TOP}:{fingerprint}"
-
-
 def agreement_report_cached(*, level: str, resamples: int | None = None) -> CachedAgreementReport:
     """The agreement report of the valid ratings at ``level``, from the cache when the ratings have not changed.
 
@@ -66,18 +62,20 @@ def agreement_report_cached(*, level: str, resamples: int | None = None) -> Cach
     :func:`agreement_report`).
     """
     resamples = settings.MODELLING_BOOTSTRAP_RESAMPLES if resamples is None else resamples
-    key = _key(level=level, resamples=resamples, fingerprint=valid_ratings_fingerprint())
-    hit = cache.get(key)
-    if hit is not None:
-        return CachedAgreementReport(**{**hit, "from_cache": True})
-    started = time.perf_counter()
-    ratings = valid_ratings_load()
-    report = agreement_report(ratings=ratings, level=level, resamples=resamples, seed=DEFAULT_SEED,
-                              min_shared=PAIR_MIN_SHARED, top=TABLE_TOP)
-    entry = {"report": report, "computed_at": timezone.now(), "compute_s": time.perf_counter() - started,
-             "n_ratings": len(ratings)}
-    cache.set(key, entry, CACHE_SECONDS)
-    return CachedAgreementReport(**entry, from_cache=False)
+    computed = []
+
+    def compute() -> dict:
+        started = time.perf_counter()
+        ratings = valid_ratings_load()
+        report = agreement_report(ratings=ratings, level=level, resamples=resamples, seed=DEFAULT_SEED,
+                                  min_shared=PAIR_MIN_SHARED, top=TABLE_TOP)
+        computed.append(True)
+        return {"report": report, "computed_at": timezone.now(), "compute_s": time.perf_counter() - started,
+                "n_ratings": len(ratings)}
+
+    entry = cached_by_data(name=f"agreement-report:{level}",
+                           state=(resamples, PAIR_MIN_SHARED, TABLE_TOP, valid_ratings_fingerprint()), compute=compute)
+    return CachedAgreementReport(**entry, from_cache=not computed)
 
 
 def agreement_alphas_cached(*, level: str) -> tuple[list[AgreementResult], datetime]:
@@ -104,11 +102,10 @@ def agreement_chart_cached(*, level: str) -> tuple[str, int]:
     from modelling.services.charts import agreement_chart_svg
 
     state = AgreementSnapshot.objects.filter(level=level).aggregate(n=Count("id"), last=Max("id"))
-    key = f"orca:agreement-chart:v1:{level}:{state['n']}:{state['last']}"
-    svg = cache.get(key)
-    if svg is None:
-        svg = agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level)
-        cache.set(key, svg, CACHE_SECONDS)
+    svg = cached_by_data(
+        name=f"agreement-chart:{level}", state=(state["n"], state["last"]),
+        compute=lambda: agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level),
+    )
     return svg, state["n"]
 
 
