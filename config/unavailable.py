@@ -77,11 +77,17 @@ class ServiceUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: BaseException) -> HttpResponse | None:
-        if not isinstance(exception, self.errors):
-            return None
-        logger.warning("503 for %s %s: %s: %s", request.method, request.path, type(exception).__name__, exception,
-                       exc_info=exception)
-        return service_unavailable_response(request)
+        return _answer_outage(request, exception, self.errors)
+
+
+def _answer_outage(request: HttpRequest, exception: BaseException | None,
+                   errors: tuple[type[BaseException], ...]) -> HttpResponse | None:
+    """The logged 503 when ``exception`` is one of ``errors`` (an outage), else None."""
+    if not isinstance(exception, errors):
+        return None
+    logger.warning("503 for %s %s: %s: %s", request.method, request.path, type(exception).__name__, exception,
+                   exc_info=exception)
+    return service_unavailable_response(request)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -91,9 +97,4 @@ def server_error(request: HttpRequest) -> HttpResponse:
     of the failed request, so ``sys.exc_info()`` holds that exception."""
     from django.views.defaults import server_error as django_server_error
 
-    exception = sys.exc_info()[1]
-    if isinstance(exception, _unavailable_errors()):
-        logger.warning("503 for %s %s (outside a view): %s: %s", request.method, request.path,
-                       type(exception).__name__, exception, exc_info=exception)
-        return service_unavailable_response(request)
-    return django_server_error(request)
+    return _answer_outage(request, sys.exc_info()[1], _unavailable_errors()) or django_server_error(request)
