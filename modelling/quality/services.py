@@ -145,3 +145,28 @@ def reliability_refresh_if_changed() -> ReliabilityRun | None:
     run = reliability_refresh()
     cache.set(_LAST_STATE_KEY, reliability_data_state(), None)  # after the run: its own status changes included
     return run
+
+
+@dataclass
+class ReliabilityPage:
+    """What the annotator-quality page shows: the latest computation's snapshots, highest combined risk first
+    (``rows``; annotators without a risk last), when it ran (``computed_at``, None before the first), and the
+    paused annotators it does not list (``paused_elsewhere``: paused before rating or since it ran)."""
+
+    rows: list
+    computed_at: object
+    paused_elsewhere: list
+
+
+def reliability_page_load() -> ReliabilityPage:
+    """The annotator-quality page's rows (:class:`ReliabilityPage`); three queries."""
+    latest = ReliabilitySnapshot.objects.order_by("-computed_at").values_list("computed_at", flat=True).first()
+    rows = []
+    if latest is not None:
+        snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).select_related(
+            "annotator", "annotator__quality")
+        rows = sorted(snapshots, key=lambda s: (-(s.combined if s.combined is not None else -1), s.annotator_id))
+    paused = list(AnnotatorQuality.objects.filter(status=AnnotatorQuality.Status.PAUSED)
+                  .exclude(annotator_id__in=[row.annotator_id for row in rows])
+                  .select_related("annotator").order_by("-status_changed_at"))
+    return ReliabilityPage(rows=rows, computed_at=latest, paused_elsewhere=paused)

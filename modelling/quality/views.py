@@ -23,6 +23,7 @@ from annotation.quality.models import AnnotatorQuality, RatingInvalidation
 from annotation.quality.selectors import quality_checks_for_annotator
 from annotation.selectors import rating_counting_queryset
 from modelling.quality.models import ReliabilitySnapshot
+from modelling.quality.services import reliability_page_load
 
 
 def _annotator(pk: int):
@@ -36,18 +37,9 @@ def _annotator(pk: int):
 @role_required(ADMIN)
 def quality_page(request):
     """Annotators ranked by their latest combined risk, with every signal, status and actions."""
-    latest = ReliabilitySnapshot.objects.order_by("-computed_at").values_list("computed_at", flat=True).first()
-    rows = []
-    if latest is not None:
-        snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).select_related(
-            "annotator", "annotator__quality")
-        rows = sorted(snapshots, key=lambda s: (-(s.combined if s.combined is not None else -1), s.annotator_id))
-    # Paused by hand before rating (or before the first computation): listed so that they can be resumed.
-    paused_elsewhere = (AnnotatorQuality.objects.filter(status=AnnotatorQuality.Status.PAUSED)
-                        .exclude(annotator_id__in=[row.annotator_id for row in rows])
-                        .select_related("annotator").order_by("-status_changed_at"))
-    return render(request, "modelling/quality.html", {"rows": rows, "computed_at": latest,
-                                                      "paused_elsewhere": paused_elsewhere,
+    page = reliability_page_load()
+    return render(request, "modelling/quality.html", {"rows": page.rows, "computed_at": page.computed_at,
+                                                      "paused_elsewhere": page.paused_elsewhere,
                                                       "policy": quality_policy()})
 
 
