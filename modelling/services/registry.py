@@ -49,14 +49,9 @@ def _model_version_register(row: ModelImport) -> ModelVersion:
     from modelling.orca.model import OrcaModelError
     from modelling.orca.upstream import import_upstream
 
-    if ModelVersion.objects.filter(name=row.name).exists():
-        raise ValidationError({"name": f"a model named {row.name!r} exists already"})
-    version = ModelVersion(name=row.name, upstream_path=row.upstream_path, source_url=row.source_url,
-                           licence=row.licence, registered_by=row.created_by, artifact_path="-")
-    version.full_clean(exclude=["artifact_path"])
+    version = _version_checked(name=row.name, upstream_path=row.upstream_path, source_url=row.source_url,
+                               licence=row.licence, user=row.created_by)
     out = _import_folder(row.name)
-    if out.exists():
-        raise ValidationError({"name": f"the folder {out} exists already; choose another name"})
     try:
         import_upstream(row.upstream_path, out, tokenizer=row.tokenizer or None, base_model=row.base_model or None,
                         clamp_threshold=row.clamp_threshold, rationale=row.rationale, check=False)
@@ -79,6 +74,23 @@ def _model_version_register(row: ModelImport) -> ModelVersion:
 
 def _import_folder(name: str) -> Path:
     return artifact_root() / f"imported-{slugify(name) or 'model'}"
+
+
+def _version_checked(*, name: str, upstream_path: str, source_url: str, licence: str, user) -> ModelVersion:
+    """The unsaved model version a registration would create, checked: a free name, a valid URL, a free target
+    folder (checked when the import is queued, and again when it runs: the name may have been taken meanwhile).
+
+    Raises:
+        ValidationError: naming the field.
+    """
+    if ModelVersion.objects.filter(name=name).exists():
+        raise ValidationError({"name": f"a model named {name!r} exists already"})
+    version = ModelVersion(name=name, upstream_path=upstream_path, source_url=source_url, licence=licence,
+                           registered_by=user, artifact_path="-")
+    version.full_clean(exclude=["artifact_path"])
+    if _import_folder(name).exists():
+        raise ValidationError({"name": f"the folder {_import_folder(name)} exists already; choose another name"})
+    return version
 
 
 def model_import_start(
@@ -112,17 +124,12 @@ def model_import_start(
         ValidationError: naming the field; nothing is written then.
     """
     name = name.strip()
-    if ModelVersion.objects.filter(name=name).exists():
-        raise ValidationError({"name": f"a model named {name!r} exists already"})
     if ModelImport.objects.filter(name=name, status__in=ACTIVE).exists():
         raise ValidationError({"name": f"a checkpoint named {name!r} is being registered already"})
     folder = Path(upstream_path).expanduser()
-    ModelVersion(name=name, upstream_path=str(folder), source_url=source_url, licence=licence,
-                 artifact_path="-").full_clean(exclude=["artifact_path"])
+    _version_checked(name=name, upstream_path=str(folder), source_url=source_url, licence=licence, user=user)
     if not folder.is_dir():
         raise ValidationError({"upstream_path": f"{folder} is not a folder on this server"})
-    if _import_folder(name).exists():
-        raise ValidationError({"name": f"the folder {_import_folder(name)} exists already; choose another name"})
     with transaction.atomic():
         row = ModelImport.objects.create(
             name=name, upstream_path=str(folder), source_url=source_url, licence=licence, tokenizer=tokenizer,
@@ -157,9 +164,10 @@ def model_imports_fail_stale(*, now=None) -> int:
     return runs_fail_stale(ModelImport, now=now or timezone.now(), minutes=settings.ORCA_STALE_MINUTES)
 
 
-def model_imports_recent(limit: int = 10) -> list[ModelImport]:
-    """The latest checkpoint imports, newest first, with their model versions (the ORCA runs page)."""
-    return list(ModelImport.objects.select_related("model_version")[:limit])
+def model_imports_unregistered(limit: int = 10) -> list[ModelImport]:
+    """The latest checkpoint imports that registered no model version (queued, running, failed or cancelled),
+    newest first (the ORCA runs page lists the registered ones as model versions)."""
+    return list(ModelImport.objects.filter(model_version__isnull=True)[:limit])
 
 
 def model_version_activate(*, run: TrainingRun | None = None, version: ModelVersion | None = None,

@@ -15,7 +15,7 @@ from modelling.selectors import (
     rated_lalm_names,
     training_run_list,
 )
-from modelling.services.registry import model_import_start, model_imports_recent, model_version_activate
+from modelling.services.registry import model_import_start, model_imports_unregistered, model_version_activate
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
 
@@ -43,7 +43,7 @@ def training_runs_page(request):
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
         "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),
-        "imports": [i for i in model_imports_recent() if i.model_version_id is None],
+        "imports": model_imports_unregistered(),
     })
 
 
