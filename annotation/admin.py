@@ -141,4 +141,4 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["kind", "status"]
     raw_id_fields = ["benchmark", "lalm", "created_by"]
 
-from annotation.quality import admin as _quality_admin  # noqa: E402,F401  (registers the quality admin)
+from annotation.crowd import admin as _quality_admin  # noqa: E402,F401  (registers the quality admin)

@@ -544,8 +544,8 @@ class AuditEvent(models.Model):
         )
 
 
-# Quality control and crowd studies (annotation/quality/models.py), registered with this app.
-from annotation.quality.models import (  # noqa: E402,F401
+# Quality control and crowd studies (annotation/crowd/models.py), registered with this app.
+from annotation.crowd.models import (  # noqa: E402,F401
     AnnotatorQuality,
     BenchmarkQuality,
     QualificationAttempt,

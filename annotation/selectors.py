@@ -10,8 +10,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from annotation.access import ADMIN, RATERS, STAFF, has_role, require_role
+from annotation.crowd.items import candidates_without_quality_items
 from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
-from annotation.quality.items import candidates_without_quality_items
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 from annotation.services.target_ratings import target_ratings_expression
 

@@ -13,7 +13,7 @@ it injects synthetic bad raters — ``--per-type`` (default 1) of each type: uni
 score (the data's most frequent score, the hardest constant to spot), reversed scale (6 − a real rating of the
 item) and half random (a real rating of the item, or with probability ½ a uniform random one) — each rating as
 many items as the median real rater, on items drawn at random. It then computes the signals of
-``modelling.quality.signals`` (with the default policy's ``min_ratings`` and, as the crowd's cut-off for the random
+``modelling.reliability.signals`` (with the default policy's ``min_ratings`` and, as the crowd's cut-off for the random
 share, its ``pause_score``) and reports, per data set, the ROC AUC of each signal (oriented so that higher means
 "injected") and of the combined risk for separating injected from real raters; Krippendorff's alpha
 (ordinal) clean / with the injected raters / after excluding every rater the default thresholds pause
@@ -134,8 +134,8 @@ def auc(positive: list[float], negative: list[float]) -> float | None:
 
 
 def evaluate_once(items, raters, scores, *, per_type: int, seed: int) -> dict:
-    from annotation.quality.models import QualityPolicy
-    from modelling.quality.signals import combined_risk, rater_signals_compute
+    from annotation.crowd.models import QualityPolicy
+    from modelling.reliability.signals import combined_risk, rater_signals_compute
 
     policy = QualityPolicy()  # the defaults, unsaved
     rng = np.random.default_rng(seed)

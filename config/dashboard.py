@@ -22,6 +22,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation.access import STAFF, require_role, roles_of
+from annotation.crowd.items import candidates_without_quality_items
 from annotation.models import (
     Benchmark,
     CandidateAnswer,
@@ -30,7 +31,6 @@ from annotation.models import (
     Question,
     Rating,
 )
-from annotation.quality.items import candidates_without_quality_items
 from annotation.services.assignment import target_ratings_expression
 from annotation.services.target_ratings import benchmark_target_ratings
 from config.navigation import home_url_for

@@ -20,7 +20,7 @@ urlpatterns = [
     path("api/", include("modelling.api")),
     path("modelling/", include("modelling.urls")),
     path("refinement/", include("refinement.urls")),
-    path("", include("annotation.quality.urls")),
+    path("", include("annotation.crowd.urls")),
     path("", include("annotation.urls")),
 ]
 

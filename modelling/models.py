@@ -540,5 +540,5 @@ class RaterSnapshot(models.Model):
         return f"{self.model_version} {self.level} alpha+model={self.alpha_with_model} rho={self.rho}"
 
 
-# Rater reliability snapshots (modelling/quality/models.py), registered with this app.
-from modelling.quality.models import ReliabilitySnapshot  # noqa: E402,F401
+# Rater reliability snapshots (modelling/reliability/models.py), registered with this app.
+from modelling.reliability.models import ReliabilitySnapshot  # noqa: E402,F401

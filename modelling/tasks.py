@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from modelling.leaderboard.crossfit import crossfit_execute, crossfits_fail_stale
 from modelling.models import ModelVersion
-from modelling.quality.services import reliability_refresh, reliability_refresh_if_changed
+from modelling.reliability.services import reliability_refresh, reliability_refresh_if_changed
 from modelling.services.agreement_cache import agreement_reports_warm
 from modelling.services.predictions import predictions_pending_for_active, predictions_score
 from modelling.services.rater import rater_snapshots_write
@@ -116,7 +116,7 @@ def reliability_refresh_task(by_id: int | None = None) -> int:
     when the data changed; the admins' "Recompute now" with ``by_id``, the admin, always, naming them in the audit
     of status changes).
 
-    Returns the number of annotators paused. See ``modelling.quality.services.reliability_refresh``.
+    Returns the number of annotators paused. See ``modelling.reliability.services.reliability_refresh``.
     """
     if by_id is None:
         run = reliability_refresh_if_changed()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .quality import views as quality_views
+from .reliability import views as quality_views
 from .views import agreement, items, leaderboard, routing, training
 
 app_name = "modelling"

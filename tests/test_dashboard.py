@@ -84,7 +84,7 @@ def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
 
 
 def test_gold_items_and_attention_checks_are_not_counted_as_candidate_answers(client):
-    from annotation.quality.items import attention_check_create
+    from annotation.crowd.items import attention_check_create
 
     bench, *_ = _pipeline()
     question = bench.questions.order_by("pk").first()

@@ -17,8 +17,8 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from annotation.crowd.models import Study
 from annotation.models import Assignment, Job
-from annotation.quality.models import Study
 from refinement.models import CorrectionItem, Suggestion
 from tests.factories import (
     AnnotatorFactory,

@@ -24,8 +24,8 @@ from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotation.crowd.queue import quality_assignment_take, quality_gate
 from annotation.models import Assignment, Benchmark, CandidateAnswer, QualityItem, Question, Rating
-from annotation.quality.queue import quality_assignment_take, quality_gate
 from annotation.services import queue_sql
 from annotation.services.audit import audit_record
 from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
@@ -61,7 +61,7 @@ def _open_for_annotator_conditions(*, annotator, benchmark: Benchmark | None) ->
     """The per-row test of :func:`candidates_open_for_annotator` except the slot count, as one ``Q``.
 
     Current version of an active question (of ``benchmark`` when given), neither rated nor skipped by ``annotator``,
-    and not a quality item (gold or attention check: ``annotation.quality.queue`` hands those out).
+    and not a quality item (gold or attention check: ``annotation.crowd.queue`` hands those out).
     """
     own_rating = Rating.objects.filter(candidate=OuterRef("pk"), annotator=annotator)
     own_skip = Assignment.objects.filter(
@@ -183,7 +183,7 @@ def assignment_next(*, annotator, benchmark: Benchmark | None = None) -> NextIte
         # One request of this annotator at a time; only leases are written, so the commit need not wait for the
         # disk (ratings always do).
         queue_sql.queue_lease_transaction_begin(annotator_id=annotator.pk)
-        # Pausing, a study's benchmark and quota, qualification, gold and attention items (annotation/quality).
+        # Pausing, a study's benchmark and quota, qualification, gold and attention items (annotation/crowd).
         gate = quality_gate(annotator=annotator, benchmark=benchmark)
         if gate.closed:
             return NextItem(None, gate.why)

@@ -13,7 +13,7 @@ from the models' ``_meta``; the callers, :mod:`annotation.services.assignment` a
 * ``held`` = open, unexpired assignments on it of annotators other than the one asking;
 * a candidate is *eligible* for an annotator when its question version is current, the question is active (and
   in the benchmark asked for), the annotator has neither rated nor skipped it, it is not a quality item (gold or
-  attention check, handed out by ``annotation.quality.queue`` only), and ``valid + held < k``.
+  attention check, handed out by ``annotation.crowd.queue`` only), and ``valid + held < k``.
 """
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
+from annotation.crowd.items import quality_check_record, quality_item_for_candidate
+from annotation.crowd.models import QUALITY_INVALID_REASON, AnnotatorQuality
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
-from annotation.quality.items import quality_check_record, quality_item_for_candidate
-from annotation.quality.models import QUALITY_INVALID_REASON, AnnotatorQuality
 from annotation.services import queue_sql
 from annotation.services.assignment import insert_unless_raced, target_ratings_expression
 from annotation.services.audit import audit_record

@@ -18,12 +18,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotation import selectors
 from annotation.access import RATERS, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
+from annotation.crowd.examples import GUIDELINE_EXAMPLES
+from annotation.crowd.items import quality_feedback
+from annotation.crowd.selectors import qualification_progress_for
+from annotation.crowd.views import completion_redirect
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form_add_validation_error, query_pk
 from annotation.models import Assignment
-from annotation.quality.examples import GUIDELINE_EXAMPLES
-from annotation.quality.items import quality_feedback
-from annotation.quality.selectors import qualification_progress_for
-from annotation.quality.views import completion_redirect
 from annotation.services.assignment import assignment_next, assignment_skip
 from annotation.services.rating import rating_is_editable, rating_submit, rating_update
 

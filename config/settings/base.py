@@ -167,7 +167,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "modelling.tasks.agreement_snapshot_task",
         "schedule": 300.0,
     },
-    # Rater reliability signals and the warn/pause thresholds (modelling.quality).
+    # Rater reliability signals and the warn/pause thresholds (modelling.reliability).
     "quality-reliability-refresh": {
         "task": "modelling.tasks.reliability_refresh_task",
         "schedule": 900.0,

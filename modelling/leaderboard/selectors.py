@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import F, Q
 
+from annotation.crowd.items import candidates_without_quality_items
 from annotation.models import CandidateAnswer, JudgeRating, Rating
-from annotation.quality.items import candidates_without_quality_items
 
 
 @dataclass

@@ -7,5 +7,5 @@ query string or form, call services, render).
 * ``routing``: routing by predicted disagreement and ORCA as an extra rater;
 * ``leaderboard``: the LALM leaderboard and its cross-fits.
 
-Annotator reliability pages live with their app part, in ``modelling.quality.views``.
+Annotator reliability pages live with their app part, in ``modelling.reliability.views``.
 """

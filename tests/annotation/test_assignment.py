@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
+from annotation.crowd.items import gold_item_mark
 from annotation.models import Assignment, CandidateAnswer, Question, QuestionVersion, Rating
-from annotation.quality.items import gold_item_mark
 from annotation.services.accounts import ROLES
 from annotation.services.assignment import (
     assignment_expire_stale,
@@ -198,7 +198,7 @@ def test_only_current_versions_of_active_questions_are_offered():
     question.save(update_fields=["current_version"])
     paused = CandidateAnswerFactory()
     Question.objects.filter(pk=paused.question_version.question_id).update(status=Question.Status.UNDER_CORRECTION)
-    gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=5)  # handed out by annotation.quality
+    gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=5)  # handed out by annotation.crowd
     assert assignment_next_for_annotator(annotator=AnnotatorFactory()) is None
     current = CandidateAnswerFactory(question_version=v2)
     assert assignment_next_for_annotator(annotator=AnnotatorFactory()).candidate_id == current.pk
@@ -429,7 +429,7 @@ def test_the_queue_sql_and_the_orm_agree_on_which_candidates_are_open(settings, 
     )
     question.save(update_fields=["current_version"])
     Question.objects.filter(pk=paused.question_version.question_id).update(status=Question.Status.UNDER_CORRECTION)
-    gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=5)  # handed out by annotation.quality
+    gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=5)  # handed out by annotation.crowd
 
     now = timezone.now()
     scope = benchmark if scoped else None

@@ -9,9 +9,9 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.urls import reverse
 
+from annotation.crowd.models import Study, StudyParticipant
+from annotation.crowd.studies import StudyClosed, study_enter, study_report
 from annotation.models import Rating
-from annotation.quality.models import Study, StudyParticipant
-from annotation.quality.studies import StudyClosed, study_enter, study_report
 from annotation.services.accounts import ROLES
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.rating import rating_submit

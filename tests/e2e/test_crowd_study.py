@@ -2,9 +2,9 @@
 import pytest
 from playwright.sync_api import expect
 
+from annotation.crowd.items import benchmark_quality_set, gold_item_mark, quality_policy
+from annotation.crowd.models import QualificationAttempt, Study, StudyParticipant
 from annotation.models import Rating
-from annotation.quality.items import benchmark_quality_set, gold_item_mark, quality_policy
-from annotation.quality.models import QualificationAttempt, Study, StudyParticipant
 from tests.factories import BenchmarkFactory, CandidateAnswerFactory, QuestionFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]

@@ -16,8 +16,8 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
+from annotation.crowd.models import Study
 from annotation.models import Assignment, CandidateAnswer, JudgeRating
-from annotation.quality.models import Study
 from annotation.services.versions import question_version_create, ratings_invalidate_for_version
 from tests.factories import (
     AnnotatorFactory,

@@ -1,7 +1,7 @@
-"""Install the guidelines' worked examples as qualification gold items (annotation.quality.examples)."""
+"""Install the guidelines' worked examples as qualification gold items (annotation.crowd.examples)."""
 from django.core.management.base import BaseCommand
 
-from annotation.quality.examples import EXAMPLES_BENCHMARK, guideline_examples_install
+from annotation.crowd.examples import EXAMPLES_BENCHMARK, guideline_examples_install
 
 
 class Command(BaseCommand):

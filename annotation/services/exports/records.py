@@ -12,9 +12,9 @@ from django.apps import apps
 from django.db.models import Exists, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 
+from annotation.crowd.models import QUALITY_INVALID_REASON
 from annotation.jobs.lifecycle import RunStopped
 from annotation.models import Benchmark, CandidateAnswer, JudgeRating, Question, Rating
-from annotation.quality.models import QUALITY_INVALID_REASON
 
 
 def _json_text(value) -> str:
@@ -45,7 +45,7 @@ def _candidate_selection(
     invalidated rating, on any version. ``after_pk`` keeps only candidate answers with a larger primary key."""
     # The rating subqueries carry the same ``candidate_id > after_pk`` bound: without it PostgreSQL merge-joins
     # from the first rating for every chunk, so the export grew quadratically with the number of chunks.
-    # Ratings of gold items and attention checks are quality checks, never data (annotation/quality/models.py).
+    # Ratings of gold items and attention checks are quality checks, never data (annotation/crowd/models.py).
     ratings = Rating.objects.filter(candidate=OuterRef("pk"), candidate_id__gt=after_pk).exclude(
         invalid_reason=QUALITY_INVALID_REASON)
     has_valid = Exists(ratings.filter(is_valid=True))

@@ -1,7 +1,7 @@
-"""Recompute the rater reliability signals now and apply the warn/pause thresholds (modelling.quality)."""
+"""Recompute the rater reliability signals now and apply the warn/pause thresholds (modelling.reliability)."""
 from django.core.management.base import BaseCommand
 
-from modelling.quality.services import reliability_refresh
+from modelling.reliability.services import reliability_refresh
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """Gold items, attention checks and their outcomes (issue: annotator quality control).
 
-A quality item is a candidate answer with a :class:`~annotation.quality.models.QualityItem` row. Its ratings are
-``Rating`` rows written invalid (:data:`~annotation.quality.models.QUALITY_INVALID_REASON`) by ``rating_submit``,
+A quality item is a candidate answer with a :class:`~annotation.crowd.models.QualityItem` row. Its ratings are
+``Rating`` rows written invalid (:data:`~annotation.crowd.models.QUALITY_INVALID_REASON`) by ``rating_submit``,
 which calls :func:`quality_item_for_candidate` and :func:`quality_check_record`; so alpha, ORCA training, exports
 and the leaderboard, which read valid ratings only, never see them. Marking a candidate answer gold invalidates the
 ratings it already had (:func:`gold_item_mark`), so no rating of a gold item counts, whenever it was made.
@@ -15,8 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.codes import UnknownCodeError, normalize_codes
-from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
-from annotation.quality.models import (
+from annotation.crowd.models import (
     GOLD_MARKED_INVALID_REASON,
     QUALITY_INVALID_REASON,
     AnnotatorQuality,
@@ -26,6 +25,7 @@ from annotation.quality.models import (
     QualityItem,
     QualityPolicy,
 )
+from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
 from annotation.services.audit import audit_record
 from annotation.services.versions import candidate_counts_refresh
 
@@ -62,7 +62,7 @@ def gold_item_mark(
     requiring ``expected_codes`` (subset of QARUE). Marking again updates the row (and reactivates it).
 
     The candidate's valid ratings made before stop counting: they are kept with ``is_valid=False`` and
-    :data:`~annotation.quality.models.GOLD_MARKED_INVALID_REASON` (so alpha, ORCA training, exports and the
+    :data:`~annotation.crowd.models.GOLD_MARKED_INVALID_REASON` (so alpha, ORCA training, exports and the
     leaderboard leave them out) and are not quality checks. From now on the regular queue no longer offers it and
     ratings of it are quality checks. Holds the candidate's row lock, the lock ``rating_submit`` takes, so a rating
     in flight is either invalidated here or sees the gold item. Audited (``quality.gold_mark``, with the number of

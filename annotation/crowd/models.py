@@ -5,7 +5,7 @@
   quality item are stored as ordinary ``Rating`` rows so the rating page and API treat them exactly like other
   items, but they are written ``is_valid=False`` with :data:`QUALITY_INVALID_REASON`, so every reader of valid
   ratings (alpha, ORCA training, exports, the leaderboard) leaves them out, and the regular queue never offers a
-  quality item (it is handed out only by :mod:`annotation.quality.queue`). Ratings a candidate answer already had
+  quality item (it is handed out only by :mod:`annotation.crowd.queue`). Ratings a candidate answer already had
   when it was marked gold are invalidated then (:data:`GOLD_MARKED_INVALID_REASON`), so they never count either.
 * :class:`QualityCheck` — the outcome of one such rating (passed or failed, why).
 * :class:`BenchmarkQuality` — per-benchmark insertion rates, minimum time on task, training feedback.
@@ -112,7 +112,7 @@ class BenchmarkQuality(models.Model):
 
 
 class QualityPolicy(models.Model):
-    """Site-wide quality rules (one row, pk=1; :func:`annotation.quality.items.quality_policy` makes it)."""
+    """Site-wide quality rules (one row, pk=1; :func:`annotation.crowd.items.quality_policy` makes it)."""
 
     qualification_required = models.BooleanField(
         default=False, help_text="New annotators must pass qualification before they get real items.")

@@ -22,9 +22,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotation.crowd.models import AnnotatorQuality, QualityCheck, Study, StudyParticipant
+from annotation.crowd.selectors import study_participation_get
 from annotation.models import Rating
-from annotation.quality.models import AnnotatorQuality, QualityCheck, Study, StudyParticipant
-from annotation.quality.selectors import study_participation_get
 from annotation.services.audit import audit_record
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")

@@ -7,8 +7,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotation.quality import selectors
-from annotation.quality.studies import (
+from annotation.crowd import selectors
+from annotation.crowd.studies import (
     StudyClosed,
     study_completion_for,
     study_completion_url,
@@ -27,10 +27,10 @@ def study_entry(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         participant = study_enter(slug=slug, params=request.GET)
     except StudyClosed as exc:
-        return render(request, "quality/study_message.html", {"title": "Study not available", "message": str(exc)},
+        return render(request, "crowd/study_message.html", {"title": "Study not available", "message": str(exc)},
                       status=404)
     except ValidationError as exc:
-        return render(request, "quality/study_message.html",
+        return render(request, "crowd/study_message.html",
                       {"title": "This link is incomplete", "message": " ".join(exc.messages)}, status=400)
     if request.user.is_authenticated and request.user.pk != participant.user_id:
         request.session.flush()
@@ -46,7 +46,7 @@ def study_done(request: HttpRequest) -> HttpResponse:
     if participant is None:
         return HttpResponseRedirect(reverse("annotation:next"))
     study = participant.study
-    return render(request, "quality/study_done.html",
+    return render(request, "crowd/study_done.html",
                   {"study": study, "code": study.completion_code, "redirect_url": study_completion_url(study=study)})
 
 
@@ -67,4 +67,4 @@ def study_report_page(request: HttpRequest, study_pk: int) -> HttpResponse:
     rows = study_report(study=study)
     link = study_entry_link(study=study, base_url=request.build_absolute_uri(
         reverse("quality:study-entry", args=[study.slug])))
-    return render(request, "quality/study_report.html", {"study": study, "rows": rows, "entry_link": link})
+    return render(request, "crowd/study_report.html", {"study": study, "rows": rows, "entry_link": link})

@@ -1,7 +1,7 @@
 """Per-annotator reliability signals over ordinal 1–5 ratings with genuine disagreement, and a combined risk.
 
 Pure functions over flat arrays (one entry per rating), no Django import, so the benchmark (``bench/quality.py``)
-and the platform (:mod:`modelling.quality.services`) compute exactly the same numbers.
+and the platform (:mod:`modelling.reliability.services`) compute exactly the same numbers.
 
 Signals of one annotator (all over their scored ratings unless said otherwise):
 

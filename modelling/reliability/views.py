@@ -11,19 +11,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, role_required
-from annotation.forms import errors_text
-from annotation.jobs.registry import task_send
-from annotation.quality.annotators import (
+from annotation.crowd.annotators import (
     annotator_ratings_invalidate,
     annotator_ratings_restore,
     annotator_status_set,
 )
-from annotation.quality.items import quality_policy
-from annotation.quality.models import AnnotatorQuality, RatingInvalidation
-from annotation.quality.selectors import quality_checks_for_annotator
+from annotation.crowd.items import quality_policy
+from annotation.crowd.models import AnnotatorQuality, RatingInvalidation
+from annotation.crowd.selectors import quality_checks_for_annotator
+from annotation.forms import errors_text
+from annotation.jobs.registry import task_send
 from annotation.selectors import rating_counting_queryset
-from modelling.quality.models import ReliabilitySnapshot
-from modelling.quality.services import reliability_page_load
+from modelling.reliability.models import ReliabilitySnapshot
+from modelling.reliability.services import reliability_page_load
 
 
 def _annotator(pk: int):
@@ -38,7 +38,7 @@ def _annotator(pk: int):
 def quality_page(request):
     """Annotators ranked by their latest combined risk, with every signal, status and actions."""
     page = reliability_page_load()
-    return render(request, "modelling/quality.html", {"rows": page.rows, "computed_at": page.computed_at,
+    return render(request, "modelling/reliability.html", {"rows": page.rows, "computed_at": page.computed_at,
                                                       "paused_elsewhere": page.paused_elsewhere,
                                                       "policy": quality_policy()})
 
@@ -67,7 +67,7 @@ def quality_annotator(request, pk: int):
         "invalidations": RatingInvalidation.objects.filter(annotator=annotator).select_related("created_by"),
         "valid_ratings": rating_counting_queryset().filter(annotator=annotator).count(),
     }
-    return render(request, "modelling/quality_annotator.html", context)
+    return render(request, "modelling/reliability_annotator.html", context)
 
 
 @require_POST

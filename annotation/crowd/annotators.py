@@ -17,8 +17,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.crowd.models import AnnotatorQuality, RatingInvalidation
 from annotation.models import Assignment, CandidateAnswer, Rating
-from annotation.quality.models import AnnotatorQuality, RatingInvalidation
 from annotation.services.audit import audit_record
 from annotation.services.versions import candidate_counts_refresh
 

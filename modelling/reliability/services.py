@@ -1,5 +1,5 @@
 """Rater reliability on the platform: compute every annotator's signals from the database, store a snapshot,
-apply the policy's warn/pause thresholds (through ``annotation.quality.annotators``), and read the ranking.
+apply the policy's warn/pause thresholds (through ``annotation.crowd.annotators``), and read the ranking.
 
 The agreement signals, U/E share and seconds on task use the ratings that count (``rating_counting_queryset``:
 valid and on the question's current version, as alpha does); gold accuracy and attention failures come from
@@ -16,13 +16,13 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.access import STAFF, role_q
-from annotation.quality.annotators import annotator_status_set
-from annotation.quality.items import quality_policy
-from annotation.quality.models import AnnotatorQuality, QualityCheck
+from annotation.crowd.annotators import annotator_status_set
+from annotation.crowd.items import quality_policy
+from annotation.crowd.models import AnnotatorQuality, QualityCheck
 from annotation.selectors import rating_counting_queryset
 from modelling.orca.metrics import json_finite
-from modelling.quality.models import ReliabilitySnapshot
-from modelling.quality.signals import RaterSignals, combined_risk, rater_signals_compute
+from modelling.reliability.models import ReliabilitySnapshot
+from modelling.reliability.signals import RaterSignals, combined_risk, rater_signals_compute
 
 
 def reliability_signals_load() -> dict[int, RaterSignals]:

@@ -8,10 +8,9 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
-from annotation.models import CandidateAnswer, Question
-from annotation.quality.annotators import annotator_ratings_restore, annotator_status_set
-from annotation.quality.items import attention_check_create, benchmark_quality_set, gold_item_mark
-from annotation.quality.models import (
+from annotation.crowd.annotators import annotator_ratings_restore, annotator_status_set
+from annotation.crowd.items import attention_check_create, benchmark_quality_set, gold_item_mark
+from annotation.crowd.models import (
     AnnotatorQuality,
     BenchmarkQuality,
     QualificationAttempt,
@@ -22,6 +21,7 @@ from annotation.quality.models import (
     Study,
     StudyParticipant,
 )
+from annotation.models import CandidateAnswer, Question
 
 
 class QualityItemForm(forms.ModelForm):

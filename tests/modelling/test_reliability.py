@@ -1,14 +1,14 @@
-"""Rater reliability: the signals, the warn/pause thresholds, invalidation from the admins' page (modelling.quality)."""
+"""Rater reliability: signals, warn/pause thresholds, invalidation from the admins' page (modelling.reliability)."""
 import numpy as np
 import pytest
 from django.urls import reverse
 
+from annotation.crowd.models import AnnotatorQuality, RatingInvalidation
 from annotation.models import AuditEvent, Rating
-from annotation.quality.models import AnnotatorQuality, RatingInvalidation
 from annotation.services.assignment import assignment_next_for_annotator
-from modelling.quality.models import ReliabilitySnapshot
-from modelling.quality.services import reliability_refresh
-from modelling.quality.signals import combined_risk, rater_signals_compute
+from modelling.reliability.models import ReliabilitySnapshot
+from modelling.reliability.services import reliability_refresh
+from modelling.reliability.signals import combined_risk, rater_signals_compute
 from modelling.selectors import valid_ratings_load
 from modelling.services.agreement import agreement_compute
 from tests.factories import AnnotatorFactory, CandidateAnswerFactory, RatingFactory, UserFactory, rate
@@ -129,7 +129,7 @@ def test_ratings_without_scores_give_no_random_share_and_no_risk():
 
 
 def test_attention_failures_alone_pause():
-    from modelling.quality.signals import RaterSignals
+    from modelling.reliability.signals import RaterSignals
 
     signals = {1: RaterSignals(annotator_id=1, n_ratings=0, n_scored=0, attention_checks=3, attention_failures=2)}
     combined_risk(signals)
@@ -139,7 +139,7 @@ def test_attention_failures_alone_pause():
 def test_moderate_risks_add_up_as_a_noisy_or_and_one_risk_counts_as_itself():
     """Gold accuracy 0.6 of 5 checks: gold risk (0.9 − 0.6)/(0.9 − 0.3) = 0.5; one failed attention check of a pause
     count of 2: 0.5. Alone each is 0.5 (a warning); together 1 − 0.5·0.5 = 0.75, over the default pause (0.7)."""
-    from modelling.quality.signals import RaterSignals
+    from modelling.reliability.signals import RaterSignals
 
     signals = {
         1: RaterSignals(annotator_id=1, n_ratings=0, n_scored=0, gold_checks=5, gold_accuracy=0.6),
@@ -211,7 +211,7 @@ def test_only_admins_see_the_quality_pages(client):
 
 @pytest.mark.django_db
 def test_an_annotator_paused_before_rating_is_listed_for_the_admin_to_resume(client):
-    from annotation.quality.annotators import annotator_status_set
+    from annotation.crowd.annotators import annotator_status_set
 
     newcomer = AnnotatorFactory(username="newcomer")
     annotator_status_set(annotator=newcomer, status="paused", reason="shared account")
@@ -226,7 +226,7 @@ def test_an_annotator_paused_before_rating_is_listed_for_the_admin_to_resume(cli
 
 @pytest.mark.django_db
 def test_the_beat_task_warns_between_the_thresholds_and_clears_below(settings):
-    from annotation.quality.items import quality_policy
+    from annotation.crowd.items import quality_policy
     from modelling.tasks import reliability_refresh_task
 
     settings.ANNOTATION_TARGET_RATINGS = 4

@@ -37,7 +37,7 @@ def guideline_examples_install(*, by=None) -> list:
     The examples have no audio: they check that a new annotator applies the 1–5 scale and the codes as the
     guidelines do. Add expert-picked gold items of the real benchmark (``in_qualification``) beside them.
     """
-    from annotation.quality.items import gold_item_mark
+    from annotation.crowd.items import gold_item_mark
 
     items = []
     with transaction.atomic():

@@ -1,5 +1,5 @@
 """Quality control in annotation: gold items, attention checks, insertion rates, qualification, pausing,
-invalidation by annotator (annotation.quality)."""
+invalidation by annotator (annotation.crowd)."""
 import io
 import json
 import random
@@ -11,20 +11,19 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.urls import reverse
 
-from annotation.models import Assignment, AuditEvent, CandidateAnswer, Rating
-from annotation.quality.annotators import (
+from annotation.crowd.annotators import (
     annotator_ratings_invalidate,
     annotator_ratings_restore,
     annotator_status_set,
 )
-from annotation.quality.items import (
+from annotation.crowd.items import (
     attention_check_create,
     benchmark_quality_set,
     gold_item_mark,
     quality_check_evaluate,
     quality_policy,
 )
-from annotation.quality.models import (
+from annotation.crowd.models import (
     GOLD_MARKED_INVALID_REASON,
     QUALITY_INVALID_REASON,
     AnnotatorQuality,
@@ -32,7 +31,8 @@ from annotation.quality.models import (
     QualityCheck,
     QualityItem,
 )
-from annotation.quality.queue import insertion_kind
+from annotation.crowd.queue import insertion_kind
+from annotation.models import Assignment, AuditEvent, CandidateAnswer, Rating
 from annotation.selectors import rating_counting_queryset
 from annotation.services.accounts import ROLES
 from annotation.services.assignment import assignment_next_for_annotator
@@ -439,7 +439,7 @@ def test_training_feedback_after_a_gold_item(client):
 
 
 def test_the_guideline_examples_become_qualification_items_once(client):
-    from annotation.quality.examples import GUIDELINE_EXAMPLES, guideline_examples_install
+    from annotation.crowd.examples import GUIDELINE_EXAMPLES, guideline_examples_install
 
     items = guideline_examples_install()
     again = guideline_examples_install()

@@ -4,7 +4,7 @@ from django.db import models
 
 
 class ReliabilitySnapshot(models.Model):
-    """One annotator's reliability signals at one computation (``modelling.quality.signals``)."""
+    """One annotator's reliability signals at one computation (``modelling.reliability.signals``)."""
 
     computed_at = models.DateTimeField(db_index=True, help_text="When the signals were computed (one run).")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,

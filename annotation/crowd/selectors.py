@@ -5,7 +5,7 @@ from django.db import connection
 from django.http import Http404
 
 from annotation.access import ADMIN, require_role
-from annotation.quality.models import (
+from annotation.crowd.models import (
     QualificationAttempt,
     QualityCheck,
     Study,

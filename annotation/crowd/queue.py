@@ -2,7 +2,7 @@
 gold items and attention checks at each benchmark's rates.
 
 ``assignment_next_for_annotator`` calls :func:`quality_gate` right after it locked the annotator's row, so a
-pause (which takes the same lock, :func:`annotation.quality.annotators.annotator_status_set`) stops new
+pause (which takes the same lock, :func:`annotation.crowd.annotators.annotator_status_set`) stops new
 assignments at once, also against requests in flight. Quality items are never offered by the regular queue
 (its SQL excludes candidates with a ``QualityItem``); they are handed out only here.
 """
@@ -18,8 +18,7 @@ from django.db import connection
 from django.db.models import F, Q
 
 from annotation.access import STAFF, has_role
-from annotation.models import Assignment, Benchmark, Question
-from annotation.quality.models import (
+from annotation.crowd.models import (
     AnnotatorQuality,
     BenchmarkQuality,
     QualificationAttempt,
@@ -28,6 +27,7 @@ from annotation.quality.models import (
     Study,
     StudyParticipant,
 )
+from annotation.models import Assignment, Benchmark, Question
 
 _rng = random.Random()
 
@@ -65,7 +65,7 @@ def insertion_kind(*, gold_rate: float, attention_rate: float, rng: random.Rando
 def _qualification_attempt(annotator) -> tuple[QualificationAttempt | None, str]:
     """The annotator's running attempt, starting a new one when allowed; (None, why) when qualification is over
     or impossible (failed every attempt, or too few unused qualification items for a new attempt)."""
-    from annotation.quality.items import quality_policy
+    from annotation.crowd.items import quality_policy
 
     attempts = list(QualificationAttempt.objects.filter(annotator=annotator).order_by("number"))
     if attempts and attempts[-1].passed is None:
@@ -130,7 +130,7 @@ def quality_gate(*, annotator, benchmark: Benchmark | None) -> QueueGate:
         if not enabled:
             gate.closed, gate.why = True, "This study is closed."
             return gate
-        from annotation.quality.studies import study_items_done_for
+        from annotation.crowd.studies import study_items_done_for
 
         if completed or study_items_done_for(user_id=annotator.pk, benchmark_id=study_benchmark_id) >= quota:
             gate.closed, gate.why = True, "You have completed this study."

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.quality import views
+from annotation.crowd import views
 
 app_name = "quality"
 
