@@ -119,14 +119,17 @@ def require_role(user, *roles: str, message: str | None = None) -> None:
 
 def role_required(*roles: str, message: str | None = None) -> Callable:
     """View decorator: anonymous users are redirected to the login page, users without one of ``roles`` get
-    403 (``PermissionDenied``); the view runs otherwise."""
+    403 (``PermissionDenied`` with ``message``, by default "This page is for <roles>." when reading a page and
+    "Only <roles> may do this." when posting; ``templates/403.html`` shows it); the view runs otherwise."""
     has_role(None, *roles)  # checks the names once, when the view is decorated
+    page_message = message or f"This page is for {_names(roles)}."
 
     def decorator(view):
         @login_required
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            require_role(request.user, *roles, message=message)
+            require_role(request.user, *roles,
+                         message=page_message if request.method in ("GET", "HEAD") else message)
             return view(request, *args, **kwargs)
 
         return wrapper

@@ -5,7 +5,7 @@ from annotation.views import audio, audit, exports, jobs, judges, overview, rati
 app_name = "annotation"
 
 urlpatterns: list = [
-    path("", rating.home, name="home"),
+    path("rate/", rating.home, name="home"),
     path("rate/next/", rating.next_item, name="next"),
     path("rate/<int:assignment_pk>/submit/", rating.rate, name="rate"),
     path("rate/<int:assignment_pk>/skip/", rating.skip, name="skip"),

@@ -31,11 +31,10 @@ def _check_database() -> str | None:
 
 
 def _check_broker() -> str | None:
-    from config.celery import app
+    from config.celery import broker_reachable
 
     try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+        broker_reachable()
     except Exception as exc:  # kombu raises many transport-specific errors
         return f"{type(exc).__name__}: {exc}"
     return None

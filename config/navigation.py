@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import SimpleLazyObject
 
-from annotation.access import ADMIN, RATERS, STAFF, roles_of
+from annotation.access import ADMIN, RATERS, ROLES, STAFF, roles_of
 
 ADMINS = (ADMIN,)
 
@@ -136,8 +136,9 @@ def home_url_for(*, roles: set[str]) -> str:
 
 
 def navigation(request) -> dict:
-    """Context processor: ``nav_groups`` (list of :class:`NavGroup`), ``nav_current`` (the current group or None)
-    and ``nav_home_url``. Computed lazily, once per request, only for pages that render the bar."""
+    """Context processor: ``nav_groups`` (list of :class:`NavGroup`), ``nav_current`` (the current group or None),
+    ``nav_home_url`` and ``nav_roles`` (the user's role names, fewest rights first; the 403 page names them).
+    Computed lazily, once per request, only for pages that render the bar."""
     cache: dict = {}
 
     def compute() -> dict:
@@ -148,10 +149,12 @@ def navigation(request) -> dict:
             cache["groups"] = groups
             cache["current"] = next((g for g in groups if g.current), None)
             cache["home"] = home_url_for(roles=roles) if roles else reverse("login")
+            cache["roles"] = [role for role in ROLES if role in roles]
         return cache
 
     return {
         "nav_groups": SimpleLazyObject(lambda: compute()["groups"]),
         "nav_current": SimpleLazyObject(lambda: compute()["current"]),
         "nav_home_url": SimpleLazyObject(lambda: compute()["home"]),
+        "nav_roles": SimpleLazyObject(lambda: compute()["roles"]),
     }

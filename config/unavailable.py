@@ -11,6 +11,11 @@ request (``SessionMiddleware``), the messages, the authentication lookup before 
 ``process_exception``: Django turns it into its 500 handler's answer, so ``handler500`` (:func:`server_error`,
 named in ``config/urls.py``) looks at the exception being handled and answers the same 503. The detail (host,
 user, errno) goes to the log only, never into the response.
+
+A button that queues work while the broker is not there (``annotation.jobs.registry.EnqueueError``, raised by the
+one place that sends tasks) is answered here too: 503 with the platform's page (``templates/queue_unavailable.html``,
+in the site's layout: only the broker is down, the database answers) saying what is wrong and what to do, or
+``{"detail": ..., "advice": ...}`` for the API.
 """
 from __future__ import annotations
 
@@ -21,7 +26,11 @@ from django.conf import settings
 from django.db import InterfaceError as DjangoInterfaceError
 from django.db import OperationalError as DjangoOperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
 from django.utils.html import escape
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from annotation.jobs.registry import EnqueueError
 
 logger = logging.getLogger(__name__)
 
@@ -53,17 +62,37 @@ def _unavailable_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def service_unavailable_response(request: HttpRequest) -> HttpResponse:
-    """The 503 answer: JSON ``{"detail": ...}`` for the API and JSON clients, else a short HTML page; both with
-    ``Retry-After: SERVICE_UNAVAILABLE_RETRY_AFTER_S`` seconds and ``Cache-Control: no-store``."""
-    wants_json = request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", "")
-    if wants_json:
-        response: HttpResponse = JsonResponse({"detail": MESSAGE}, status=503)
-    else:
-        response = HttpResponse(PAGE.format(message=escape(MESSAGE)), status=503)
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", "")
+
+
+def _retry_later(response: HttpResponse) -> HttpResponse:
     response["Retry-After"] = str(settings.SERVICE_UNAVAILABLE_RETRY_AFTER_S)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def service_unavailable_response(request: HttpRequest) -> HttpResponse:
+    """The 503 answer: JSON ``{"detail": ...}`` for the API and JSON clients, else a short HTML page; both with
+    ``Retry-After: SERVICE_UNAVAILABLE_RETRY_AFTER_S`` seconds and ``Cache-Control: no-store``."""
+    if _wants_json(request):
+        return _retry_later(JsonResponse({"detail": MESSAGE}, status=503))
+    return _retry_later(HttpResponse(PAGE.format(message=escape(MESSAGE)), status=503))
+
+
+def queue_unavailable_response(request: HttpRequest, error: EnqueueError) -> HttpResponse:
+    """The 503 answer to work that could not be queued: what is wrong (``error.problem``) and what to do
+    (``error.advice``), as JSON ``{"detail", "advice"}`` for the API, else the platform's page; with
+    ``Retry-After`` and ``Cache-Control: no-store``."""
+    if _wants_json(request):
+        advice = " ".join([error.advice, *(f"{what}: {command}" for command, what in error.commands)])
+        return _retry_later(JsonResponse({"detail": error.problem, "advice": advice}, status=503))
+    back = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        back = ""
+    response = TemplateResponse(request, "queue_unavailable.html", {"error": error, "back_url": back}, status=503)
+    return _retry_later(response.render())
 
 
 class ServiceUnavailableMiddleware:
@@ -77,6 +106,9 @@ class ServiceUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+        if isinstance(exception, EnqueueError):
+            logger.warning("503 for %s %s: %s (%s)", request.method, request.path, exception, exception.detail)
+            return queue_unavailable_response(request, exception)
         return _answer_outage(request, exception, self.errors)
 
 

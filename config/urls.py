@@ -1,9 +1,12 @@
 """Top-level URL configuration."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 
 from config import dashboard, health
+
+# The Django admin's "View site" opens the pipeline dashboard (only admins reach the admin).
+admin.site.site_url = reverse_lazy("dashboard")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -11,8 +14,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    # Where a login lands (by role), and the expert/admin home: the pipeline dashboard.
-    path("start/", dashboard.start, name="start"),
+    # "/" and where a login lands: the pipeline dashboard for experts and admins, the rating home (/rate/) for
+    # annotators, the login page for everyone else.
+    path("", dashboard.start, name="start"),
     path("dashboard/", dashboard.dashboard_page, name="dashboard"),
     # REST API (annotation/api, refinement/api.py, modelling/api.py); schema, Swagger UI and Redoc under /api/.
     path("api/", include("annotation.api.urls")),

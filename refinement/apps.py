@@ -15,6 +15,7 @@ class RefinementConfig(AppConfig):
 
     def ready(self) -> None:
         from annotation.jobs.registry import kind_register
+        from refinement.models import Suggestion
         from refinement.services.suggestions import SUGGESTION
 
-        kind_register(SUGGESTION, task="refinement.tasks.suggestion_generate_task")
+        kind_register(SUGGESTION, task="refinement.tasks.suggestion_generate_task", row=Suggestion)

@@ -41,6 +41,18 @@ def django_db_setup(django_db_setup, django_db_blocker):
             Group.objects.get_or_create(name=name)
 
 
+@pytest.fixture
+def role_groups(transactional_db):
+    """The role groups: transactional tests run on tables other such tests flushed, so the groups that migration
+    0002 created may be gone."""
+    from django.contrib.auth.models import Group
+
+    from annotation.services.accounts import ROLES
+
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+
+
 @pytest.fixture(autouse=True)
 def _empty_cache():
     """Each test starts with an empty cache (statistics cached by one test must not serve another's data)."""
@@ -48,3 +60,44 @@ def _empty_cache():
 
     cache.clear()
     yield
+
+
+def _celery_pools_reset(app) -> None:
+    # Celery caches its connection and producer pools (built from broker_url) on first use.
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def celery_broker(monkeypatch):
+    """Point the Celery app at another broker for one test, with tasks really sent (not eager) and no publish
+    retry: ``celery_broker("redis://127.0.0.1:<port>/0")`` or ``celery_broker("filesystem://", data_folder_in=...)``.
+    The app's settings and pools are restored afterwards."""
+    from config.celery import app
+
+    keys = ("broker_url", "broker_transport_options", "task_always_eager", "task_publish_retry")
+    saved = {key: app.conf[key] for key in keys}
+
+    def point(url: str, **transport_options) -> None:
+        # Celery reads CELERY_BROKER_URL from the environment before its own setting.
+        monkeypatch.setenv("CELERY_BROKER_URL", url)
+        app.conf.update(broker_url=url, broker_transport_options=transport_options, task_always_eager=False,
+                        task_publish_retry=False)
+        _celery_pools_reset(app)
+
+    yield point
+    app.conf.update(saved)
+    _celery_pools_reset(app)
+
+
+@pytest.fixture
+def broker_down(celery_broker):
+    """The Celery app pointed at a Redis port nobody listens on: what a request sees while the broker is down."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    celery_broker(f"redis://127.0.0.1:{port}/0")

@@ -55,13 +55,14 @@ def test_a_role_sees_an_entry_exactly_when_the_page_opens_for_it(client, role):
 
 def test_the_header_is_the_same_on_every_apps_pages(client):
     client.force_login(_user("admin"))
-    pages = ["/", "/jobs/", "/refinement/", "/modelling/agreement/", "/modelling/runs/", "/exports/", "/dashboard/"]
+    pages = ["/rate/", "/jobs/", "/refinement/", "/modelling/agreement/", "/modelling/runs/", "/exports/",
+             "/dashboard/"]
     headers = {page: _links(client.get(page).content.decode()) for page in pages}
     groups = {page: [link for link in links if link != "/accounts/logout/"][:8] for page, links in headers.items()}
     assert len({tuple(g) for g in groups.values()}) == 1, groups
     # The brand (home), then one link per group: dashboard, rate, prepare, refine, model, data, admin.
-    assert groups["/"] == ["/dashboard/", "/dashboard/", "/", "/jobs/", "/refinement/", "/modelling/agreement/",
-                           "/overview/", "/admin/"]
+    assert groups["/rate/"] == ["/dashboard/", "/dashboard/", "/rate/", "/jobs/", "/refinement/",
+                                "/modelling/agreement/", "/overview/", "/admin/"]
 
 
 def test_the_current_group_shows_its_pages_as_a_second_row_with_the_current_page_marked(client):
@@ -85,18 +86,28 @@ def test_detail_pages_mark_their_list_entry_current():
 
 def test_annotators_see_only_the_rate_group(client):
     client.force_login(_user("annotator"))
-    html = client.get("/").content.decode()
-    assert _links(html)[:1] == ["/"]
+    html = client.get("/rate/").content.decode()
+    assert _links(html)[:1] == ["/rate/"]
     assert "/dashboard/" not in html and "/modelling/" not in html and "/refinement/" not in html
     assert [g.key for g in navigation_for(roles={"annotator"}, url_name=None)] == ["rate"]
 
 
-@pytest.mark.parametrize(("role", "landing"), [("annotator", "/"), ("expert", "/dashboard/"), ("admin", "/dashboard/")])
-def test_logging_in_lands_experts_and_admins_on_the_dashboard_and_annotators_on_their_home(client, role, landing):
+@pytest.mark.parametrize(("role", "landing"), [("annotator", "/rate/"), ("expert", "/dashboard/"),
+                                               ("admin", "/dashboard/")])
+def test_logging_in_or_opening_the_root_lands_staff_on_the_dashboard_and_annotators_on_their_home(client, role,
+                                                                                                   landing):
     user = _user(role)
     response = client.post(reverse("login"), {"username": user.username, "password": "pw"})
-    assert response.status_code == 302 and response["Location"] == "/start/"
-    assert client.get("/start/")["Location"] == landing
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/")["Location"] == landing
+    assert client.get(landing).status_code == 200
+
+
+def test_the_root_sends_anonymous_visitors_to_the_login_and_the_admins_view_site_link_opens_the_dashboard(client):
+    assert client.get("/")["Location"] == "/accounts/login/?next=/"
+    client.force_login(_user("admin"))
+    html = client.get("/admin/").content.decode()
+    assert 'href="/dashboard/">View site</a>' in html
 
 
 def test_every_staff_page_is_at_most_two_clicks_from_the_dashboard(client, role):

@@ -33,7 +33,7 @@ from annotation.providers.base import ProviderError
 from annotation.services.audit import audit_record
 from config.observability import job_log_context
 
-from .registry import kind_items, task_send
+from .registry import EnqueueError, broker_check, kind_items, task_send
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,14 @@ def items_enqueue(*, job: Job, items) -> int:
     """Send ``items`` once the transaction commits: one message per item, or per batch where the job's kind packs
     items (its registered ``groups``, e.g. short clips into one Whisper window), on the job's queue
     (``params["queue"]``, else the default queue). Every item of a message gets that message's fresh Celery task id,
-    so a redelivered message can reclaim its items. Returns the number of items."""
+    so a redelivered message can reclaim its items. Returns the number of items.
+
+    Call inside the job's transaction. The broker is checked first (:func:`~annotation.jobs.registry.broker_check`):
+    when it is not there, ``EnqueueError`` rolls the transaction back and no job is left waiting. Pending items whose
+    message still fails after the commit end failed with the reason ("Retry failed items" sends them again), and
+    ``EnqueueError`` propagates from the commit.
+    """
+    broker_check()
     rows = list(items.order_by("pk").values_list("pk", "question__audio__duration_s"))
     kind = kind_items(job.kind)
     groups = kind.groups(job=job, rows=rows) if kind.groups else [[item_pk] for item_pk, _ in rows]
@@ -66,14 +73,30 @@ def items_enqueue(*, job: Job, items) -> int:
     queue = job.params.get("queue") or settings.CELERY_TASK_DEFAULT_QUEUE
 
     def send():
-        for group, task_id in messages:
-            if len(group) == 1:
-                task_send(ITEM_TASK, group[0], task_id=task_id, queue=queue)
-            else:
-                task_send(BATCH_TASK, group, task_id=task_id, queue=queue)
+        for sent, (group, task_id) in enumerate(messages):
+            try:
+                if len(group) == 1:
+                    task_send(ITEM_TASK, group[0], task_id=task_id, queue=queue)
+                else:
+                    task_send(BATCH_TASK, group, task_id=task_id, queue=queue)
+            except EnqueueError as error:
+                _items_fail_unsent(job_pk=job.pk, item_pks=[pk for g, _ in messages[sent:] for pk in g],
+                                   reason=str(error))
+                raise
 
     transaction.on_commit(send)
     return len(rows)
+
+
+def _items_fail_unsent(*, job_pk: int, item_pks: list[int], reason: str) -> None:
+    """Fail the pending items among ``item_pks`` whose message could not be sent, count them on the job, and close
+    the job when nothing else is open."""
+    now = timezone.now()
+    with transaction.atomic():
+        n = JobItem.objects.filter(pk__in=item_pks, status=JobItem.Status.PENDING).update(
+            status=JobItem.Status.FAILED, error=f"not sent to a worker: {reason}"[:5000], finished_at=now)
+        Job.objects.filter(pk=job_pk).update(failed=F("failed") + n)
+    job_finish_if_complete(job_pk=job_pk)
 
 
 def job_item_claim(*, item_pk: int, task_id: str) -> str | None:

@@ -69,6 +69,23 @@ def run_fail(model: type[Model], pk: int, **fields) -> bool:
     return model.objects.filter(pk=pk, status=RUNNING).update(status=FAILED, finished_at=timezone.now(), **fields) == 1
 
 
+def run_fail_unsent(model: type[Model], pk: int, *, reason: str) -> bool:
+    """QUEUED → FAILED when the row's task message could not be sent (the broker refused it after the row was
+    committed): ``finished_at`` now, ``reason`` in its ``error`` field or, for models with a ``log``, as the log's
+    "FAILED: <reason>" line. False when the row was no longer queued (a worker got an earlier message)."""
+    names = {f.name for f in model._meta.get_fields()}
+    fields = {"status": FAILED}
+    if "finished_at" in names:
+        fields["finished_at"] = timezone.now()
+    if "error" in names:
+        fields["error"] = reason
+    if not model.objects.filter(pk=pk, status=QUEUED).update(**fields):
+        return False
+    if "log" in names:
+        run_log(model, pk, f"FAILED: {reason}")
+    return True
+
+
 def run_cancel(model: type[Model], pk: int, **fields) -> str | None:
     """QUEUED or RUNNING → CANCELLED with ``finished_at`` now and ``fields``; returns the status it had, or None
     when it had already ended. A queued run is then never claimed; a running one stops at its next heartbeat."""

@@ -133,6 +133,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        # Exchange tables of broadcast messages (worker control); kombu's default is ./control in the working folder.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:

@@ -13,18 +13,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture
-def role_groups(transactional_db):
-    """The role groups: transactional tests run on tables other such tests flushed, so the groups that migration
-    0002 created may be gone."""
-    from django.contrib.auth.models import Group
-
-    from annotation.services.accounts import ROLES
-
-    for name in ROLES:
-        Group.objects.get_or_create(name=name)
-
-
-@pytest.fixture
 def browser():
     """A headless Chromium from /usr/bin/chromium; skips when it is absent (never downloads a browser)."""
     if not CHROMIUM.exists():

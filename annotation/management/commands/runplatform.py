@@ -13,6 +13,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from config.celery import broker_folders_ensure
+
 
 def platform_env() -> dict[str, str]:
     """Environment of the three processes: this one's, with its settings module named explicitly (the Celery app
@@ -29,8 +31,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport: str, concurrency: int, **options):
         var = Path(settings.VAR_DIR)
-        for sub in ("broker/queue", "broker/processed", "logs"):
-            (var / sub).mkdir(parents=True, exist_ok=True)
+        (var / "logs").mkdir(parents=True, exist_ok=True)
+        broker_folders_ensure()  # the embedded filesystem:// broker's folders (nothing for Redis or RabbitMQ)
         python = sys.executable
         commands = {
             "worker": [python, "-m", "celery", "-A", "config", "worker", "-Q", "default,gpu",

@@ -29,7 +29,7 @@ from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
 
-kind_register(Job.Kind.EXPORT, task="annotation.tasks.export_job_task")
+kind_register(Job.Kind.EXPORT, task="annotation.tasks.export_job_task", row=Job)
 
 
 #: What an export job makes.
