@@ -6,19 +6,20 @@ each other that way round (annotation imports neither). Everything is counted in
 queries, whatever the number of benchmarks; alpha comes from the agreement snapshots (trend) and point estimates
 cached per change of the ratings (``agreement_alphas_cached``), never from a bootstrap in a request.
 
-Views: :func:`dashboard_page` (experts and admins) and :func:`start` (where the login lands: the dashboard for
-experts and admins, the rating home for annotators).
+Views: :func:`dashboard_page` (experts and admins) and :func:`start` (``/`` and where the login lands: the dashboard
+for experts and admins, the rating home for annotators).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Exists, F, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from annotation.access import STAFF, require_role, roles_of
@@ -42,9 +43,12 @@ from modelling.models import (
 )
 from modelling.services.agreement_cache import agreement_alphas_cached
 from refinement.models import Correction, CorrectionItem, Queue
+from refinement.selectors import flags_evaluated_at
 
 #: Snapshots of each benchmark's alpha shown as its trend (oldest to newest).
 TREND_POINTS = 8
+#: Seconds a queued job or run may wait before the dashboard asks whether a worker is running.
+WAITING_FOR_WORKER_S = 60
 
 
 @dataclass
@@ -112,6 +116,13 @@ class RunningWork:
     total: int
     url_name: str
     pk: int
+    #: When it was queued, while no worker has started it; None once running.
+    queued_at: datetime | None = None
+
+    @property
+    def waiting_for_worker(self) -> bool:
+        """Queued for more than :data:`WAITING_FOR_WORKER_S` seconds: no worker reads its queue, or all are busy."""
+        return self.queued_at is not None and timezone.now() - self.queued_at > timedelta(seconds=WAITING_FOR_WORKER_S)
 
     @property
     def percent(self) -> int:
@@ -130,6 +141,8 @@ class PipelineDashboard:
     active_rho: float | None
     active_rho_split: str
     running: list[RunningWork]
+    #: When the flag rules last read the ratings (None: never, so the open-flag counts mean nothing yet).
+    flags_evaluated_at: datetime | None = None
 
 
 def _funnels() -> list[BenchmarkFunnel]:
@@ -207,12 +220,14 @@ def _running() -> list[RunningWork]:
     work = [
         RunningWork(label=f"{job.get_kind_display()} · {job.benchmark.name if job.benchmark else 'all benchmarks'}",
                     status=job.get_status_display(), done=job.done + job.failed, total=job.total,
-                    url_name="annotation:job", pk=job.pk)
+                    url_name="annotation:job", pk=job.pk,
+                    queued_at=job.created_at if job.status == Job.Status.QUEUED else None)
         for job in Job.objects.filter(status__in=active).select_related("benchmark").order_by("created_at")[:20]
     ]
     work += [
         RunningWork(label=f"ORCA training run #{run.pk}", status=run.get_status_display(), done=run.steps_done,
-                    total=run.steps_total, url_name="modelling:training_run", pk=run.pk)
+                    total=run.steps_total, url_name="modelling:training_run", pk=run.pk,
+                    queued_at=run.created_at if run.status == TrainingRun.Status.QUEUED else None)
         for run in TrainingRun.objects.filter(status__in=(TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING))
         .order_by("created_at")[:10]
     ]
@@ -250,6 +265,7 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
         active_rho=rho,
         active_rho_split=split,
         running=_running(),
+        flags_evaluated_at=flags_evaluated_at(),
     )
 
 
@@ -264,5 +280,6 @@ def dashboard_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def start(request: HttpRequest) -> HttpResponse:
-    """Where a login lands (``LOGIN_REDIRECT_URL``): experts and admins on the dashboard, annotators on their home."""
+    """``/`` and where a login lands (``LOGIN_REDIRECT_URL``): experts and admins on the dashboard, annotators on
+    their rating home; anonymous visitors on the login page."""
     return HttpResponseRedirect(home_url_for(roles=roles_of(request.user)))

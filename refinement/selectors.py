@@ -76,6 +76,35 @@ def queue_items_for_user(
     )
 
 
+@dataclass(frozen=True)
+class QueueNext:
+    """The next item of a queue for an expert: its question's pk and external id."""
+
+    question_id: int
+    external_id: str
+
+
+def queue_next_for_user(
+    *, user, queue: str, question_id: int, benchmark_id: int | None = None, modality: str = "", category: str = ""
+) -> QueueNext | None:
+    """The open item after question ``question_id`` in ``queue``, in the queue page's order and filters
+    (:func:`queue_items_for_user`), leaving out items another expert holds; the first such item when the question
+    is not (or no longer) in the queue; None when nothing is left.
+
+    Raises:
+        PermissionDenied: not an expert. ValueError: unknown queue.
+    """
+    rows = list(
+        queue_items_for_user(user=user, queue=queue, benchmark_id=benchmark_id, modality=modality, category=category)
+        .values_list("question_id", "question__external_id", "question__review_claim__expert_id")
+    )
+    position = next((i for i, row in enumerate(rows) if row[0] == question_id), -1)
+    for pk, external_id, holder in rows[position + 1:]:
+        if pk != question_id and holder in (None, user.pk):
+            return QueueNext(question_id=pk, external_id=external_id)
+    return None
+
+
 def queue_filter_choices() -> dict:
     """Choices of the queue filters: benchmarks, modalities, categories of questions with open items."""
     open_questions = Question.objects.filter(correction_items__status=CorrectionItem.Status.OPEN)
@@ -174,12 +203,25 @@ class CandidateReview:
     max_count: int = 1
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """One candidate answer whose valid scores disagree (a disagreement flag's evidence): the LALM that wrote it,
+    the question version it answers, the sample variance of its scores (1–5 scale, n − 1) and the scores."""
+
+    lalm: str
+    version: int | None
+    variance: float
+    scores: list[int]
+
+
 @dataclass
 class QuestionReview:
     """Everything annotators said about a question, for the expert's item page.
 
     ``code_counts``: code -> valid ratings carrying it; ``comments``: (rating, comment) of every rating;
-    ``candidates``: :class:`CandidateReview` for every candidate of every version, newest version first.
+    ``candidates``: :class:`CandidateReview` for every candidate of every version, newest version first. Each open
+    item of the disagreement queue carries ``disagreements``: [:class:`Disagreement`], its evidence with the LALM
+    named instead of the candidate's id.
     """
 
     question: Question
@@ -226,6 +268,16 @@ def question_review_for_user(*, user, question: Question) -> QuestionReview:
     items = list(
         CorrectionItem.objects.filter(question=question).select_related("opened_by", "closed_by").order_by("-opened_at")
     )
+    by_pk = {str(review.candidate.pk): review.candidate for review in reviews}
+    for item in items:
+        item.disagreements = [
+            Disagreement(
+                lalm=by_pk[cid].lalm.name if cid in by_pk else f"a removed candidate answer (#{cid})",
+                version=by_pk[cid].question_version.number if cid in by_pk else None,
+                variance=row.get("variance"), scores=row.get("scores") or [],
+            )
+            for cid, row in ((item.evidence or {}).get("candidates") or {}).items()
+        ]
     return QuestionReview(
         question=question,
         claim=ReviewClaim.objects.select_related("expert").filter(question=question).first(),

@@ -8,6 +8,7 @@ app_name = "refinement"
 urlpatterns = [
     path("", views.index, name="index"),
     path("report/", views.report, name="report"),
+    path("flags/evaluate/", views.flags_evaluate, name="flags-evaluate"),
     path("queue/<str:queue>/", views.queue, name="queue"),
     path("item/<int:question_id>/", views.item, name="item"),
     path("item/<int:question_id>/claim/", views.claim, name="claim"),

@@ -1,7 +1,8 @@
 """Expert pages of Stage 3 (ORCA paper, sections 3.3 and 5.2): queues, item review, correction, history, report.
 
 Thin views: experts and admins only (``annotation.access``; annotators get 403); each parses the request and calls
-one service. No GET writes: flags are evaluated by the beat task every minute, and the queue overview says when.
+one service. No GET writes: flags are evaluated by the beat task every minute, and the queue overview says when
+(and offers "Evaluate now", which queues the same task for a worker).
 
 The correction page is one form. Its buttons post an ``action``, and each action has its own handler
 (:data:`CORRECTION_ACTIONS`): ``suggest:<field>`` queues an AI suggestion, ``accept:<id>`` copies a ready proposal
@@ -19,10 +20,12 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text
+from annotation.jobs.registry import task_send
 from annotation.models import Question
 from refinement import selectors
 from refinement.forms import CorrectionForm, DismissForm, QueueFilterForm, SendToQueueForm
@@ -43,6 +46,8 @@ from refinement.services.suggestions import (
 
 #: Items per page of a queue (the page renders every row's texts; a long queue is paged, not cut).
 QUEUE_PAGE_SIZE = 50
+#: The beat's flag evaluation, queued by "Evaluate now".
+FLAGS_TASK = "refinement.tasks.flags_refresh_task"
 
 
 def _question(request, question_id: int) -> Question:
@@ -52,8 +57,36 @@ def _question(request, question_id: int) -> Question:
         raise Http404("No such question") from None
 
 
-def _item_url(question: Question) -> str:
-    return reverse("refinement:item", args=[question.pk])
+#: The query parameters that tie an item page to the queue it was opened from (queue and the queue's filters).
+QUEUE_CONTEXT = ("queue", "benchmark", "modality", "category")
+
+
+def _queue_query(data) -> str:
+    """``queue=…&benchmark=…`` from ``data`` (a QueryDict), the empty ones left out: what item pages pass on."""
+    return urlencode([(key, data[key]) for key in QUEUE_CONTEXT if data.get(key)])
+
+
+def _item_url(question: Question, request: HttpRequest | None = None) -> str:
+    """The item page, keeping the queue it was opened from (``request``'s query) for "back to queue" and "next"."""
+    url = reverse("refinement:item", args=[question.pk])
+    query = _queue_query(request.GET) if request is not None else ""
+    return f"{url}?{query}" if query else url
+
+
+def _queue_navigation(request: HttpRequest, question: Question) -> dict | None:
+    """The queue the item page was opened from (``?queue=`` and its filters): its label, the link back to it and
+    the next item in it; None without a (valid) queue."""
+    queue = request.GET.get("queue", "")
+    if queue not in Queue.values:
+        return None
+    chosen = QueueFilterForm(request.GET).filters()
+    filters = urlencode([(key, request.GET[key]) for key in QUEUE_CONTEXT[1:] if request.GET.get(key)])
+    return {
+        "label": Queue(queue).label,
+        "url": reverse("refinement:queue", args=[queue]) + (f"?{filters}" if filters else ""),
+        "next": selectors.queue_next_for_user(user=request.user, queue=queue, question_id=question.pk, **chosen),
+        "query": _queue_query(request.GET),
+    }
 
 
 @require_GET
@@ -65,6 +98,21 @@ def index(request: HttpRequest) -> HttpResponse:
     queues = [(key, label, counts[key]) for key, label in Queue.choices]
     context = {"queues": queues, "flags_evaluated_at": selectors.flags_evaluated_at()}
     return render(request, "refinement/index.html", context)
+
+
+@require_POST
+@role_required(*STAFF)
+def flags_evaluate(request: HttpRequest) -> HttpResponse:
+    """Queue an evaluation of the flag rules now (what the beat does every minute) for a worker, then go back to
+    ``next`` (the dashboard or the queue overview)."""
+    task_send(FLAGS_TASK)
+    messages.success(request, "Flag evaluation queued: a worker reads the new ratings and fills the queues; reload "
+                              "this page in a moment.")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        back = reverse("refinement:index")
+    return HttpResponseRedirect(back)
 
 
 @require_GET
@@ -79,11 +127,15 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
     filters = {key: value for key, value in (("benchmark", chosen["benchmark_id"] or ""),
                                              ("modality", chosen["modality"]),
                                              ("category", chosen["category"])) if value}
+    items = list(page.object_list)
     context = {
         "queue": queue,
         "queue_label": Queue(queue).label,
-        "items": page.object_list,
+        "items": items,
         "page": page,
+        # Imported benchmarks often name no modality or category: a column empty on every row is left out.
+        "show_modality": any(i.question.modality or i.question.modality_detail for i in items),
+        "show_category": any(i.question.category for i in items),
         "filter_query": urlencode(filters),
         "total": page.paginator.count,
         "filters": selectors.queue_filter_choices(),
@@ -100,7 +152,8 @@ def item(request: HttpRequest, question_id: int) -> HttpResponse:
     question = _question(request, question_id)
     review = selectors.question_review_for_user(user=request.user, question=question)
     return render(request, "refinement/item.html", {"question": question, "review": review, "queues": Queue.choices,
-                                                    "can_force_release": has_role(request.user, ADMIN)})
+                                                    "can_force_release": has_role(request.user, ADMIN),
+                                                    "in_queue": _queue_navigation(request, question)})
 
 
 @require_POST
@@ -112,7 +165,7 @@ def claim(request: HttpRequest, question_id: int) -> HttpResponse:
         messages.success(request, "You hold this item now; other experts see it as claimed.")
     except ClaimedByAnotherExpert as error:
         messages.error(request, str(error))
-    return HttpResponseRedirect(_item_url(question))
+    return HttpResponseRedirect(_item_url(question, request))
 
 
 @require_POST
@@ -122,7 +175,7 @@ def release(request: HttpRequest, question_id: int) -> HttpResponse:
     force = request.POST.get("force") == "1" and has_role(request.user, ADMIN)
     if question_release(question=question, expert=request.user, force=force):
         messages.success(request, "Claim released.")
-    return HttpResponseRedirect(_item_url(question))
+    return HttpResponseRedirect(_item_url(question, request))
 
 
 @require_POST
@@ -136,7 +189,7 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
     form = DismissForm(request.POST)
     if not form.is_valid():
         messages.error(request, errors_text(form))
-        return HttpResponseRedirect(_item_url(flag.question))
+        return HttpResponseRedirect(_item_url(flag.question, request))
     try:
         item_dismiss(item=flag, expert=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"Flag in the {flag.get_queue_display()} queue dismissed.")
@@ -144,7 +197,7 @@ def dismiss(request: HttpRequest, item_id: int) -> HttpResponse:
         messages.error(request, errors_text(error))
     except ClaimedByAnotherExpert as error:
         messages.error(request, str(error))
-    return HttpResponseRedirect(_item_url(flag.question))
+    return HttpResponseRedirect(_item_url(flag.question, request))
 
 
 @require_POST
@@ -155,7 +208,7 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
     form = SendToQueueForm(request.POST)
     if not form.is_valid():
         messages.error(request, errors_text(form))
-        return HttpResponseRedirect(_item_url(question))
+        return HttpResponseRedirect(_item_url(question, request))
     try:
         item_open(
             question=question,
@@ -166,7 +219,7 @@ def send_to_queue(request: HttpRequest, question_id: int) -> HttpResponse:
         messages.success(request, "Sent to the queue.")
     except ValidationError as error:
         messages.error(request, errors_text(error))
-    return HttpResponseRedirect(_item_url(question))
+    return HttpResponseRedirect(_item_url(question, request))
 
 
 @require_GET
@@ -249,7 +302,7 @@ def _correct_save(request, question, form, page: _CorrectionPage, argument: str)
         f"{len(result.copied_candidates)} candidate answer(s) back in the annotation queue, "
         f"{len(result.jobs)} candidate-answer job(s) started, {result.closed_items} flag(s) closed.",
     )
-    return HttpResponseRedirect(_item_url(question))
+    return HttpResponseRedirect(_item_url(question, request))
 
 
 #: The correction page's actions by the posted ``action``'s verb: ``suggest:<field>``, ``accept:<id>``,
@@ -305,6 +358,7 @@ def correct(request: HttpRequest, question_id: int) -> HttpResponse:
         "suggestions": selectors.suggestions_open_for_user(user=request.user, question=question),
         "availability": suggestion_availability(),
         "claim": selectors.claim_for_user(user=request.user, question=question),
+        "queue_query": _queue_query(request.GET),
     }
     return render(request, "refinement/correct.html", context, status=page.status)
 

@@ -146,3 +146,36 @@ def test_it_takes_a_fixed_number_of_queries_whatever_the_number_of_benchmarks(cl
         QuestionFactory(benchmark=BenchmarkFactory(name=f"more-{i}"))
     with django_assert_max_num_queries(20):
         assert client.get("/dashboard/").status_code == 200
+
+
+def test_before_flags_are_evaluated_the_dashboard_says_so_and_how_instead_of_zero(client):
+    from refinement.tasks import flags_refresh_task
+
+    question = QuestionFactory(benchmark=BenchmarkFactory(name="ORCA imported"))
+    RatingFactory(candidate=CandidateAnswerFactory(question_version=question.current_version), score=2, codes="R")
+    _expert(client)
+    html = client.get("/dashboard/").content.decode()
+    assert "Flags not evaluated yet." in html and ">not evaluated yet</a>" in html
+    assert 'action="/refinement/flags/evaluate/"' in html and 'name="next" value="/dashboard/"' in html
+
+    flags_refresh_task()  # what the beat (or "Evaluate flags now") runs
+    response = client.get("/dashboard/")
+    html = response.content.decode()
+    assert "not evaluated yet" not in html and response.context["dashboard"].flags_evaluated_at is not None
+    assert response.context["dashboard"].benchmarks[0].flagged_total == 1
+
+
+def test_work_queued_for_over_a_minute_asks_whether_a_worker_runs_and_how_to_start_one(client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    old = TrainingRun.objects.create(status=TrainingRun.Status.QUEUED)
+    TrainingRun.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    TrainingRun.objects.create(status=TrainingRun.Status.QUEUED)  # just queued: a worker may take it any moment
+    TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, steps_total=10)
+    _expert(client)
+    response = client.get("/dashboard/")
+    assert [w.waiting_for_worker for w in response.context["dashboard"].running] == [True, False, False]
+    html = response.content.decode()
+    assert html.count("no worker has started it") == 1 and "<code>make run</code>" in html

@@ -95,6 +95,7 @@ EXPECTED: dict[tuple[str, str], Row] = {
     # Refinement (Stage 3): experts and admins.
     ("refinement:index", "GET"): row(STAFF),
     ("refinement:report", "GET"): row(STAFF),
+    ("refinement:flags-evaluate", "POST"): row(STAFF),
     ("refinement:queue", "GET"): row(STAFF, "queue"),
     ("refinement:item", "GET"): row(STAFF, "question_id"),
     ("refinement:claim", "POST"): row(STAFF, "question_id"),

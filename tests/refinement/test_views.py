@@ -224,7 +224,10 @@ def test_the_queue_overview_writes_nothing_and_says_when_flags_were_evaluated(cl
     client.force_login(expert)
     page = client.get(reverse("refinement:index"))
     assert page.status_code == 200
-    assert "Flags have not been evaluated yet" in page.content.decode()
+    body = page.content.decode()
+    # Not "0 open items": the counts mean nothing before the first evaluation, and the page says how to get one.
+    assert "Flags not evaluated yet" in body and body.count("not evaluated yet</span>") == len(Queue.values)
+    assert "make run" in body and reverse("refinement:flags-evaluate") in body
     assert not CorrectionItem.objects.exists() and not FlagWatermark.objects.exists()
 
     flags_refresh_task()
@@ -259,3 +262,78 @@ def test_each_correction_action_reports_its_refusal_on_the_page(client, expert):
 
     nothing = client.post(url, {**changed, "action": "preview:now"})  # not an action: the form comes back
     assert nothing.context["plan"] is None and nothing.context["error"] == ""
+
+
+def test_evaluate_now_queues_the_beats_flag_evaluation_and_returns_to_the_page_it_came_from(client, expert):
+    """Tests run Celery eagerly: the queued evaluation runs in the request, as a worker would run it."""
+    question = QuestionFactory()
+    candidate = CandidateAnswerFactory(question_version=question.current_version)
+    RatingFactory(candidate=candidate, score=3, codes="Q")
+    client.force_login(expert)
+    response = client.post(reverse("refinement:flags-evaluate"), {"next": "/dashboard/"})
+    assert response.status_code == 302 and response["Location"] == "/dashboard/"
+    assert CorrectionItem.objects.filter(question=question, queue=Queue.QUESTION).exists()
+    off_site = client.post(reverse("refinement:flags-evaluate"), {"next": "https://elsewhere.example/"})
+    assert off_site["Location"] == reverse("refinement:index")
+    assert client.get(reverse("refinement:flags-evaluate")).status_code == 405
+
+
+def test_the_item_header_reads_well_for_an_imported_item_without_modality_or_category(client, expert):
+    question = flagged(["R"], modality="", category="")
+    question.modality_detail = "unknown (ORCA)"
+    question.save()
+    client.force_login(expert)
+    body = client.get(reverse("refinement:item", args=[question.pk])).content.decode()
+    meta = body[body.index('<p class="item-meta">'):]
+    meta = meta[:meta.index("</p>")]
+    assert "<span>modality: unknown (ORCA)</span>" in meta and "<span>Active</span>" in meta
+    assert "(unknown (ORCA))" not in body and " ·  · " not in body
+    # Inputs are text fields with their own labels, wide enough for their placeholders (static/css/app.css).
+    assert 'type="text" id="send-note" name="note"' in body
+
+
+def test_disagreement_flags_name_the_lalm_not_the_candidate_id(client, expert):
+    question = QuestionFactory()
+    candidate = CandidateAnswerFactory(question_version=question.current_version, lalm__name="Qwen2-Audio-7B")
+    for score in (5, 4, 1, 1, 1):
+        RatingFactory(candidate=candidate, score=score)
+    flags_refresh_for_questions(question_ids=[question.pk])
+    client.force_login(expert)
+    body = client.get(reverse("refinement:item", args=[question.pk])).content.decode()
+    assert f"candidate {candidate.pk}" not in body
+    assert "<strong>Qwen2-Audio-7B</strong>" in body and "scores 5, 4, 1, 1, 1 · variance 3.80" in body
+
+
+def test_an_item_opened_from_a_queue_leads_back_to_it_and_on_to_the_next_free_item(client, expert):
+    first, second, third = (flagged(["R"] * n) for n in (3, 2, 1))  # the queue's order: most flags first
+    ReviewClaim.objects.create(question=second, expert=AnnotatorFactory(roles=["expert"]))
+    client.force_login(expert)
+    queue_url = reverse("refinement:queue", args=[Queue.REFERENCE])
+    listing = client.get(queue_url, {"modality": "sound"}).content.decode()
+    first_url = f"{reverse('refinement:item', args=[first.pk])}?queue=reference&amp;modality=sound"
+    assert first_url in listing
+    body = client.get(reverse("refinement:item", args=[first.pk]), {"queue": "reference", "modality": "sound"})
+    nav = body.context["in_queue"]
+    assert nav["url"] == f"{queue_url}?modality=sound" and nav["label"] == Queue.REFERENCE.label
+    assert nav["next"].question_id == third.pk  # the second is held by another expert
+    assert f"Next in queue: {third.external_id}" in body.content.decode()
+    # Claiming keeps the queue: the redirect comes back with it.
+    response = client.post(f"{reverse('refinement:claim', args=[first.pk])}?queue=reference&modality=sound")
+    assert response["Location"] == f"{reverse('refinement:item', args=[first.pk])}?queue=reference&modality=sound"
+    last = client.get(reverse("refinement:item", args=[third.pk]), {"queue": "reference"})
+    assert last.context["in_queue"]["next"] is None and "Last item of the queue" in last.content.decode()
+    # Opened without a queue (from the history, a link): the way back is the queue overview.
+    plain = client.get(reverse("refinement:item", args=[third.pk]))
+    assert plain.context["in_queue"] is None and "All correction queues" in plain.content.decode()
+
+
+def test_the_queue_leaves_out_columns_no_item_fills_and_pages_by_number(client, expert, monkeypatch):
+    from refinement import views
+
+    monkeypatch.setattr(views, "QUEUE_PAGE_SIZE", 1)
+    for _ in range(2):
+        flagged(["R"], modality="", category="")
+    client.force_login(expert)
+    body = client.get(reverse("refinement:queue", args=[Queue.REFERENCE])).content.decode()
+    assert ">Modality</th>" not in body and ">Category</th>" not in body
+    assert "Next page" in body and "Fewer flags" not in body
