@@ -138,11 +138,26 @@ class AlphaAccumulator:
             self._pending = []
 
     def alpha(self, level: str) -> float | None:
-        """Alpha at ``level`` ("interval" or "ordinal"); None when there is no pairable value or no variation."""
+        """Alpha at ``level`` ("interval" or "ordinal"); None when there is no pairable value or no variation
+        (:meth:`why_undefined` says which)."""
         alpha_level_check(level)
         self._fold()
         value = alpha_from_coincidences(self.coincidence[None], level)[0]
         return None if np.isnan(value) else float(value)
+
+    def why_undefined(self) -> str:
+        """Why :meth:`alpha` is None, in words for a page or a datasheet; "" while it is defined.
+
+        Alpha compares the scores of one unit with each other: with at most one scored rating per candidate answer
+        there is no pair to compare, and when every paired score is the same the expected disagreement is 0
+        (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"; the same at every level).
+        """
+        self._fold()
+        if not self.coincidence.sum():
+            return "not defined: one rating per item (alpha needs two or more scored ratings of a candidate answer)"
+        if np.count_nonzero(self.coincidence.sum(axis=0)) < 2:
+            return "not defined: every paired rating gives the same score (no variation)"
+        return ""
 
 
 def leave_one_out_means(*, unit_ids: np.ndarray, scores: np.ndarray, min_others: int = 2) -> np.ndarray:

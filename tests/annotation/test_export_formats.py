@@ -321,3 +321,16 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(tmp_
         assert not cell or cell[0] not in "=+-@\t\r", (column, cell)
     jsonl = json.loads((tmp_path / "dataset.jsonl").read_text().splitlines()[0])
     assert jsonl["candidate"] == '=HYPERLINK("http://x","y")'
+
+
+def test_the_streamed_alpha_says_why_it_is_not_defined():
+    accumulator = _AlphaAccumulator()
+    accumulator.add([4])
+    accumulator.add([2, None])
+    assert accumulator.alpha("ordinal") is None
+    assert accumulator.why_undefined().startswith("not defined: one rating per item")
+    accumulator.add([3, 3, 3])
+    assert accumulator.alpha("interval") is None
+    assert accumulator.why_undefined() == "not defined: every paired rating gives the same score (no variation)"
+    accumulator.add([1, 5])
+    assert accumulator.alpha("interval") is not None and accumulator.why_undefined() == ""

@@ -29,6 +29,21 @@ def test_an_admin_exports_a_split_dataset_from_the_browser_and_downloads_it(clie
     assert "export.start" in audit and "export.finish" in audit
 
 
+def test_an_export_with_one_rating_per_item_says_why_alpha_is_not_defined(client, tmp_path, settings):
+    settings.EXPORT_DIR = tmp_path
+    for _ in range(3):
+        RatingFactory()  # three candidate answers, one rating each: no pair of scores to compare
+    client.force_login(UserFactory(roles=["admin"], is_superuser=True, is_staff=True))
+    client.post("/exports/", {"what": "dataset", "formats": ["orca-jsonl"], "split": "none", "seed": "0"})
+    job = Job.objects.get(kind=Job.Kind.EXPORT)
+    page = client.get(f"/exports/{job.pk}/").content.decode()
+    assert page.count("not defined: one rating per item") == 2  # interval and ordinal
+    assert 'class="progress-wide"' in page  # drawn the panel's width, not 10rem
+    download = client.get(f"/exports/{job.pk}/download/")
+    readme = zipfile.ZipFile(io.BytesIO(b"".join(download.streaming_content))).read("README.md").decode()
+    assert "Krippendorff's alpha (ordinal, valid scored ratings): not defined: one rating per item" in readme
+
+
 def test_the_export_form_names_what_is_missing(client):
     client.force_login(UserFactory(roles=["admin"], is_superuser=True, is_staff=True))
     response = client.post("/exports/", {"what": "benchmark", "split": "none", "seed": "0"})

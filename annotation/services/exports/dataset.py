@@ -175,6 +175,7 @@ def dataset_export(
             ratings=sum(c.ratings for c in counts.values()),
             alpha_interval=alpha.alpha("interval"),
             alpha_ordinal=alpha.alpha("ordinal"),
+            alpha_undefined=alpha.why_undefined(),
         )
         (work / "README.md").write_text(
             _datasheet(

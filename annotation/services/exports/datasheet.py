@@ -43,6 +43,8 @@ class DatasetExportSummary:
     ratings: int
     alpha_interval: float | None
     alpha_ordinal: float | None
+    #: Why alpha is None ("not defined: one rating per item", ...); "" while it is defined.
+    alpha_undefined: str = ""
 
 
 #: Extra datasheet sections: callables ``(benchmark or None) -> Markdown text`` appended to every dataset export's
@@ -57,8 +59,9 @@ def datasheet_section_register(section: Callable[[Benchmark | None], str]) -> No
         DATASHEET_SECTIONS.append(section)
 
 
-def _fmt_alpha(value: float | None) -> str:
-    return "n/a (fewer than two scores per item, or no variation)" if value is None else f"{value:.4f}"
+def _fmt_alpha(summary: DatasetExportSummary, level: str) -> str:
+    value = getattr(summary, f"alpha_{level}")
+    return (summary.alpha_undefined or "not defined") if value is None else f"{value:.4f}"
 
 
 def _datasheet(
@@ -85,8 +88,8 @@ def _datasheet(
         f"- Rows (candidate answers): {summary.rows}",
         f"- Valid ratings: {summary.ratings}",
         f"- Invalidated ratings included: {'yes, in `invalidated` with their reason' if include_invalid else 'no'}",
-        f"- Krippendorff's alpha (interval, valid scored ratings): {_fmt_alpha(summary.alpha_interval)}",
-        f"- Krippendorff's alpha (ordinal, valid scored ratings): {_fmt_alpha(summary.alpha_ordinal)}",
+        f"- Krippendorff's alpha (interval, valid scored ratings): {_fmt_alpha(summary, 'interval')}",
+        f"- Krippendorff's alpha (ordinal, valid scored ratings): {_fmt_alpha(summary, 'ordinal')}",
     ]
     if split == "unseen-questions":
         lines.append("- Split: unseen questions, train/dev/test 8:1:1 stratified by modality then category, "

@@ -155,6 +155,7 @@ def _export_work(*, job: Job) -> str:
                 "splits": summary.splits,
                 "alpha_interval": summary.alpha_interval,
                 "alpha_ordinal": summary.alpha_ordinal,
+                "alpha_undefined": summary.alpha_undefined,
             }
         archive = export_archive_path(job)
         partial = archive.with_name(archive.name + ".partial")
