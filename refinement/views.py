@@ -133,8 +133,9 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
         "queue_label": Queue(queue).label,
         "items": items,
         "page": page,
-        # Imported benchmarks often name no modality or category: a column empty on every row is left out.
-        "show_modality": any(i.question.modality or i.question.modality_detail for i in items),
+        # Imported benchmarks often name no modality (at most "unknown (ORCA)") or category: a column without a
+        # value on any row is left out.
+        "show_modality": any(i.question.modality for i in items),
         "show_category": any(i.question.category for i in items),
         "filter_query": urlencode(filters),
         "total": page.paginator.count,

@@ -43,3 +43,15 @@ def page(browser):
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def axe_path() -> Path:
+    """axe-core's script from ``node_modules``; skips locally without it (``npm ci``), fails in CI."""
+    from tests.e2e.helpers import AXE
+
+    if not AXE.exists():
+        if os.environ.get("ORCA_CI"):
+            pytest.fail(f"{AXE} is absent in CI: `make test` runs `npm ci` first")
+        pytest.skip(f"{AXE} is absent: run `npm ci` (make setup does)")
+    return AXE

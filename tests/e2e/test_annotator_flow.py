@@ -100,7 +100,7 @@ def test_an_annotator_rates_three_items_with_the_keyboard_only(live_server, page
     page.get_by_label("Username").fill("kim")
     page.get_by_label("Password").fill("pw")
     page.get_by_label("Password").press("Enter")
-    page.wait_for_url(f"{live_server.url}/")  # logged in before the next navigation
+    page.wait_for_url(f"{live_server.url}/rate/")  # logged in before the next navigation
     page.goto(f"{live_server.url}/rate/next/")
     page.locator(".panel-candidate", has_text=candidates[0].text).wait_for()
     _settled(page)

@@ -1,14 +1,10 @@
 """Every page for every role in a real browser: axe-core finds no serious or critical violation, staff pages fit
 1,280 px without horizontal scrolling, the rating page works at 390 px, focus is visible when tabbing.
 
-axe-core comes from npm (``package.json``; ``make setup`` runs ``npm ci``) and is injected into each page from
-``node_modules/axe-core/axe.min.js``; nothing is downloaded at test time. A screenshot of each page per role is
-saved under ``var/screenshots/<role>/`` for reviewers.
+axe-core is injected from ``node_modules`` (``tests/e2e/helpers.py``). A screenshot of each page per role is saved
+under ``var/screenshots/<role>/`` for reviewers.
 """
 import json
-import os
-import re
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +12,10 @@ from annotation.models import Job, Modality
 from config.navigation import navigation_for
 from modelling.models import TrainingRun
 from refinement.models import CorrectionItem, Queue
+from tests.e2e.helpers import axe_violations as _axe
+from tests.e2e.helpers import horizontal_overflow as _horizontal_overflow
+from tests.e2e.helpers import login as _login
+from tests.e2e.helpers import screenshot as _shot
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -27,20 +27,6 @@ from tests.factories import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
-
-REPO = Path(__file__).resolve().parents[2]
-AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
-SCREENSHOTS = REPO / "var" / "screenshots"
-BLOCKING = ("serious", "critical")
-
-
-@pytest.fixture
-def axe_path() -> Path:
-    if not AXE.exists():
-        if os.environ.get("ORCA_CI"):
-            pytest.fail(f"{AXE} is absent in CI: `make test` runs `npm ci` first")
-        pytest.skip(f"{AXE} is absent: run `npm ci` (make setup does)")
-    return AXE
 
 
 @pytest.fixture
@@ -81,38 +67,6 @@ def site(settings, tmp_path):
     return {"users": users, "details": details}
 
 
-def _login(page, base: str, username: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw")
-    page.get_by_label("Password").press("Enter")
-    page.wait_for_url(re.compile(r".*/(dashboard/)?$"))
-
-
-def _axe(page, axe_path: Path) -> list[dict]:
-    """Serious and critical axe-core violations of the current page (rule id, impact, the first few targets)."""
-    if not page.evaluate("typeof window.axe !== 'undefined'"):
-        page.add_script_tag(path=str(axe_path))
-    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-    return [
-        {"id": v["id"], "impact": v["impact"], "help": v["help"],
-         "targets": [node["target"] for node in v["nodes"][:3]]}
-        for v in result["violations"] if v["impact"] in BLOCKING
-    ]
-
-
-def _horizontal_overflow(page) -> int:
-    """How many CSS pixels the page is wider than the window (0: no horizontal scrolling)."""
-    return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-
-
-def _shot(page, role: str, url: str) -> None:
-    name = url.strip("/").replace("/", "_").replace("?", "_").replace("=", "-") or "home"
-    folder = SCREENSHOTS / role
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
-
-
 @pytest.mark.parametrize("role", ["annotator", "expert", "admin"])
 def test_every_page_of_every_role_passes_axe_and_fits_1280px(live_server, browser, site, axe_path, role):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
@@ -144,7 +98,7 @@ def test_the_rating_page_works_at_390px_and_passes_axe(live_server, browser, sit
     page.set_default_timeout(20_000)
     try:
         _login(page, live_server.url, "ann")
-        for url in ("/", "/rate/next/"):
+        for url in ("/rate/", "/ratings/", "/rate/next/"):
             page.goto(f"{live_server.url}{url}")
             assert _axe(page, axe_path) == []
             assert _horizontal_overflow(page) == 0, url
