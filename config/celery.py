@@ -56,10 +56,10 @@ def broker_folders_ensure(conf=None) -> list[Path]:
     return folders
 
 
-def broker_reachable(*, timeout: float = 2.0) -> None:
+def broker_reachable(*, timeout: float = 2.0, retries: int = 0) -> None:
     """Return when the broker can take a message now, else raise the transport's error: for ``filesystem://``
-    its folders exist (created when missing) and are writable; for a server, one connection attempt succeeds
-    within ``timeout`` seconds.
+    its folders exist (created when missing) and are writable; for a server, a connection succeeds within
+    ``timeout`` seconds and ``retries`` further attempts (kombu's back-off: 2 s, 4 s, ...).
 
     Raises:
         OSError: a filesystem broker folder cannot be created or written. Any exception of the transport (kombu,
@@ -72,7 +72,7 @@ def broker_reachable(*, timeout: float = 2.0) -> None:
             raise PermissionError(f"not writable: {', '.join(unwritable)}")
         return
     with app.connection_for_write() as connection:
-        connection.ensure_connection(max_retries=0, timeout=timeout)
+        connection.ensure_connection(max_retries=retries, timeout=timeout)
 
 
 @app.on_after_configure.connect

@@ -34,7 +34,7 @@ def _check_broker() -> str | None:
     from config.celery import broker_reachable
 
     try:
-        broker_reachable()
+        broker_reachable(retries=1)  # one more try: a broker that is just restarting is still "ready"
     except Exception as exc:  # kombu raises many transport-specific errors
         return f"{type(exc).__name__}: {exc}"
     return None

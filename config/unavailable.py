@@ -96,7 +96,8 @@ def queue_unavailable_response(request: HttpRequest, error: EnqueueError) -> Htt
 
 
 class ServiceUnavailableMiddleware:
-    """Turn database and broker connection errors raised by a view into :func:`service_unavailable_response`."""
+    """Turn database and broker connection errors raised by a view into :func:`service_unavailable_response`, and
+    work that could not be queued (``EnqueueError``) into :func:`queue_unavailable_response`."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -125,8 +126,9 @@ def _answer_outage(request: HttpRequest, exception: BaseException | None,
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: :func:`service_unavailable_response` when the exception being handled means a backing
     service is unreachable (raised outside a view, e.g. by the session save at the end of a request), else
-    Django's own 500 page (``django.views.defaults.server_error``). Django calls it inside the ``except`` block
-    of the failed request, so ``sys.exc_info()`` holds that exception."""
+    the 500 page (``templates/500.html``, rendered by ``django.views.defaults.server_error`` without a request).
+    Django calls it inside the ``except`` block of the failed request, so ``sys.exc_info()`` holds that
+    exception."""
     from django.views.defaults import server_error as django_server_error
 
     return _answer_outage(request, sys.exc_info()[1], _unavailable_errors()) or django_server_error(request)
