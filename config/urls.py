@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from annotation.teams import views as team_views
 from config import dashboard, health
 
 urlpatterns = [
@@ -11,6 +12,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # One-time password-setting links of invited users (annotation.services.accounts.password_link_path).
+    path("accounts/set-password/done/", team_views.PasswordSetDoneView.as_view(), name="password-set-done"),
+    path("accounts/set-password/<uidb64>/<token>/", team_views.PasswordSetView.as_view(), name="password-set"),
+    # Admins: users and roles, teams (benchmark membership), bulk invitations.
+    path("team/", include("annotation.teams.urls")),
     # Where a login lands (by role), and the expert/admin home: the pipeline dashboard.
     path("start/", dashboard.start, name="start"),
     path("dashboard/", dashboard.dashboard_page, name="dashboard"),
