@@ -59,8 +59,7 @@ NAVIGATION: tuple[Group, ...] = (
     )),
     Group("prepare", "Prepare", (
         Entry("Jobs", "annotation:jobs", STAFF, also=("annotation:job", "annotation:job-start")),
-        Entry("LLM judges", "annotation:judges", STAFF,
-              also=("annotation:judge-new", "annotation:judge-edit", "annotation:connection-test")),
+        Entry("LLM judges", "annotation:judges", STAFF, also=("annotation:judge-new", "annotation:judge-edit")),
         Entry("LALMs", "annotation:lalms", STAFF, also=("annotation:lalm-new", "annotation:lalm-edit")),
         Entry("Judges vs humans", "annotation:judge-compare", STAFF),
     )),

@@ -86,7 +86,7 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
         "page": page,
         "filter_query": urlencode(filters),
         "total": page.paginator.count,
-        "filters": selectors.queue_filter_choices(),
+        "filters": selectors.queue_filter_choices(user=request.user),
         "chosen": {"benchmark": str(chosen["benchmark_id"] or ""), "modality": chosen["modality"],
                    "category": chosen["category"]},
     }

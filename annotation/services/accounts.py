@@ -172,6 +172,8 @@ def _invite_rows(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
         errors.append("line 1: no role column")
     if "email" not in header and "username" not in header:
         errors.append("line 1: an email or username column is needed")
+    if errors:  # the rows cannot be read without their columns
+        return [], errors
     reader.fieldnames = header
     rows = []
     for record in reader:

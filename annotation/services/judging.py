@@ -188,7 +188,7 @@ def judge_probe(*, judge: Judge) -> Probe:
         reply = client.judge(prompt=prompt)
         parsed = parse_judge_reply(reply.text)
         note = "" if parsed.ok else f"no score could be parsed from this reply ({parsed.error}); runs would fail"
-        answer = reply.text + (f"\n\nScore read: {parsed.score}" if parsed.ok else "")
+        answer = reply.text + (f"\n\nScore read: {parsed.score:g}" if parsed.ok else "")
         return Probe(endpoint=endpoint, request=prompt, answer=answer, note=note)
     probe = probability_prompt(prompt=prompt, template=prompt_template(judge.prompt_variant), mode=judge.mode)
     try:
