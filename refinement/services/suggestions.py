@@ -25,7 +25,14 @@ from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
 from annotation.jobs.registry import enqueue
 from annotation.models import Question, Rating
 from annotation.providers.base import Availability, Generation, ProviderError
-from annotation.providers.setup import GEMINI, PROVIDERS, chat_for, endpoint_availability, endpoint_resolve
+from annotation.providers.setup import (
+    GEMINI,
+    PROVIDERS,
+    chat_for,
+    default_model,
+    endpoint_availability,
+    endpoint_resolve,
+)
 from annotation.services.audit import audit_record
 from refinement.models import CorrectableField, Suggestion
 from refinement.selectors import suggestion_of_question
@@ -54,8 +61,7 @@ FIELD_GUIDANCE = {
 def suggestion_model() -> tuple[str, str]:
     """(provider, model name) the suggestions use, from the settings."""
     provider = settings.REFINEMENT_SUGGESTION_PROVIDER
-    default = settings.GEMINI_MODEL if provider == GEMINI else settings.OPENAI_COMPAT_MODEL
-    return provider, settings.REFINEMENT_SUGGESTION_MODEL or default
+    return provider, settings.REFINEMENT_SUGGESTION_MODEL or (default_model(provider) if provider in PROVIDERS else "")
 
 
 def suggestion_availability() -> Availability:
