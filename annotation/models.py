@@ -301,7 +301,8 @@ class Rating(models.Model):
 class Judge(models.Model):
     """An LLM judge: a provider, a model and a prompt variant (ORCA paper, section 5.6 and Appendix B.2).
 
-    Adding a judge is a row (admin or the judges page), not code. The prompt variants are the template files in
+    Adding a judge is a row (the judge form on the judges page, ``annotation.services.endpoints``), not code.
+    The prompt variants are the template files in
     ``annotation/judging/prompts/`` (Appendix B.2: the full prompt of Fig. 7, the context ablations of Table 6 and
     the modified prompt of Fig. 8). ``settings`` keys, all optional: ``base_url``, ``api_key_env``,
     ``temperature`` (default 0), ``max_tokens`` (cap on a generated reply: 256 on servers, 128 for local models),
@@ -313,8 +314,8 @@ class Judge(models.Model):
     parses the reply; ``probability`` reads the model's distribution over the tokens "1".."5" at the score
     position and stores Σ p(k)·k; ``probability_yesno`` reads P("Yes") for "Is the candidate answer correct?"
     (AQAScore, Kuan et al.) and stores 1 + 4·P(Yes). Probability modes generate nothing, so they never fail for
-    parsing; on an OpenAI-compatible server they need ``logprobs`` support (checked when the judge is saved in
-    the admin).
+    parsing; on an OpenAI-compatible server they need ``logprobs`` support (the connection test that saving such a
+    judge queues checks it, in a worker).
     """
 
     class Mode(models.TextChoices):
