@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.access import roles_of
+from annotation.crowd.items import benchmark_quality_set, gold_item_mark
 from annotation.crowd.models import Study, StudyParticipant
 from annotation.models import AuditEvent, BenchmarkMembership
 from annotation.services import queue_sql
@@ -68,6 +69,19 @@ def test_a_member_is_served_only_their_benchmarks_and_a_non_member_never_a_teams
 def test_without_any_membership_everyone_is_served_everything_as_before():
     candidates = _candidates(BenchmarkFactory()) + _candidates(BenchmarkFactory())
     assert sorted(_served(AnnotatorFactory())) == sorted(c.pk for c in candidates)
+
+
+def test_gold_items_of_a_teams_benchmark_go_to_its_members_only(admin):
+    team_bench, open_bench = BenchmarkFactory(), BenchmarkFactory()
+    gold = _candidates(team_bench, n=1)[0]
+    gold_item_mark(candidate=gold, min_score=3, max_score=5)
+    open_ = _candidates(open_bench, n=2)
+    for bench in (team_bench, open_bench):
+        benchmark_quality_set(benchmark=bench, gold_rate=1.0, attention_rate=0.0)
+    member, outsider = AnnotatorFactory.create_batch(2)
+    membership_set(benchmark=team_bench, users=[member], actor=admin)
+    assert sorted(_served(outsider)) == sorted(c.pk for c in open_)
+    assert _served(member) == [gold.pk]
 
 
 def test_the_sql_queue_and_the_orm_apply_the_same_rule(admin):
