@@ -1,5 +1,4 @@
 """Django admin for every core row."""
-from django import forms
 from django.contrib import admin
 
 from annotation.admin_audio import AudioClipUploadAdminMixin
@@ -17,7 +16,6 @@ from .models import (
     QuestionVersion,
     Rating,
 )
-from .services.judging import JudgeModeError, judge_mode_check
 
 
 @admin.register(Benchmark)
@@ -67,8 +65,22 @@ class QuestionVersionAdmin(admin.ModelAdmin):
         return []
 
 
+class EditedInThePlatformAdmin(admin.ModelAdmin):
+    """Read-only here: LALMs and judges are added and changed on their pages (``/lalms/``, ``/judges/``), whose
+    forms check the provider set-up (keys bound to hosts, no private base URL) and write the audit log."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(LALM)
-class LALMAdmin(admin.ModelAdmin):
+class LALMAdmin(EditedInThePlatformAdmin):
     list_display = ["name", "provider", "is_active", "created_at"]
     list_filter = ["provider", "is_active"]
     search_fields = ["name"]
@@ -98,31 +110,8 @@ class RatingAdmin(admin.ModelAdmin):
     raw_id_fields = ["candidate", "question_version", "annotator"]
 
 
-class JudgeAdminForm(forms.ModelForm):
-    """The judge form: a probability mode is checked against the provider before the judge is saved (a server
-    must return token log-probabilities; ``judge_mode_check`` sends it one request)."""
-
-    class Meta:
-        model = Judge
-        fields = "__all__"
-
-    def clean(self):
-        cleaned = super().clean()
-        if self.errors:
-            return cleaned
-        candidate = Judge(**{name: cleaned.get(name) for name in
-                             ("name", "provider", "model", "prompt_variant", "mode", "settings")})
-        candidate.settings = candidate.settings or {}
-        try:
-            judge_mode_check(judge=candidate)
-        except JudgeModeError as error:
-            raise forms.ValidationError({"mode": str(error)}) from error
-        return cleaned
-
-
 @admin.register(Judge)
-class JudgeAdmin(admin.ModelAdmin):
-    form = JudgeAdminForm
+class JudgeAdmin(EditedInThePlatformAdmin):
     list_display = ["name", "provider", "model", "prompt_variant", "mode", "is_active", "created_at"]
     list_filter = ["provider", "prompt_variant", "mode", "is_active"]
     search_fields = ["name", "model"]

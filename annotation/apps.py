@@ -11,4 +11,4 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         # The job kinds register their item work and Celery task when their service modules are imported; importing
         # them here makes every kind known in every process (web, worker, shell) before a job is started or worked.
-        from annotation.services import exports, jobs, judging  # noqa: F401
+        from annotation.services import endpoints, exports, jobs, judging  # noqa: F401

@@ -12,10 +12,10 @@ from .codes import ALL_CODE_STRINGS
 
 def _check_api_key_env(provider_settings) -> None:
     """``ValidationError`` on ``settings`` when it names an API key variable that is not allowed (see
-    ``annotation.providers.keys``); run by ``full_clean()`` (the admin, services)."""
+    ``annotation.providers.setup``); run by ``full_clean()`` (the admin, services)."""
     from django.core.exceptions import ValidationError
 
-    from annotation.providers.keys import api_key_env_error
+    from annotation.providers.setup import api_key_env_error
 
     if not isinstance(provider_settings, dict):
         raise ValidationError({"settings": "Settings must be a JSON object."})
@@ -301,7 +301,8 @@ class Rating(models.Model):
 class Judge(models.Model):
     """An LLM judge: a provider, a model and a prompt variant (ORCA paper, section 5.6 and Appendix B.2).
 
-    Adding a judge is a row (admin or the judges page), not code. The prompt variants are the template files in
+    Adding a judge is a row (the judge form on the judges page, ``annotation.services.endpoints``), not code.
+    The prompt variants are the template files in
     ``annotation/judging/prompts/`` (Appendix B.2: the full prompt of Fig. 7, the context ablations of Table 6 and
     the modified prompt of Fig. 8). ``settings`` keys, all optional: ``base_url``, ``api_key_env``,
     ``temperature`` (default 0), ``max_tokens`` (cap on a generated reply: 256 on servers, 128 for local models),
@@ -313,8 +314,8 @@ class Judge(models.Model):
     parses the reply; ``probability`` reads the model's distribution over the tokens "1".."5" at the score
     position and stores Σ p(k)·k; ``probability_yesno`` reads P("Yes") for "Is the candidate answer correct?"
     (AQAScore, Kuan et al.) and stores 1 + 4·P(Yes). Probability modes generate nothing, so they never fail for
-    parsing; on an OpenAI-compatible server they need ``logprobs`` support (checked when the judge is saved in
-    the admin).
+    parsing; on an OpenAI-compatible server they need ``logprobs`` support (the connection test that saving such a
+    judge queues checks it, in a worker).
     """
 
     class Mode(models.TextChoices):
@@ -507,6 +508,49 @@ class JobItem(models.Model):
         return f"job {self.job_id} / {self.question_id} ({self.status})"
 
 
+class ConnectionTest(models.Model):
+    """One "test connection" of an LALM or a judge: a worker sends the model one real request and stores the answer
+    or the error (``annotation.services.endpoints``); the page polls the row. Exactly one of ``lalm`` and
+    ``judge`` is set."""
+
+    #: The run statuses of a job (a test is never cancelled).
+    Status = Job.Status
+
+    lalm = models.ForeignKey(LALM, null=True, blank=True, on_delete=models.CASCADE, related_name="connection_tests",
+                             help_text="The LALM tested.")
+    judge = models.ForeignKey(Judge, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="connection_tests", help_text="The judge tested.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    endpoint = models.CharField(max_length=500, blank=True,
+                                help_text="Where the request went: provider, model, host and the key variable used.")
+    request = models.TextField(blank=True, help_text="What was sent (the prompt; audio: a generated 1 s tone).")
+    answer = models.TextField(blank=True, help_text="The model's answer as received.")
+    error = models.TextField(blank=True, help_text="Why the test failed (the provider's message).")
+    seconds = models.FloatField(null=True, blank=True, help_text="Seconds the request took.")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(lalm__isnull=True) ^ Q(judge__isnull=True),
+                                   name="connection_test_one_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"connection test {self.pk} of {self.lalm or self.judge} ({self.status})"
+
+    @property
+    def target(self):
+        """The LALM or judge tested."""
+        return self.lalm or self.judge
+
+
 class AuditEvent(models.Model):
     """One write by a person or a job: who, what, when, old → new (the admin's audit log).
 
@@ -556,3 +600,4 @@ from annotation.crowd.models import (  # noqa: E402,F401
     Study,
     StudyParticipant,
 )
+from annotation.teams.models import BenchmarkMembership  # noqa: E402,F401

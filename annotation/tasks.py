@@ -3,6 +3,7 @@ from celery import shared_task
 
 from annotation.jobs.items import job_item_process, job_items_process, job_items_requeue_stale
 from annotation.services.assignment import assignment_expire_stale
+from annotation.services.endpoints import connection_test_run
 from annotation.services.exports import export_run, exports_reclaim_stale
 
 
@@ -53,3 +54,11 @@ def job_items_requeue_stale_task() -> int:
 def exports_reclaim_stale_task() -> int:
     """Send again (or fail) export jobs whose worker went silent past ``EXPORT_LEASE_S`` (beat, every 5 minutes)."""
     return exports_reclaim_stale()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=300, time_limit=330)
+def connection_test_task(self, connection_test_pk: int) -> str:
+    """Send one LALM's or judge's model one real request and store the answer or the error (the "test connection"
+    button); returns the test's final status, or "gone" for a duplicate message or a deleted row."""
+    test = connection_test_run(test_pk=connection_test_pk, task_id=self.request.id)
+    return test.status if test is not None else "gone"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import audio, audit, exports, jobs, judges, overview, rating
+from annotation.views import audio, audit, endpoints, exports, jobs, judges, overview, rating
 
 app_name = "annotation"
 
@@ -17,6 +17,15 @@ urlpatterns: list = [
     # LLM judges (staff): judges + start form, comparison with humans.
     path("judges/", judges.judge_list, name="judges"),
     path("judges/compare/", judges.judge_compare, name="judge-compare"),
+    # LALMs and judges set up in forms (admins), with connection tests run by a worker.
+    path("judges/new/", endpoints.judge_new, name="judge-new"),
+    path("judges/<int:judge_pk>/", endpoints.judge_edit, name="judge-edit"),
+    path("judges/<int:judge_pk>/test/", endpoints.judge_test, name="judge-test"),
+    path("lalms/", endpoints.lalm_list, name="lalms"),
+    path("lalms/new/", endpoints.lalm_new, name="lalm-new"),
+    path("lalms/<int:lalm_pk>/", endpoints.lalm_edit, name="lalm-edit"),
+    path("lalms/<int:lalm_pk>/test/", endpoints.lalm_test, name="lalm-test"),
+    path("connection-tests/<int:test_pk>/", endpoints.connection_test, name="connection-test"),
     # Stage 1 preparation jobs (staff): list + start form, live progress, retry failed, cancel.
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/start/", jobs.job_create, name="job-start"),

@@ -59,7 +59,8 @@ NAVIGATION: tuple[Group, ...] = (
     )),
     Group("prepare", "Prepare", (
         Entry("Jobs", "annotation:jobs", STAFF, also=("annotation:job", "annotation:job-start")),
-        Entry("LLM judges", "annotation:judges", STAFF),
+        Entry("LLM judges", "annotation:judges", STAFF, also=("annotation:judge-new", "annotation:judge-edit")),
+        Entry("LALMs", "annotation:lalms", STAFF, also=("annotation:lalm-new", "annotation:lalm-edit")),
         Entry("Judges vs humans", "annotation:judge-compare", STAFF),
     )),
     Group("refine", "Refine", (
@@ -85,6 +86,9 @@ NAVIGATION: tuple[Group, ...] = (
         Entry("Audit log", "annotation:audit", ADMINS),
     )),
     Group("admin", "Admin", (
+        Entry("Users & roles", "team:users", ADMINS, also=("team:user-link",)),
+        Entry("Teams", "team:teams", ADMINS),
+        Entry("Invite users", "team:invite", ADMINS),
         Entry("Django admin", "admin:index", ADMINS),
     )),
 )

@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
+from annotation.teams import views as team_views
 from config import dashboard, health
 
 # The Django admin's "View site" opens the pipeline dashboard (only admins reach the admin).
@@ -17,6 +18,11 @@ urlpatterns = [
     # "/" and where a login lands: the pipeline dashboard for experts and admins, the rating home (/rate/) for
     # annotators, the login page for everyone else.
     path("", dashboard.start, name="start"),
+    # One-time password-setting links of invited users (annotation.services.accounts.password_link_path).
+    path("accounts/set-password/done/", team_views.PasswordSetDoneView.as_view(), name="password-set-done"),
+    path("accounts/set-password/<uidb64>/<token>/", team_views.PasswordSetView.as_view(), name="password-set"),
+    # Admins: users and roles, teams (benchmark membership), bulk invitations.
+    path("team/", include("annotation.teams.urls")),
     path("dashboard/", dashboard.dashboard_page, name="dashboard"),
     # REST API (annotation/api, refinement/api.py, modelling/api.py); schema, Swagger UI and Redoc under /api/.
     path("api/", include("annotation.api.urls")),

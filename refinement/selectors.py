@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Count, Q, QuerySet
 
-from annotation.access import STAFF, require_role
+from annotation.access import ADMIN, STAFF, has_role, require_role
 from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
+from annotation.teams.scope import works_on_q
 from refinement.diffs import DiffPart, word_diff
 from refinement.models import (
     CorrectableField,
@@ -29,24 +30,35 @@ HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANS
                   CorrectableField.TRANSCRIPT)
 
 
-def queue_counts() -> dict[str, int]:
-    """Open correction items per queue: every key of :class:`~refinement.models.Queue`, 0 when empty."""
+def _open_items(*, user=None) -> QuerySet[CorrectionItem]:
+    """Open correction items; for an expert (not an admin), only of the benchmarks they work on
+    (:mod:`annotation.teams.scope`: their team's, or the open ones when they belong to no team)."""
+    items = CorrectionItem.objects.filter(status=CorrectionItem.Status.OPEN)
+    if user is not None and not has_role(user, ADMIN):
+        items = items.filter(works_on_q(user=user, path="question__benchmark"))
+    return items
+
+
+def queue_counts(*, user=None) -> dict[str, int]:
+    """Open correction items per queue (only those ``user`` works on, when given, see :func:`_open_items`): every
+    key of :class:`~refinement.models.Queue`, 0 when empty."""
     counts = dict.fromkeys(Queue.values, 0)
-    rows = CorrectionItem.objects.filter(status=CorrectionItem.Status.OPEN).values("queue").annotate(n=Count("id"))
+    rows = _open_items(user=user).values("queue").annotate(n=Count("id"))
     counts.update({row["queue"]: row["n"] for row in rows})
     return counts
 
 
 def queue_counts_for_user(*, user) -> dict[str, int]:
-    """:func:`queue_counts` for an expert."""
+    """:func:`queue_counts` of the items an expert works on."""
     require_role(user, *STAFF)
-    return queue_counts()
+    return queue_counts(user=user)
 
 
 def queue_items_for_user(
     *, user, queue: str, benchmark_id: int | None = None, modality: str = "", category: str = ""
 ) -> QuerySet[CorrectionItem]:
-    """Open items of ``queue``, most flags first, filtered by benchmark / modality / category (empty: all).
+    """Open items of ``queue`` the user works on (experts: their benchmarks, :func:`_open_items`), most flags first,
+    filtered by benchmark / modality / category (empty: all).
 
     Each item has ``question`` (with ``benchmark``, ``current_version``) and ``question.review_claim`` loaded and
     ``open_flags`` annotated (open items of the question across all queues).
@@ -57,7 +69,7 @@ def queue_items_for_user(
     require_role(user, *STAFF)
     if queue not in Queue.values:
         raise ValueError(f"unknown queue {queue!r}")
-    items = CorrectionItem.objects.filter(queue=queue, status=CorrectionItem.Status.OPEN)
+    items = _open_items(user=user).filter(queue=queue)
     if benchmark_id:
         items = items.filter(question__benchmark_id=benchmark_id)
     if modality:
@@ -105,9 +117,10 @@ def queue_next_for_user(
     return None
 
 
-def queue_filter_choices() -> dict:
-    """Choices of the queue filters: benchmarks, modalities, categories of questions with open items."""
-    open_questions = Question.objects.filter(correction_items__status=CorrectionItem.Status.OPEN)
+def queue_filter_choices(*, user=None) -> dict:
+    """Choices of the queue filters: benchmarks, modalities, categories of questions with open items (those
+    ``user`` works on, when given)."""
+    open_questions = Question.objects.filter(pk__in=_open_items(user=user).values("question"))
     return {
         "benchmarks": list(Benchmark.objects.filter(questions__in=open_questions).distinct().values_list("pk", "name")),
         "modalities": Modality.choices,

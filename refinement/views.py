@@ -139,7 +139,7 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
         "show_category": any(i.question.category for i in items),
         "filter_query": urlencode(filters),
         "total": page.paginator.count,
-        "filters": selectors.queue_filter_choices(),
+        "filters": selectors.queue_filter_choices(user=request.user),
         "chosen": {"benchmark": str(chosen["benchmark_id"] or ""), "modality": chosen["modality"],
                    "category": chosen["category"]},
     }

@@ -62,7 +62,7 @@ def test_the_header_is_the_same_on_every_apps_pages(client):
     assert len({tuple(g) for g in groups.values()}) == 1, groups
     # The brand (home), then one link per group: dashboard, rate, prepare, refine, model, data, admin.
     assert groups["/rate/"] == ["/dashboard/", "/dashboard/", "/rate/", "/jobs/", "/refinement/",
-                                "/modelling/agreement/", "/overview/", "/admin/"]
+                                "/modelling/agreement/", "/overview/", "/team/users/"]
 
 
 def test_the_current_group_shows_its_pages_as_a_second_row_with_the_current_page_marked(client):

@@ -86,6 +86,32 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:job", "GET"): row(STAFF, "job_pk"),
     ("annotation:job-retry", "POST"): row(ADMIN, "job_pk"),
     ("annotation:job-cancel", "POST"): row(ADMIN, "job_pk"),
+    # LALMs and judges in forms: experts read the list and test results; admins add, change and test.
+    ("annotation:lalms", "GET"): row(STAFF),
+    ("annotation:lalm-new", "GET"): row(ADMIN),
+    ("annotation:lalm-new", "POST"): row(ADMIN),
+    ("annotation:lalm-edit", "GET"): row(ADMIN, "lalm_pk"),
+    ("annotation:lalm-edit", "POST"): row(ADMIN, "lalm_pk"),
+    ("annotation:lalm-test", "POST"): row(ADMIN, "lalm_pk"),
+    ("annotation:judge-new", "GET"): row(ADMIN),
+    ("annotation:judge-new", "POST"): row(ADMIN),
+    ("annotation:judge-edit", "GET"): row(ADMIN, "judge_pk"),
+    ("annotation:judge-edit", "POST"): row(ADMIN, "judge_pk"),
+    ("annotation:judge-test", "POST"): row(ADMIN, "judge_pk"),
+    ("annotation:connection-test", "GET"): row(STAFF, "connection_test_pk"),
+    # People: users and roles, teams, invitations (admins); the one-time password link is public (a bad token
+    # answers its own page).
+    ("team:users", "GET"): row(ADMIN),
+    ("team:user-role", "POST"): row(ADMIN, "annotator_pk"),
+    ("team:user-active", "POST"): row(ADMIN, "annotator_pk"),
+    ("team:user-link", "POST"): row(ADMIN, "annotator_pk"),
+    ("team:teams", "GET"): row(ADMIN),
+    ("team:team-set", "POST"): row(ADMIN, "benchmark_pk"),
+    ("team:invite", "GET"): row(ADMIN),
+    ("team:invite", "POST"): row(ADMIN),
+    ("password-set", "GET"): row(ALL, "uidb64", "token"),
+    ("password-set", "POST"): row(ALL, "uidb64", "token"),
+    ("password-set-done", "GET"): row(ALL),
     # Admin pages: exports and the audit log.
     ("annotation:exports", "GET"): row(ADMIN),
     ("annotation:export", "GET"): row(ADMIN, "export_pk"),
@@ -225,7 +251,7 @@ def test_every_url_has_an_expectation():
 @pytest.fixture
 def world(tmp_path, settings):
     """One object of each kind, owned so that the table's choices matter."""
-    from annotation.models import AuditEvent, JudgeRating
+    from annotation.models import AuditEvent, ConnectionTest, Judge, JudgeRating
     from annotation.services.exports import export_start
     from modelling.models import AgreementSnapshot, CrossFitRun, ModelVersion, Prediction, TrainingRun
     from refinement.models import Correction, Queue
@@ -265,6 +291,7 @@ def world(tmp_path, settings):
                                            upstream_path="/nonexistent-upstream")
     study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X")
+    judge_row = Judge.objects.create(name="m-judge", provider="openai", model="m")
     objects = {
         "assignment_pk": assignment.pk, "clip_pk": clip.pk, "job_pk": job.pk, "export_pk": export.pk,
         "queue": item.queue, "question_id": question.pk, "item_id": item.pk, "suggestion_id": suggestion.pk,
@@ -274,6 +301,8 @@ def world(tmp_path, settings):
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
         "crossfit_pk": CrossFitRun.objects.create(folds=2).pk, "imported_model_pk": imported.pk,
+        "judge_pk": judge_row.pk, "connection_test_pk": ConnectionTest.objects.create(judge=judge_row).pk,
+        "uidb64": "MQ", "token": "set-password",
     }
     return users, objects
 

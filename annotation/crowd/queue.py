@@ -28,6 +28,7 @@ from annotation.crowd.models import (
     StudyParticipant,
 )
 from annotation.models import Assignment, Benchmark, Question
+from annotation.teams.scope import works_on_q
 
 _rng = random.Random()
 
@@ -160,6 +161,10 @@ def _eligible_items(*, annotator, qualification: bool, kind: str | None, benchma
     )
     if qualification:
         items = items.filter(in_qualification=True)
+    else:
+        # Teams: a gold item or attention check belongs to its benchmark and goes only to who works on it
+        # (qualification items are the platform's entry test, for everyone).
+        items = items.filter(works_on_q(user=annotator, path="candidate__question_version__question__benchmark"))
     if kind is not None:
         items = items.filter(kind=kind)
     if benchmark is not None:

@@ -130,25 +130,8 @@ class GeminiJudge:
 
     def judge(self, *, prompt: str) -> JudgeReply:
         """Ask ``prompt``. Raises the provider errors of ``GeminiAudioChat`` (transient ones after retries)."""
-        from google.genai import types
-
-        client = self.chat.client()
-        config = types.GenerateContentConfig(temperature=self.chat.temperature)
-
-        def generate():
-            response = client.models.generate_content(model=self.chat.model, contents=[prompt], config=config)
-            text = response.text
-            if not text or not text.strip():
-                raise PermanentProviderError("Gemini generate_content: empty answer")
-            return response, text
-
-        response, text = self.chat._call(generate, what="generate_content")
-        meta = response.usage_metadata
-        usage = {}
-        if meta is not None:
-            usage = {"prompt_tokens": meta.prompt_token_count, "output_tokens": meta.candidates_token_count,
-                     "total_tokens": meta.total_token_count}
-        return JudgeReply(text=text.strip(), model=response.model_version or self.chat.model, usage=usage)
+        generation = self.chat.generate(audio_path=None, system="", prompt=prompt)
+        return JudgeReply(text=generation.text, model=generation.model, usage=generation.usage)
 
 
 # --- local transformers judges ------------------------------------------------------------------------------

@@ -1,14 +1,15 @@
 """Answer generators for Stage 1b (ORCA paper, section 3.1): an LALM is asked the question with the audio.
 
-Each ``LALM`` row names its provider and settings, so adding a model is a form in the admin, not code.
+Each ``LALM`` row names its provider and settings, so adding a model is a form in the browser (``/lalms/``), not
+code.
 ``LALM.settings`` keys (all optional):
 
 * ``model``: the model name (Gemini: default ``GEMINI_MODEL``; OpenAI-compatible: required);
 * ``base_url``: the server (OpenAI-compatible: required unless ``OPENAI_COMPAT_BASE_URL`` is set; Gemini: a
   proxy or test server, default Google's);
 * ``api_key_env``: the name of the environment variable holding the key (default ``GEMINI_API_KEY`` /
-  ``OPENAI_COMPAT_API_KEY``), matching ``PROVIDER_API_KEY_ENV_PATTERN`` (:mod:`.keys`); keys are never stored in
-  the database;
+  ``OPENAI_COMPAT_API_KEY``), matching ``PROVIDER_API_KEY_ENV_PATTERN``; keys are never stored in the database,
+  and a key goes only to the hosts it is bound to (:mod:`.setup`);
 * ``requests_per_minute``: rate limit for this LALM (default the provider's setting);
 * ``system_prompt``, ``prompt_template`` (``{question}`` is replaced), ``temperature``, ``max_tokens``;
 * ``audio_input`` (OpenAI-compatible, default true): false sends the question without the clip, for a text-only
@@ -18,41 +19,20 @@ LALMs with provider ``import`` have their answers imported from JSONL (``annotat
 """
 from __future__ import annotations
 
-from django.conf import settings
-
 from annotation.models import LALM
 
-from .base import Availability, Generation, ProviderUnavailable, RateLimiter, RetryPolicy
-from .gemini import GeminiAudioChat
-from .keys import api_key_env_error, api_key_from_env
-from .openai_compat import OpenAICompatAudioChat
+from .base import Availability, Generation, ProviderUnavailable
+from .setup import chat_for, endpoint_availability, endpoint_resolve
 
 DEFAULT_PROMPT_TEMPLATE = "{question}"
 
 
-def _api_key(lalm: LALM, default: str) -> str:
-    return api_key_from_env(provider_settings=lalm.settings, default=default)
-
-
 def answer_availability(*, lalm: LALM) -> Availability:
-    """Whether ``lalm`` can be asked for candidate answers here, and why not."""
-    conf = lalm.settings or {}
+    """Whether ``lalm`` can be asked for candidate answers here, and why not (:mod:`.setup` decides)."""
     name = f"{lalm.name} ({lalm.get_provider_display()})"
     if lalm.provider == LALM.Provider.IMPORT:
         return Availability(name, False, "answers of this LALM are imported from JSONL, not generated")
-    if key_error := api_key_env_error(conf):
-        return Availability(name, False, key_error)
-    if lalm.provider == LALM.Provider.GEMINI:
-        if not _api_key(lalm, settings.GEMINI_API_KEY):
-            return Availability(name, False, f"{conf.get('api_key_env') or 'GEMINI_API_KEY'} is not set")
-        return Availability(name, True)
-    if lalm.provider == LALM.Provider.OPENAI:
-        if not (conf.get("base_url") or settings.OPENAI_COMPAT_BASE_URL):
-            return Availability(name, False, "no base_url in the LALM's settings and OPENAI_COMPAT_BASE_URL is not set")
-        if not (conf.get("model") or settings.OPENAI_COMPAT_MODEL):
-            return Availability(name, False, "no model in the LALM's settings and OPENAI_COMPAT_MODEL is not set")
-        return Availability(name, True)
-    return Availability(name, False, f"unknown provider {lalm.provider!r}")
+    return endpoint_availability(name=name, provider=lalm.provider, conf=lalm.settings)
 
 
 class ChatAnswerGenerator:
@@ -70,8 +50,8 @@ class ChatAnswerGenerator:
         return self.chat.generate(audio_path=audio_path, system=self.system_prompt, prompt=prompt)
 
 
-def answer_generator_for(*, lalm: LALM) -> ChatAnswerGenerator:
-    """The answer generator for an LALM row.
+def answer_generator_for(*, lalm: LALM, policy=None) -> ChatAnswerGenerator:
+    """The answer generator for an LALM row (``policy``: the retry policy, default the settings').
 
     Raises:
         ProviderUnavailable: the LALM cannot be asked here (reason in the message).
@@ -80,39 +60,12 @@ def answer_generator_for(*, lalm: LALM) -> ChatAnswerGenerator:
     if not availability.ok:
         raise ProviderUnavailable(availability.reason)
     conf = lalm.settings or {}
-    policy = RetryPolicy.from_settings()
-    common = {
-        "timeout_s": float(conf.get("timeout_s", settings.PREPARATION_REQUEST_TIMEOUT_S)),
-        "policy": policy,
-        "temperature": conf.get("temperature"),
-    }
-    if lalm.provider == LALM.Provider.GEMINI:
-        chat = GeminiAudioChat(
-            api_key=_api_key(lalm, settings.GEMINI_API_KEY),
-            model=conf.get("model") or settings.GEMINI_MODEL,
-            base_url=conf.get("base_url") or settings.GEMINI_BASE_URL,
-            limiter=RateLimiter(
-                key="gemini", per_minute=int(conf.get("requests_per_minute", settings.GEMINI_REQUESTS_PER_MINUTE))
-            ),
-            **common,
-        )
-    else:
-        base_url = conf.get("base_url") or settings.OPENAI_COMPAT_BASE_URL
-        chat = OpenAICompatAudioChat(
-            base_url=base_url,
-            model=conf.get("model") or settings.OPENAI_COMPAT_MODEL,
-            api_key=_api_key(lalm, settings.OPENAI_COMPAT_API_KEY),
-            limiter=RateLimiter(
-                key=f"openai:{base_url}",
-                per_minute=int(conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)),
-            ),
-            max_tokens=conf.get("max_tokens"),
-            audio_input=bool(conf.get("audio_input", True)),
-            **common,
-        )
+    chat = chat_for(endpoint_resolve(provider=lalm.provider, conf=conf), conf=conf, policy=policy,
+                    temperature=conf.get("temperature"), max_tokens=conf.get("max_tokens"),
+                    audio_input=bool(conf.get("audio_input", True)))
     return ChatAnswerGenerator(
         name=availability.name,
         chat=chat,
         system_prompt=conf.get("system_prompt", ""),
-        prompt_template=conf.get("prompt_template", DEFAULT_PROMPT_TEMPLATE),
+        prompt_template=conf.get("prompt_template") or DEFAULT_PROMPT_TEMPLATE,
     )

@@ -90,7 +90,9 @@ class GeminiAudioChat:
         from google import genai
         from google.genai import types
 
-        options = types.HttpOptions(timeout=int(self.timeout_s * 1000), base_url=self.base_url or None)
+        # No redirects: an allowed host must not bounce the request, and its key, elsewhere (providers.setup).
+        options = types.HttpOptions(timeout=int(self.timeout_s * 1000), base_url=self.base_url or None,
+                                    client_args={"follow_redirects": False})
         return genai.Client(api_key=self.api_key, http_options=options)
 
     def _call(self, fn, *, what: str):
@@ -105,8 +107,9 @@ class GeminiAudioChat:
 
         return call_with_retry(attempt, policy=self.policy, limiter=self.limiter)
 
-    def generate(self, *, audio_path: str, system: str, prompt: str) -> Generation:
-        """Upload ``audio_path`` and ask ``prompt`` (text part, then the audio part) under ``system``.
+    def generate(self, *, audio_path: str | None, system: str, prompt: str) -> Generation:
+        """Ask ``prompt`` under ``system`` ('' for none), with the audio at ``audio_path`` uploaded first and sent
+        after the text part, or text only when ``audio_path`` is None (judges, suggestions without audio).
 
         Returns:
             The reply text (stripped), the model and ``usage`` = {prompt_tokens, output_tokens, total_tokens}.
@@ -117,18 +120,10 @@ class GeminiAudioChat:
         from google.genai import types
 
         client = self.client()
-        mime = audio_mime_type(audio_path)
-        uploaded = self._call(
-            lambda: client.files.upload(file=str(audio_path), config={"mime_type": mime}), what="file upload"
-        )
-        deadline = time.monotonic() + self.timeout_s
-        while getattr(uploaded, "state", None) == types.FileState.PROCESSING and time.monotonic() < deadline:
-            time.sleep(1)
-            uploaded = self._call(lambda uploaded=uploaded: client.files.get(name=uploaded.name), what="file status")
-        if getattr(uploaded, "state", None) == types.FileState.FAILED:
-            raise PermanentProviderError(f"Gemini could not process the uploaded audio {uploaded.name}")
-        config = types.GenerateContentConfig(system_instruction=system, temperature=self.temperature)
-        contents = [prompt, types.Part.from_uri(file_uri=uploaded.uri, mime_type=uploaded.mime_type or mime)]
+        contents: list = [prompt]
+        if audio_path is not None:
+            contents.append(self._upload(client, audio_path))
+        config = types.GenerateContentConfig(system_instruction=system or None, temperature=self.temperature)
 
         def generate():
             response = client.models.generate_content(model=self.model, contents=contents, config=config)
@@ -148,3 +143,19 @@ class GeminiAudioChat:
                 "total_tokens": meta.total_token_count,
             }
         return Generation(text=text.strip(), model=response.model_version or self.model, usage=usage)
+
+    def _upload(self, client, audio_path: str):
+        """Upload the clip with the Files API, wait while Gemini processes it; the audio part of the request."""
+        from google.genai import types
+
+        mime = audio_mime_type(audio_path)
+        uploaded = self._call(
+            lambda: client.files.upload(file=str(audio_path), config={"mime_type": mime}), what="file upload"
+        )
+        deadline = time.monotonic() + self.timeout_s
+        while getattr(uploaded, "state", None) == types.FileState.PROCESSING and time.monotonic() < deadline:
+            time.sleep(1)
+            uploaded = self._call(lambda uploaded=uploaded: client.files.get(name=uploaded.name), what="file status")
+        if getattr(uploaded, "state", None) == types.FileState.FAILED:
+            raise PermanentProviderError(f"Gemini could not process the uploaded audio {uploaded.name}")
+        return types.Part.from_uri(file_uri=uploaded.uri, mime_type=uploaded.mime_type or mime)

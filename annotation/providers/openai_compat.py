@@ -88,8 +88,10 @@ class OpenAICompatAudioChat:
         """
         import openai
 
+        # No redirects: an allowed host must not bounce the request, and its key, elsewhere (providers.setup).
         client = openai.OpenAI(
-            base_url=self.base_url, api_key=self.api_key or "not-needed", max_retries=0, timeout=self.timeout_s
+            base_url=self.base_url, api_key=self.api_key or "not-needed", max_retries=0, timeout=self.timeout_s,
+            http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=self.timeout_s),
         )
         if self.temperature is not None:
             extra.setdefault("temperature", self.temperature)
@@ -111,8 +113,9 @@ class OpenAICompatAudioChat:
 
         return call_with_retry(attempt, policy=self.policy, limiter=self.limiter)
 
-    def generate(self, *, audio_path: str, system: str, prompt: str) -> Generation:
-        """Ask ``prompt`` with the audio under ``system``; returns the reply text, model and ``usage`` tokens.
+    def generate(self, *, audio_path: str | None, system: str, prompt: str) -> Generation:
+        """Ask ``prompt`` under ``system`` ('' for none) with the audio at ``audio_path`` (None, or an instance
+        made with ``audio_input=False``: the text alone); returns the reply text, model and ``usage`` tokens.
 
         Raises:
             TransientProviderError: still failing after the retries. PermanentProviderError: 4xx, malformed.
@@ -120,7 +123,7 @@ class OpenAICompatAudioChat:
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
-        if self.audio_input:
+        if self.audio_input and audio_path is not None:
             messages.append(
                 {"role": "user", "content": [{"type": "text", "text": prompt}, audio_content_part(audio_path)]}
             )

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from .base import Availability, Generation, ProviderUnavailable, RateLimiter, RetryPolicy
+from .base import Availability, Generation, ProviderUnavailable
 from .gemini import GeminiAudioChat
 from .openai_compat import OpenAICompatAudioChat
-
-GEMINI = "gemini"
-OPENAI = "openai"
+from .setup import GEMINI, OPENAI, chat_for, endpoint_availability, endpoint_resolve
 
 #: System prompt, verbatim from ORCA paper, Appendix B.1 (Figure 6).
 RATIONALE_SYSTEM_PROMPT = (
@@ -45,25 +43,24 @@ class ChatRationaleWriter:
         return self.chat.generate(audio_path=audio_path, system=RATIONALE_SYSTEM_PROMPT, prompt=prompt)
 
 
+def _rationale_name(provider: str) -> str:
+    if provider == GEMINI:
+        return f"Gemini ({settings.GEMINI_MODEL})"
+    if provider == OPENAI:
+        return f"OpenAI-compatible ({settings.OPENAI_COMPAT_MODEL or 'no model'})"
+    return provider
+
+
 def rationale_availability(*, provider: str = "") -> Availability:
     """Whether the rationale provider (``RATIONALE_PROVIDER`` unless given) is configured, and why not."""
     provider = provider or settings.RATIONALE_PROVIDER
-    if provider == GEMINI:
-        if not settings.GEMINI_API_KEY:
-            return Availability(f"Gemini ({settings.GEMINI_MODEL})", False, "GEMINI_API_KEY is not set")
-        return Availability(f"Gemini ({settings.GEMINI_MODEL})", True)
-    if provider == OPENAI:
-        name = f"OpenAI-compatible ({settings.OPENAI_COMPAT_MODEL or 'no model'})"
-        if not settings.OPENAI_COMPAT_BASE_URL:
-            return Availability(name, False, "OPENAI_COMPAT_BASE_URL is not set")
-        if not settings.OPENAI_COMPAT_MODEL:
-            return Availability(name, False, "OPENAI_COMPAT_MODEL is not set")
-        return Availability(name, True)
-    return Availability(provider, False, f"unknown RATIONALE_PROVIDER {provider!r}; use gemini or openai")
+    if provider not in (GEMINI, OPENAI):
+        return Availability(provider, False, f"unknown RATIONALE_PROVIDER {provider!r}; use gemini or openai")
+    return endpoint_availability(name=_rationale_name(provider), provider=provider)
 
 
 def rationale_writer_from_settings(*, provider: str = "") -> ChatRationaleWriter:
-    """The configured rationale writer.
+    """The configured rationale writer (the operator's ``GEMINI_*`` / ``OPENAI_COMPAT_*`` settings).
 
     Raises:
         ProviderUnavailable: not configured (the message says which setting is missing).
@@ -72,25 +69,4 @@ def rationale_writer_from_settings(*, provider: str = "") -> ChatRationaleWriter
     availability = rationale_availability(provider=provider)
     if not availability.ok:
         raise ProviderUnavailable(availability.reason)
-    policy = RetryPolicy.from_settings()
-    if provider == GEMINI:
-        chat = GeminiAudioChat(
-            api_key=settings.GEMINI_API_KEY,
-            model=settings.GEMINI_MODEL,
-            base_url=settings.GEMINI_BASE_URL,
-            timeout_s=settings.PREPARATION_REQUEST_TIMEOUT_S,
-            policy=policy,
-            limiter=RateLimiter(key="gemini", per_minute=settings.GEMINI_REQUESTS_PER_MINUTE),
-        )
-    else:
-        chat = OpenAICompatAudioChat(
-            base_url=settings.OPENAI_COMPAT_BASE_URL,
-            model=settings.OPENAI_COMPAT_MODEL,
-            api_key=settings.OPENAI_COMPAT_API_KEY,
-            timeout_s=settings.PREPARATION_REQUEST_TIMEOUT_S,
-            policy=policy,
-            limiter=RateLimiter(
-                key=f"openai:{settings.OPENAI_COMPAT_BASE_URL}", per_minute=settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE
-            ),
-        )
-    return ChatRationaleWriter(name=availability.name, chat=chat)
+    return ChatRationaleWriter(name=availability.name, chat=chat_for(endpoint_resolve(provider=provider)))

@@ -1,12 +1,27 @@
 """User accounts and their role groups (``annotator``, ``expert``, ``admin``); what each role may do is decided in
-``annotation.access``."""
-from dataclasses import dataclass
+``annotation.access``.
+
+Admins manage accounts in the browser (``annotation.teams.views``): the role of a user (:func:`user_role_set`),
+deactivation (:func:`user_active_set`), invitations in bulk from a CSV (:func:`users_invite_bulk`) and one-time
+password-setting links (:func:`password_link_path`, Django's password-reset tokens: a link stops working once the
+password is set, and after ``PASSWORD_RESET_TIMEOUT`` seconds). Every change is in the audit log.
+"""
+import csv
+import io
+from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
+from django.db.models.functions import Lower
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
-from annotation.access import ROLES
+from annotation.access import ADMIN, ROLES, require_role, roles_forget, roles_of
 
 #: The demo accounts ``make run`` creates: username -> role. They share DEMO_PASSWORD.
 DEMO_ACCOUNTS = {
@@ -45,11 +60,215 @@ def user_create_with_role(*, username: str, role: str, password: str | None) -> 
             user.set_unusable_password()
         else:
             user.set_password(password)
-        user.is_staff = role in ("admin", "expert")
-        user.is_superuser = role == "admin"
+        _role_flags(user, role)
         user.save()
     user.groups.add(Group.objects.get(name=role))
     return AccountResult(username=username, role=role, created=created)
+
+
+def _role_flags(user, role: str) -> None:
+    """Admins are Django staff superusers (they use the Django admin), experts staff without superuser rights."""
+    user.is_staff = role in ("admin", "expert")
+    user.is_superuser = role == "admin"
+
+
+def user_role_of(user) -> str:
+    """The highest role ``user`` holds ('' for none), as :func:`annotation.access.roles_of` counts it."""
+    held = roles_of(user)
+    return next((role for role in reversed(ROLES) if role in held), "")
+
+
+def user_role_set(*, user, role: str, actor):
+    """Give ``user`` exactly the role ``role`` (its group and the staff flags of :func:`_role_flags`).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin.
+        ValidationError: an unknown role, or an admin changing their own role (they would lock themselves out).
+    """
+    require_role(actor, ADMIN, message="Only admins may change roles.")
+    if role not in ROLES:
+        raise ValidationError({"role": f"unknown role {role!r} (expected one of {', '.join(ROLES)})"})
+    if user.pk == actor.pk:
+        raise ValidationError({"role": "You cannot change your own role; ask another admin."})
+    from annotation.services.audit import audit_record
+
+    with transaction.atomic():
+        old = user_role_of(user)
+        user.groups.remove(*Group.objects.filter(name__in=ROLES))
+        user.groups.add(Group.objects.get(name=role))
+        _role_flags(user, role)
+        user.save(update_fields=["is_staff", "is_superuser"])
+        roles_forget(user)
+        audit_record(actor=actor, action="user.role", obj=user, old={"role": old}, new={"role": role})
+    return user
+
+
+def user_active_set(*, user, active: bool, actor):
+    """Let ``user`` log in again (``active``) or not; an inactive user has no role (``annotation.access``).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin. ValidationError: an admin deactivating themselves.
+    """
+    require_role(actor, ADMIN, message="Only admins may deactivate users.")
+    if user.pk == actor.pk and not active:
+        raise ValidationError("You cannot deactivate yourself; ask another admin.")
+    from annotation.services.audit import audit_record
+
+    with transaction.atomic():
+        old = user.is_active
+        user.is_active = active
+        user.save(update_fields=["is_active"])
+        roles_forget(user)
+        audit_record(actor=actor, action="user.active", obj=user, old={"is_active": old}, new={"is_active": active})
+    return user
+
+
+def password_link_path(*, user) -> str:
+    """The path of a one-time link that lets ``user`` set their password (``/accounts/set-password/<uid>/<token>/``).
+
+    The token is Django's password-reset token: it is bound to the user's password hash and last login, so it stops
+    working once the password is set (or the user logs in), and after ``PASSWORD_RESET_TIMEOUT`` seconds.
+    """
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    return reverse("password-set", args=[uid, default_token_generator.make_token(user)])
+
+
+# --- bulk invitations ---------------------------------------------------------------------------------------------
+#: Columns of an invitation CSV: ``email`` or ``username`` (at least one), ``role``; ``benchmarks`` (names separated
+#: by ";") makes the user a member of those benchmarks (``annotation.teams``).
+INVITE_COLUMNS = ("email", "username", "role", "benchmarks")
+#: At most this many users per file.
+INVITE_MAX_ROWS = 5000
+
+
+class InviteError(ValueError):
+    """An invitation file with errors; ``errors`` lists each as "line N, field F: why". Nothing was created."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass
+class Invited:
+    """A user created by :func:`users_invite_bulk`: the row, its role and the benchmarks it was made a member of."""
+
+    user: object
+    role: str
+    benchmarks: list[str] = field(default_factory=list)
+
+
+def _invite_rows(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
+    """The rows of an invitation CSV as ``(line, {column: value})`` and the errors of its header."""
+    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    header = [name.strip().lower() for name in (reader.fieldnames or [])]
+    errors = []
+    if not header:
+        return [], ["line 1: the file is empty; the first line names the columns (email, username, role)"]
+    unknown = [name for name in header if name not in INVITE_COLUMNS]
+    if unknown:
+        errors.append(f"line 1: unknown column {', '.join(map(repr, unknown))} (expected {', '.join(INVITE_COLUMNS)})")
+    if "role" not in header:
+        errors.append("line 1: no role column")
+    if "email" not in header and "username" not in header:
+        errors.append("line 1: an email or username column is needed")
+    if errors:  # the rows cannot be read without their columns
+        return [], errors
+    reader.fieldnames = header
+    rows = []
+    for record in reader:
+        line = reader.line_num
+        values = {k: (v or "").strip() for k, v in record.items() if k is not None}
+        if None in record:
+            errors.append(f"line {line}: more values than columns")
+        if any(values.values()):
+            rows.append((line, values))
+    return rows, errors
+
+
+def users_invite_bulk(*, text: str, actor) -> list[Invited]:
+    """Create the users of an invitation CSV, each with an unusable password (they set one through
+    :func:`password_link_path`), their role and, when the ``benchmarks`` column names some, their memberships.
+
+    A row's ``username`` defaults to its ``email``. Every row is checked before anything is written, in one
+    transaction: a user that exists already (same username or e-mail), a duplicate in the file, a malformed e-mail,
+    username or role, an unknown benchmark.
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin.
+        InviteError: every problem of the file, each as "line N, field F: why"; nothing is created.
+    """
+    from annotation.models import Benchmark
+    from annotation.services.audit import audit_record
+    from annotation.teams.models import BenchmarkMembership
+
+    require_role(actor, ADMIN, message="Only admins may invite users.")
+    User = get_user_model()
+    rows, errors = _invite_rows(text)
+    if len(rows) > INVITE_MAX_ROWS:
+        raise InviteError([f"the file has {len(rows)} users; at most {INVITE_MAX_ROWS} per file"])
+    if not rows and not errors:
+        errors.append("the file has no user rows")
+    names = {b.name: b for b in Benchmark.objects.all()}
+    seen: dict[str, int] = {}
+    plans = []
+    for line, values in rows:
+        email, username = values.get("email", ""), values.get("username", "") or values.get("email", "")
+        role = values.get("role", "").lower()
+        if email:
+            try:
+                validate_email(email)
+            except ValidationError:
+                errors.append(f"line {line}, field email: {email!r} is not an e-mail address")
+        if not username:
+            errors.append(f"line {line}, field username: empty (give a username or an e-mail)")
+        else:
+            try:
+                User.username_validator(username)
+                if len(username) > 150:
+                    raise ValidationError("too long")
+            except ValidationError:
+                errors.append(f"line {line}, field username: {username!r} is not a valid username (at most 150 "
+                              "letters, digits and @.+-_)")
+        if role not in ROLES:
+            errors.append(f"line {line}, field role: {values.get('role', '')!r} is not a role "
+                          f"(expected {', '.join(ROLES)})")
+        benchmarks = [name.strip() for name in values.get("benchmarks", "").split(";") if name.strip()]
+        for name in benchmarks:
+            if name not in names:
+                errors.append(f"line {line}, field benchmarks: no benchmark named {name!r}")
+        for key, value in (("username", username.lower()), ("email", email.lower())):
+            if value and (f"{key}:{value}" in seen):
+                errors.append(f"line {line}, field {key}: {value!r} is also on line {seen[f'{key}:{value}']}")
+            elif value:
+                seen[f"{key}:{value}"] = line
+        plans.append((line, email, username, role, benchmarks))
+    taken_names = set(User.objects.annotate(key=Lower("username"))
+                      .filter(key__in=[p[2].lower() for p in plans if p[2]]).values_list("key", flat=True))
+    taken_emails = set(User.objects.annotate(key=Lower("email"))
+                       .filter(key__in=[p[1].lower() for p in plans if p[1]]).values_list("key", flat=True))
+    for line, email, username, _role, _b in plans:
+        if username and username.lower() in taken_names:
+            errors.append(f"line {line}, field username: a user {username!r} exists already")
+        if email and email.lower() in taken_emails:
+            errors.append(f"line {line}, field email: a user with {email!r} exists already")
+    if errors:
+        raise InviteError(errors)
+    invited = []
+    with transaction.atomic():
+        groups = {g.name: g for g in Group.objects.filter(name__in=ROLES)}
+        for _line, email, username, role, benchmarks in plans:
+            user = User(username=username, email=email)
+            user.set_unusable_password()
+            _role_flags(user, role)
+            user.save()
+            user.groups.add(groups[role])
+            BenchmarkMembership.objects.bulk_create(
+                [BenchmarkMembership(benchmark=names[name], user=user, added_by=actor) for name in benchmarks])
+            audit_record(actor=actor, action="user.invite", obj=user, new={"role": role, "email": email,
+                                                                           "benchmarks": benchmarks})
+            invited.append(Invited(user=user, role=role, benchmarks=benchmarks))
+    return invited
 
 
 def demo_accounts_create() -> list[AccountResult]:

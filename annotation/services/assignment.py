@@ -29,6 +29,7 @@ from annotation.models import Assignment, Benchmark, CandidateAnswer, QualityIte
 from annotation.services import queue_sql
 from annotation.services.audit import audit_record
 from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
+from annotation.teams.scope import works_on_q
 
 #: Candidate ids read per page at one valid-rating count (in priority order; eligible ones are shuffled among
 #: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
@@ -74,14 +75,16 @@ def _open_for_annotator_conditions(*, annotator, benchmark: Benchmark | None) ->
     ) & ~Exists(own_rating) & ~Exists(own_skip) & ~Exists(quality_item)
     if benchmark is not None:
         conditions &= Q(question_version__question__benchmark=benchmark)
+    conditions &= works_on_q(user=annotator, path="question_version__question__benchmark")
     return conditions
 
 
 def candidates_open_for_annotator(*, annotator, now: datetime, benchmark: Benchmark | None = None) -> QuerySet:
     """Candidate answers ``annotator`` may be given now, annotated with ``k`` and ``held`` (slots held by others).
 
-    A candidate qualifies when its question version is the question's current one, the question is active, the
-    annotator has neither rated nor skipped it, and ``valid_rating_count + held < k``. Unordered and unlocked.
+    A candidate qualifies when its question version is the question's current one, the question is active and in
+    a benchmark the annotator works on (:mod:`annotation.teams.scope`), the annotator has neither rated nor skipped
+    it, and ``valid_rating_count + held < k``. Unordered and unlocked.
     """
     return (
         CandidateAnswer.objects.annotate(

@@ -10,13 +10,15 @@ failure"); retrying the job asks again for exactly those.
 
 Judges in a probability mode (``Judge.Mode``; :mod:`annotation.judging.probability`) generate nothing: the
 item's candidates are scored from the model's token distribution (local models: batched forward passes; servers:
-one-token requests with ``top_logprobs``), so they cannot fail for parsing. A server judge in such a mode is
-checked for log-probability support when it is saved (:func:`judge_mode_check`).
+one-token requests with ``top_logprobs``), so they cannot fail for parsing. Whether a server returns
+log-probabilities is found by the judge's connection test (:func:`judge_probe`), which runs in a worker and is
+queued when such a judge is saved (``annotation.services.endpoints``).
 """
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -43,8 +45,14 @@ from annotation.judging.probability import (
 )
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
 from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question
-from annotation.providers.base import Availability, ProviderError, ProviderUnavailable, RateLimiter, RetryPolicy
-from annotation.providers.keys import api_key_env_error, api_key_from_env
+from annotation.providers.base import Availability, PermanentProviderError, ProviderUnavailable, RetryPolicy
+from annotation.providers.setup import (
+    ProviderSetupError,
+    chat_for,
+    endpoint_availability,
+    endpoint_label,
+    endpoint_resolve,
+)
 from annotation.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
@@ -55,97 +63,51 @@ logger = logging.getLogger(__name__)
 #: template's short explanation and the score line, so a local generating judge takes seconds per candidate.
 SERVER_MAX_TOKENS = 256
 LOCAL_MAX_TOKENS = 128
-#: The probe sent when a server judge in a probability mode is saved (reduced to the mode's output like any prompt).
-PROBE_PROMPT = ("Question: What is the capital of France?\nExpected Answer: Paris\nCandidate Answer: Paris\n"
-                "Output:\nScore: [1-5]")
-def _api_key(judge: Judge, default: str) -> str:
-    return api_key_from_env(provider_settings=judge.settings, default=default)
-
-
+#: The example a judge's connection test fills its prompt template with (:func:`judge_probe`).
+PROBE_TEXTS = {"question": "What is the capital of France?", "reference_answer": "Paris",
+               "candidate_answer": "Paris", "rationale": "Paris is the capital of France.", "transcript": ""}
 def judge_availability(*, judge: Judge) -> Availability:
-    """Whether ``judge`` can run here (API key / server URL / local model present), and why not."""
-    conf = judge.settings or {}
+    """Whether ``judge`` can run here (key, server and host rules of :mod:`annotation.providers.setup`; the local
+    model present), and why not."""
     name = f"{judge.name} ({judge.get_provider_display()}, {judge.model})"
-    if key_error := api_key_env_error(conf):
-        return Availability(name, False, key_error)
-    if judge.provider == Judge.Provider.GEMINI:
-        if not _api_key(judge, settings.GEMINI_API_KEY):
-            return Availability(name, False, f"{conf.get('api_key_env') or 'GEMINI_API_KEY'} is not set")
-        return Availability(name, True)
-    if judge.provider == Judge.Provider.OPENAI:
-        if not (conf.get("base_url") or settings.OPENAI_COMPAT_BASE_URL):
-            return Availability(
-                name, False, "no base_url in the judge's settings and OPENAI_COMPAT_BASE_URL is not set"
-            )
-        return Availability(name, True)
     if judge.provider == Judge.Provider.LOCAL:
         try:
             resolve_local_model(judge.model)
         except ProviderUnavailable as error:
             return Availability(name, False, str(error))
         return Availability(name, True)
-    return Availability(name, False, f"unknown provider {judge.provider!r}")
+    return endpoint_availability(name=name, provider=judge.provider, conf=judge.settings, model=judge.model)
 
 
-def judge_client_for(*, judge: Judge) -> JudgeClient:
-    """The client that asks ``judge``'s model (temperature 0 unless its settings say otherwise).
+def judge_client_for(*, judge: Judge, policy: RetryPolicy | None = None) -> JudgeClient:
+    """The client that asks ``judge``'s model (temperature 0 unless its settings say otherwise; ``policy``: the
+    retry policy, default the settings').
 
     Raises:
         ProviderUnavailable: the judge cannot run here (reason in the message).
     """
-    from annotation.providers.gemini import GeminiAudioChat
-    from annotation.providers.openai_compat import OpenAICompatAudioChat
-
     availability = judge_availability(judge=judge)
     if not availability.ok:
         raise ProviderUnavailable(availability.reason)
     conf = judge.settings or {}
-    timeout_s = float(conf.get("timeout_s", settings.PREPARATION_REQUEST_TIMEOUT_S))
-    temperature = conf.get("temperature", 0.0)
+    if judge.provider == Judge.Provider.LOCAL:
+        return LocalTransformersJudge(
+            name=judge.name,
+            model=judge.model,
+            device=conf.get("device", "cpu"),
+            max_new_tokens=int(conf.get("max_tokens", LOCAL_MAX_TOKENS)),
+            batch_size=int(conf.get("batch_size", 8)),
+        )
+    endpoint = endpoint_resolve(provider=judge.provider, conf=conf, model=judge.model)
+    chat = chat_for(endpoint, conf=conf, temperature=conf.get("temperature", 0.0), policy=policy,
+                    max_tokens=int(conf.get("max_tokens", SERVER_MAX_TOKENS)))
     if judge.provider == Judge.Provider.GEMINI:
-        chat = GeminiAudioChat(
-            api_key=_api_key(judge, settings.GEMINI_API_KEY),
-            model=judge.model,
-            base_url=conf.get("base_url") or settings.GEMINI_BASE_URL,
-            timeout_s=timeout_s,
-            policy=RetryPolicy.from_settings(),
-            limiter=RateLimiter(
-                key="gemini", per_minute=int(conf.get("requests_per_minute", settings.GEMINI_REQUESTS_PER_MINUTE))
-            ),
-            temperature=temperature,
-        )
         return GeminiJudge(name=judge.name, chat=chat)
-    if judge.provider == Judge.Provider.OPENAI:
-        base_url = conf.get("base_url") or settings.OPENAI_COMPAT_BASE_URL
-        chat = OpenAICompatAudioChat(
-            base_url=base_url,
-            model=judge.model,
-            api_key=_api_key(judge, settings.OPENAI_COMPAT_API_KEY),
-            timeout_s=timeout_s,
-            policy=RetryPolicy.from_settings(),
-            limiter=RateLimiter(
-                key=f"openai:{base_url}",
-                per_minute=int(conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)),
-            ),
-            temperature=temperature,
-            max_tokens=int(conf.get("max_tokens", SERVER_MAX_TOKENS)),
-        )
-        return OpenAICompatJudge(name=judge.name, chat=chat, logprobs=bool(conf.get("logprobs", True)),
-                                 score_top_logprobs=int(conf.get("top_logprobs", 20)))
-    return LocalTransformersJudge(
-        name=judge.name,
-        model=judge.model,
-        device=conf.get("device", "cpu"),
-        max_new_tokens=int(conf.get("max_tokens", LOCAL_MAX_TOKENS)),
-        batch_size=int(conf.get("batch_size", 8)),
-    )
+    return OpenAICompatJudge(name=judge.name, chat=chat, logprobs=bool(conf.get("logprobs", True)),
+                             score_top_logprobs=int(conf.get("top_logprobs", 20)))
 
 
 # --- modes --------------------------------------------------------------------------------------------------
-class JudgeModeError(ValueError):
-    """A judge's mode cannot work with its provider or server (the message says why and what to choose)."""
-
-
 def judge_mode_problem(*, provider: str, mode: str, settings_: dict | None = None) -> str:
     """Why ``mode`` cannot work with ``provider`` without asking any server ('' when it can as far as is known).
 
@@ -162,43 +124,83 @@ def judge_mode_problem(*, provider: str, mode: str, settings_: dict | None = Non
     return ""
 
 
-def judge_mode_check(*, judge: Judge) -> None:
-    """Check that ``judge`` can score in its mode, before it is saved (the admin form calls this).
+def judge_setup_problems(*, judge: Judge) -> dict[str, str]:
+    """What keeps ``judge`` from working, found without asking any server: ``{field: why}`` ({} when nothing).
 
-    Probability modes on an OpenAI-compatible server send one request (``max_tokens=1``, ``logprobs``,
-    ``top_logprobs``) and require token log-probabilities in the reply; local models need their model to be
-    present; the prompt variant's template needs an ``Output:`` section.
+    Fields: ``mode`` (the mode does not fit the provider, :func:`judge_mode_problem`), ``prompt_variant`` (a
+    probability mode needs the template's ``Output:`` section), ``model`` (a local model that is not there), and the
+    provider set-up of :func:`annotation.providers.setup.endpoint_resolve` (key variable, key bound to another host,
+    a private ``base_url``, no key) under the setting at fault. Whether a server really returns log-probabilities is
+    found by its connection test, which runs in a worker (:func:`judge_probe`).
+    """
+    problems: dict[str, str] = {}
+    if problem := judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings):
+        problems["mode"] = problem
+    if judge.mode != GENERATE:
+        try:
+            output_section(prompt_template(judge.prompt_variant))
+        except PromptTemplateError as error:
+            problems["prompt_variant"] = str(error)
+    if judge.provider == Judge.Provider.LOCAL:
+        try:
+            resolve_local_model(judge.model)
+        except ProviderUnavailable as error:
+            problems["model"] = str(error)
+    elif judge.provider in (Judge.Provider.GEMINI, Judge.Provider.OPENAI):
+        try:
+            endpoint_resolve(provider=judge.provider, conf=judge.settings, model=judge.model)
+        except ProviderSetupError as error:
+            problems[error.field or "provider"] = str(error)
+    else:
+        problems["provider"] = f"unknown provider {judge.provider!r}"
+    return problems
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a connection test sent and got: ``endpoint`` (where, with which key), ``request`` (the prompt),
+    ``answer`` (the reply as read) and ``note`` (a warning about the answer, '' when none)."""
+
+    endpoint: str
+    request: str
+    answer: str
+    note: str = ""
+
+
+def judge_probe(*, judge: Judge) -> Probe:
+    """Ask ``judge`` once, as its runs would, about a tiny example (the variant's template filled with "What is the
+    capital of France?" / "Paris" / "Paris"): generate mode parses the reply's score; probability modes read the
+    distribution from token log-probabilities (one request with ``max_tokens=1``), local models in process. One
+    attempt, at most 60 s. Runs in a worker (``annotation.services.endpoints.connection_test_run``).
 
     Raises:
-        JudgeModeError: "this server cannot do probability scoring: …" (no logprobs in the reply, or the server
-            refused them), the server could not be reached, or the mode does not fit the provider.
+        ProviderError: the provider's error; a server without log-probabilities in a probability mode gives
+            "this server cannot do probability scoring: …".
     """
-    problem = judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings)
-    if problem:
-        raise JudgeModeError(problem)
+    client = judge_client_for(judge=judge, policy=RetryPolicy(max_attempts=1))
+    if judge.provider == Judge.Provider.LOCAL:
+        endpoint = f"local transformers model {judge.model} on {(judge.settings or {}).get('device', 'cpu')}"
+    else:
+        client.chat.timeout_s = min(client.chat.timeout_s, 60.0)
+        endpoint = endpoint_label(endpoint_resolve(provider=judge.provider, conf=judge.settings, model=judge.model))
+    prompt = prompt_render(variant=judge.prompt_variant, **PROBE_TEXTS)
     if judge.mode == GENERATE:
-        return
+        reply = client.judge(prompt=prompt)
+        parsed = parse_judge_reply(reply.text)
+        note = "" if parsed.ok else f"no score could be parsed from this reply ({parsed.error}); runs would fail"
+        answer = reply.text + (f"\n\nScore read: {parsed.score:g}" if parsed.ok else "")
+        return Probe(endpoint=endpoint, request=prompt, answer=answer, note=note)
+    probe = probability_prompt(prompt=prompt, template=prompt_template(judge.prompt_variant), mode=judge.mode)
     try:
-        output_section(prompt_template(judge.prompt_variant))
-    except PromptTemplateError as error:
-        raise JudgeModeError(str(error)) from error
-    availability = judge_availability(judge=judge)
-    if not availability.ok:
-        raise JudgeModeError(f"{availability.name} is unavailable: {availability.reason}")
-    if judge.provider != Judge.Provider.OPENAI:
-        return
-    client = judge_client_for(judge=judge)
-    client.chat.policy = RetryPolicy(max_attempts=1)  # a check, not a job: one try, answer now
-    client.chat.timeout_s = min(client.chat.timeout_s, 30.0)
-    probe = probability_prompt(prompt=PROBE_PROMPT, template=PROBE_PROMPT, mode=judge.mode)
-    try:
-        client.score(prompts=[probe], mode=judge.mode)
-    except ProviderError as error:
-        text = str(error)
-        if "log-probabilities" in text or "HTTP 4" in text:
-            raise JudgeModeError(f"this server cannot do probability scoring: {text}") from error
-        raise JudgeModeError(f"could not check that the server returns token log-probabilities ({text}); start the "
-                             "server or choose mode 'generate'") from error
+        reply = client.score(prompts=[probe], mode=judge.mode)[0]
+    except PermanentProviderError as error:
+        raise PermanentProviderError(f"this server cannot do probability scoring: {error}") from error
+    if reply.distribution is None:
+        return Probe(endpoint=endpoint, request=probe, answer=reply.text,
+                     note="no label of the mode among the token alternatives the model returned")
+    score = distribution_score(distribution=reply.distribution, mode=judge.mode)
+    summary = distribution_summary(distribution=reply.distribution, mode=judge.mode)
+    return Probe(endpoint=endpoint, request=probe, answer=f"{summary}; score {score:.2f}\n\n{reply.text}")
 
 
 # --- one candidate ------------------------------------------------------------------------------------------
@@ -299,18 +301,9 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     """
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
-    problem = judge_mode_problem(provider=judge.provider, mode=judge.mode, settings_=judge.settings)
-    if problem:
-        raise JudgeJobError(f"judge {judge.name!r}: {problem}")
+    if problems := judge_setup_problems(judge=judge):
+        raise JudgeJobError(f"judge {judge.name!r} cannot run: {'; '.join(problems.values())}")
     availability = judge_availability(judge=judge)
-    if not availability.ok:
-        raise JudgeJobError(f"{availability.name} is unavailable: {availability.reason}")
-    try:
-        template = prompt_template(judge.prompt_variant)
-        if judge.mode != GENERATE:
-            output_section(template)
-    except PromptTemplateError as error:
-        raise JudgeJobError(str(error)) from error
     questions = list(questions_for_judging(benchmark=benchmark, external_ids=external_ids)
                      .values_list("pk", flat=True))
     if not questions:

@@ -12,7 +12,8 @@ from the models' ``_meta``; the callers, :mod:`annotation.services.assignment` a
   ``settings.ANNOTATION_TARGET_RATINGS`` (:mod:`annotation.services.target_ratings`, the rule's one definition);
 * ``held`` = open, unexpired assignments on it of annotators other than the one asking;
 * a candidate is *eligible* for an annotator when its question version is current, the question is active (and
-  in the benchmark asked for), the annotator has neither rated nor skipped it, it is not a quality item (gold or
+  in the benchmark asked for, and in one the annotator works on: :mod:`annotation.teams.scope`), the annotator has
+  neither rated nor skipped it, it is not a quality item (gold or
   attention check, handed out by ``annotation.crowd.queue`` only), and ``valid + held < k``.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ from annotation.models import (
     Rating,
 )
 from annotation.services.target_ratings import target_ratings_default, target_ratings_sql
+from annotation.teams.scope import works_on_params, works_on_sql
 
 
 @cache
@@ -149,6 +151,7 @@ def queue_page(
     sql = (
         "SELECT c.id, c.priority, CASE WHEN "
         f"q.current_version_id = c.question_version_id AND q.status = %s{benchmark_test} "
+        f"AND {works_on_sql(benchmark='q.benchmark_id')} "
         f"AND NOT EXISTS (SELECT 1 FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s) "
         f"AND NOT EXISTS (SELECT 1 FROM {t['assignment']} s WHERE s.candidate_id = c.id AND s.annotator_id = %s "
         f"AND s.status = '{Assignment.Status.SKIPPED}') "
@@ -164,6 +167,7 @@ def queue_page(
     params: list = [Question.Status.ACTIVE]
     if benchmark_id is not None:
         params.append(benchmark_id)
+    params += works_on_params(user_id=annotator_id)
     params += [annotator_id, annotator_id, _when(now), annotator_id, target_ratings_default(), level]
     if routed_only:
         params.append(level)
@@ -175,8 +179,8 @@ def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None
     """``(assignment pk, expired, in_scope, rateable)`` of the annotator's open assignments, oldest first.
 
     ``expired``: ``expires_at`` is at or before ``now``; ``in_scope``: the question is in ``benchmark_id`` (always
-    True without one); ``rateable``: the question version is still current, the question active and the annotator
-    has not rated the candidate.
+    True without one); ``rateable``: the question version is still current, the question active, its benchmark one
+    the annotator works on (a membership may have been removed) and the annotator has not rated the candidate.
     """
     t = _tables()
     scope = "q.benchmark_id = %s" if benchmark_id is not None else "1 = 1"
@@ -184,6 +188,7 @@ def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None
         "SELECT a.id, CASE WHEN a.expires_at <= %s THEN 1 ELSE 0 END, "
         f"CASE WHEN {scope} THEN 1 ELSE 0 END, "
         "CASE WHEN q.current_version_id = c.question_version_id AND q.status = %s "
+        f"AND {works_on_sql(benchmark='q.benchmark_id')} "
         f"AND NOT EXISTS (SELECT 1 FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s) "
         "THEN 1 ELSE 0 END "
         f"FROM {t['assignment']} a "
@@ -196,7 +201,7 @@ def queue_own_open(*, annotator_id: int, now: datetime, benchmark_id: int | None
     params: list = [_when(now)]
     if benchmark_id is not None:
         params.append(benchmark_id)
-    params += [Question.Status.ACTIVE, annotator_id, annotator_id]
+    params += [Question.Status.ACTIVE, *works_on_params(user_id=annotator_id), annotator_id, annotator_id]
     return [(pk, bool(expired), bool(in_scope), bool(rateable))
             for pk, expired, in_scope, rateable in _fetch(sql, params)]
 

@@ -6,6 +6,7 @@ for input, one service or selector call, a template).
 * ``overview``: the rating overview (experts and admins);
 * ``jobs``: Stage 1 preparation jobs (experts read, admins start, retry and cancel);
 * ``judges``: LLM judges and their comparison with humans;
+* ``endpoints``: LALMs and judges set up in forms, and their connection tests;
 * ``exports``: dataset and corrected-benchmark exports (admins);
 * ``audit``: the audit log (admins).
 """

@@ -13,8 +13,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotation.access import ADMIN, STAFF, has_role, require_role, role_required
 from annotation.forms import query_pk
 from annotation.models import Benchmark, Job, Judge
+from annotation.services.endpoints import judges_for_page
 from annotation.services.jobs import job_list_for_staff
-from annotation.services.judge_comparison import judge_comparison, judge_list_for_staff
+from annotation.services.judge_comparison import judge_comparison
 from annotation.services.judging import JudgeJobError, judge_availability, judge_job_start
 
 
@@ -22,7 +23,7 @@ class JudgeJobForm(forms.Form):
     """Which judge to run over which benchmark (optionally some question ids)."""
 
     judge = forms.ModelChoiceField(queryset=Judge.objects.filter(is_active=True),
-                                   help_text="An active judge (add or change judges in the admin).")
+                                   help_text="An active judge (add or change judges above).")
     benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.all(), help_text="Whose candidate answers to rate.")
     questions = forms.CharField(
         required=False, help_text="Benchmark ids separated by spaces or commas; empty: every question with answers."
@@ -54,7 +55,7 @@ def judge_list(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Started judge job #{job.pk} over {job.total} questions.")
                 return HttpResponseRedirect(reverse("annotation:job", args=[job.pk]))
         status = 400
-    judges = list(judge_list_for_staff(user=request.user))
+    judges = judges_for_page(user=request.user)
     for judge in judges:
         judge.availability = judge_availability(judge=judge)
     context = {

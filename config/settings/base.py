@@ -109,6 +109,12 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "start"  # the dashboard for experts and admins, the rating home for annotators
 LOGOUT_REDIRECT_URL = "login"
+# One-time password-setting links of invited users (Django's password-reset tokens): valid this many seconds.
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT_S", default=7 * 24 * 3600)
+# Outgoing mail (invitations): an EMAIL_URL such as smtp+tls://user:password@smtp.lab.org:587; default: printed to
+# the console of the web process.
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="orca@localhost")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")
@@ -303,8 +309,16 @@ GEMINI_REQUESTS_PER_MINUTE = env.int("GEMINI_REQUESTS_PER_MINUTE", default=60)
 OPENAI_COMPAT_BASE_URL = env("OPENAI_COMPAT_BASE_URL", default="")
 OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
 # The environment variables an LALM's or judge's settings.api_key_env may name (shell glob, case-sensitive): only
-# these are ever sent to a provider (annotation.providers.keys).
+# these are ever sent to a provider (annotation.providers.setup).
 PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_API_KEY")
+# Keys are bound to hosts (annotation.providers.setup): GEMINI_API_KEY goes only to Google's endpoint and
+# GEMINI_BASE_URL's host, OPENAI_COMPAT_API_KEY only to OPENAI_COMPAT_BASE_URL's host, plus the hosts listed here;
+# a variable listed here goes only to its hosts. "VAR=host[:port][,host...]" entries separated by spaces, e.g.
+# "GEMINI_API_KEY=gemini-proxy.lab.org LAB_API_KEY=gpu-box:8000".
+PROVIDER_KEY_HOSTS = env("PROVIDER_KEY_HOSTS", default="")
+# A base_url typed into an LALM or judge may reach private, loopback or link-local addresses only in these networks
+# (CIDR, comma-separated), e.g. "127.0.0.0/8" for a llama.cpp server on this machine, "10.0.0.0/8" for a lab network.
+PROVIDER_PRIVATE_NETWORKS = env.list("PROVIDER_PRIVATE_NETWORKS", default=[])
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
 OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)
 # Retries of transient provider errors (HTTP 429/5xx, timeouts): attempts, backoff base and cap in seconds.

@@ -18,3 +18,6 @@ STORAGES = {
 # Static files come from the finders (no collectstatic in tests).
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
+# The fake model servers of tests/fakes and the llama.cpp judge test listen on 127.0.0.1; tests of the private-host
+# rule set this to [] themselves.
+PROVIDER_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]

@@ -9,7 +9,7 @@ expert saves it through :func:`refinement.services.corrections.correction_save`.
 Providers (``REFINEMENT_SUGGESTION_PROVIDER``): ``gemini`` (google-genai, ``GEMINI_API_KEY``, ``GEMINI_BASE_URL``)
 or ``openai`` (an OpenAI-compatible server, ``OPENAI_COMPAT_BASE_URL``). The model is
 ``REFINEMENT_SUGGESTION_MODEL``, or ``GEMINI_MODEL`` / ``OPENAI_COMPAT_MODEL`` when empty. Client construction,
-error mapping and retries are the Stage 1 providers' (``annotation.providers``).
+error mapping, retries and the rules on keys and hosts are the Stage 1 providers' (``annotation.providers.setup``).
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ from django.utils import timezone
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER
 from annotation.jobs.registry import enqueue
 from annotation.models import Question, Rating
-from annotation.providers.base import (
-    Availability,
-    Generation,
-    PermanentProviderError,
-    ProviderError,
-    RateLimiter,
-    RetryPolicy,
-    call_with_retry,
+from annotation.providers.base import Availability, Generation, ProviderError
+from annotation.providers.setup import (
+    GEMINI,
+    PROVIDERS,
+    chat_for,
+    default_model,
+    endpoint_availability,
+    endpoint_resolve,
 )
 from annotation.services.audit import audit_record
 from refinement.models import CorrectableField, Suggestion
@@ -40,9 +40,6 @@ from refinement.selectors import suggestion_of_question
 logger = logging.getLogger(__name__)
 #: The job kind of an AI suggestion (``RefinementConfig.ready`` registers its task).
 SUGGESTION = "suggestion"
-
-GEMINI = "gemini"
-OPENAI = "openai"
 
 SUGGESTION_SYSTEM_PROMPT = (
     "You are a domain expert correcting items of an audio question-answering benchmark. Annotators who rated "
@@ -64,25 +61,18 @@ FIELD_GUIDANCE = {
 def suggestion_model() -> tuple[str, str]:
     """(provider, model name) the suggestions use, from the settings."""
     provider = settings.REFINEMENT_SUGGESTION_PROVIDER
-    default = settings.GEMINI_MODEL if provider == GEMINI else settings.OPENAI_COMPAT_MODEL
-    return provider, settings.REFINEMENT_SUGGESTION_MODEL or default
+    return provider, settings.REFINEMENT_SUGGESTION_MODEL or (default_model(provider) if provider in PROVIDERS else "")
 
 
 def suggestion_availability() -> Availability:
-    """Whether AI suggestions can be made here, and why not (shown on the correction page)."""
+    """Whether AI suggestions can be made here, and why not (shown on the correction page); the provider rules are
+    :mod:`annotation.providers.setup`'s."""
     provider, model = suggestion_model()
-    if provider == GEMINI:
-        if not settings.GEMINI_API_KEY:
-            return Availability(f"Gemini ({model})", False, "GEMINI_API_KEY is not set")
-        return Availability(f"Gemini ({model})", True)
-    if provider == OPENAI:
-        name = f"OpenAI-compatible ({model or 'no model'})"
-        if not settings.OPENAI_COMPAT_BASE_URL:
-            return Availability(name, False, "OPENAI_COMPAT_BASE_URL is not set")
-        if not model:
-            return Availability(name, False, "set REFINEMENT_SUGGESTION_MODEL or OPENAI_COMPAT_MODEL")
-        return Availability(name, True)
-    return Availability(provider, False, f"unknown REFINEMENT_SUGGESTION_PROVIDER {provider!r}; use gemini or openai")
+    if provider not in PROVIDERS:
+        return Availability(provider, False,
+                            f"unknown REFINEMENT_SUGGESTION_PROVIDER {provider!r}; use gemini or openai")
+    name = f"Gemini ({model})" if provider == GEMINI else f"OpenAI-compatible ({model or 'no model'})"
+    return endpoint_availability(name=name, provider=provider, model=model)
 
 
 def feedback_summary(*, question: Question) -> str:
@@ -158,72 +148,8 @@ def _audio_path(question: Question) -> str | None:
 
 def _generate(*, provider: str, model: str, system: str, prompt: str, audio_path: str | None) -> Generation:
     """One call to the text model (with audio when ``audio_path``); errors as ``annotation.providers.base``."""
-    policy = RetryPolicy.from_settings()
-    timeout = settings.PREPARATION_REQUEST_TIMEOUT_S
-    if provider == GEMINI:
-        from annotation.providers.gemini import GeminiAudioChat
-
-        chat = GeminiAudioChat(
-            api_key=settings.GEMINI_API_KEY,
-            model=model,
-            base_url=settings.GEMINI_BASE_URL,
-            timeout_s=timeout,
-            policy=policy,
-            limiter=RateLimiter(key="gemini", per_minute=settings.GEMINI_REQUESTS_PER_MINUTE),
-        )
-        if audio_path:
-            return chat.generate(audio_path=audio_path, system=system, prompt=prompt)
-        from google.genai import types
-
-        client = chat.client()
-        config = types.GenerateContentConfig(system_instruction=system)
-        # GeminiAudioChat._call maps google-genai errors onto our transient/permanent classes and retries.
-
-        def generate():
-            response = client.models.generate_content(model=model, contents=[prompt], config=config)
-            text = (response.text or "").strip()  # .text raises ValueError on some malformed candidates
-            if not text:
-                raise PermanentProviderError("Gemini returned an empty suggestion")
-            return response, text
-
-        response, text = chat._call(generate, what="generate_content")
-        return Generation(text=text, model=response.model_version or model)
-    from annotation.providers.openai_compat import OpenAICompatAudioChat, _map_error
-
-    if audio_path:
-        chat = OpenAICompatAudioChat(
-            base_url=settings.OPENAI_COMPAT_BASE_URL,
-            model=model,
-            api_key=settings.OPENAI_COMPAT_API_KEY,
-            timeout_s=timeout,
-            policy=policy,
-        )
-        return chat.generate(audio_path=audio_path, system=system, prompt=prompt)
-    import openai
-
-    client = openai.OpenAI(
-        base_url=settings.OPENAI_COMPAT_BASE_URL,
-        api_key=settings.OPENAI_COMPAT_API_KEY or "not-needed",
-        max_retries=0,
-        timeout=timeout,
-    )
-
-    def attempt():
-        try:
-            response = client.chat.completions.create(
-                model=model, messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}]
-            )
-            return response, response.choices[0].message.content
-        except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
-            mapped = _map_error(error)
-            if mapped is error:
-                raise
-            raise mapped from error
-
-    response, text = call_with_retry(attempt, policy=policy)
-    if not text or not text.strip():
-        raise PermanentProviderError("OpenAI-compatible server returned an empty suggestion")
-    return Generation(text=text.strip(), model=response.model or model)
+    chat = chat_for(endpoint_resolve(provider=provider, model=model))
+    return chat.generate(audio_path=audio_path, system=system, prompt=prompt)
 
 
 def suggestion_generate(*, suggestion_pk: int) -> Suggestion | None:

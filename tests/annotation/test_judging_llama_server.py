@@ -36,13 +36,19 @@ def llama_url():
         yield server.url
 
 
-def _create_judge_in_admin(client, *, name: str, mode: str, settings: str) -> Judge:
-    response = client.post(reverse("admin:annotation_judge_add"), {
-        "name": name, "provider": "openai", "model": "smollm2", "prompt_variant": "full", "mode": mode,
-        "settings": settings, "is_active": "on", "description": "",
-    })
+def _create_judge_in_the_form(client, capture, *, name: str, mode: str, base_url: str) -> Judge:
+    """Add the judge on its page; saving a server judge in a probability mode queues its connection test, which
+    runs here (eager Celery) and must find the server's log-probabilities."""
+    with capture(execute=True):
+        response = client.post(reverse("annotation:judge-new"), {
+            "name": name, "provider": "openai", "model": "smollm2", "prompt_variant": "full", "mode": mode,
+            "base_url": base_url, "logprobs": "on", "is_active": "on",
+        })
     assert response.status_code == 302, response.content.decode()[-3000:]
-    return Judge.objects.get(name=name)
+    judge = Judge.objects.get(name=name)
+    test = judge.connection_tests.get()
+    assert test.status == "done", test.error
+    return judge
 
 
 @pytest.mark.parametrize("mode", ["probability", "probability_yesno"])
@@ -51,8 +57,9 @@ def test_a_probability_judge_on_llama_cpp_scores_every_candidate(
 ):
     bench, candidates = judged_items
     client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    # Saving it asks the real server for log-probabilities once (the check passes: llama.cpp returns them).
-    judge = _create_judge_in_admin(client, name=f"llama-{mode}", mode=mode, settings=f'{{"base_url": "{llama_url}"}}')
+    # Saving it asks the real server for log-probabilities once, from the worker (llama.cpp returns them).
+    judge = _create_judge_in_the_form(client, django_capture_on_commit_callbacks, name=f"llama-{mode}", mode=mode,
+                                      base_url=llama_url)
 
     with django_capture_on_commit_callbacks(execute=True):
         job = judge_job_start(judge=judge, benchmark=bench)

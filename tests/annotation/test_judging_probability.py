@@ -1,4 +1,5 @@
 """Probability scoring (AQAScore-style): judges that read the model's token distribution instead of generating."""
+import html
 import math
 
 import pytest
@@ -17,7 +18,7 @@ from annotation.judging.probability import (
 from annotation.judging.prompting import prompt_render, prompt_template
 from annotation.models import Job, JobItem, Judge, JudgeRating
 from annotation.services.judge_comparison import judge_comparison
-from annotation.services.judging import JudgeJobError, JudgeModeError, judge_job_start, judge_mode_check
+from annotation.services.judging import JudgeJobError, judge_job_start
 from tests.factories import AnnotatorFactory, RatingFactory, UserFactory
 from tests.fakes.base import Reply
 from tests.fakes.openai_compat import FakeOpenAICompat
@@ -142,38 +143,59 @@ def test_a_reply_whose_alternatives_hold_no_score_is_a_failure_and_a_4xx_fails_t
     assert JudgeRating.objects.filter(judge=judge, score__isnull=True).count() == 2
 
 
-def test_a_server_without_logprobs_is_refused_when_the_judge_is_created(judged_items):
+def _judge_form(**fields) -> dict:
+    return {"name": "plain", "provider": "openai", "model": "m", "prompt_variant": "full", "mode": "probability",
+            "logprobs": "on", "is_active": "on", **fields}
+
+
+def test_saving_a_server_judge_asks_the_server_from_a_worker_and_reports_missing_logprobs(
+    client, django_capture_on_commit_callbacks
+):
+    """Saving sends nothing from the web request; the connection test (a worker's task, run after the commit)
+    finds that the server returns no log-probabilities and says so."""
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
     with FakeOpenAICompat(reply=lambda r: "4", logprobs=False) as plain:
-        judge = Judge(name="plain", provider=Judge.Provider.OPENAI, model="m", mode=Judge.Mode.PROBABILITY,
-                      settings={"base_url": f"{plain.url}/v1"})
-        with pytest.raises(JudgeModeError, match="this server cannot do probability scoring"):
-            judge_mode_check(judge=judge)
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            response = client.post(reverse("annotation:judge-new"), _judge_form(base_url=f"{plain.url}/v1"))
+        assert response.status_code == 302
+        assert plain.requests == []  # the web process asked nothing
+        judge = Judge.objects.get(name="plain")
+        test = judge.connection_tests.get()
+        assert test.status == "queued"
+        for callback in callbacks:  # the worker's turn (eager Celery runs the task here)
+            callback()
+        test.refresh_from_db()
         assert plain.chat_requests[0].json()["max_tokens"] == 1
-        judge.mode = Judge.Mode.GENERATE
-        judge_mode_check(judge=judge)  # generating needs no log-probabilities
-    unreachable = Judge(name="down", provider=Judge.Provider.OPENAI, model="m", mode=Judge.Mode.PROBABILITY,
-                        settings={"base_url": f"{plain.url}/v1"})
-    with pytest.raises(JudgeModeError, match="could not check"):
-        judge_mode_check(judge=unreachable)
-    gemini = Judge(name="g", provider=Judge.Provider.GEMINI, model="gemini-2.5-flash", mode=Judge.Mode.PROBABILITY)
-    with pytest.raises(JudgeModeError, match="Gemini judges cannot do probability scoring"):
-        judge_mode_check(judge=gemini)
-    gemini.save()
+    assert test.status == "failed" and "this server cannot do probability scoring" in test.error
+    page = client.get(reverse("annotation:connection-test", args=[test.pk])).content.decode()
+    assert "this server cannot do probability scoring" in page
+
+
+def test_modes_that_cannot_work_are_refused_when_the_judge_is_saved(client, judged_items):
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    response = client.post(reverse("annotation:judge-new"), _judge_form(
+        provider="gemini", model="gemini-2.5-flash", api_key_env="LAB_API_KEY"))
+    assert response.status_code == 400
+    assert "Gemini judges cannot do probability scoring" in response.content.decode()
+    response = client.post(reverse("annotation:judge-new"), _judge_form(base_url="http://127.0.0.1:9/v1",
+                                                                         logprobs=""))
+    assert response.status_code == 400
+    assert "This server cannot do probability scoring: the judge's settings say logprobs false" in html.unescape(
+        response.content.decode())
+    assert not Judge.objects.exists()
+    gemini = Judge.objects.create(name="g", provider=Judge.Provider.GEMINI, model="gemini-2.5-flash",
+                                  mode=Judge.Mode.PROBABILITY)
     with pytest.raises(JudgeJobError, match="cannot do probability scoring"):
         judge_job_start(judge=gemini, benchmark=judged_items[0])
 
 
-def test_the_admin_form_shows_the_reason_and_saves_nothing(client):
-    admin = UserFactory(is_staff=True, is_superuser=True)
-    client.force_login(admin)
-    with FakeOpenAICompat(reply=lambda r: "4", logprobs=False) as plain:
-        response = client.post(reverse("admin:annotation_judge_add"), {
-            "name": "plain", "provider": "openai", "model": "m", "prompt_variant": "full", "mode": "probability",
-            "settings": f'{{"base_url": "{plain.url}/v1"}}', "is_active": "on", "description": "",
-        })
-    assert response.status_code == 200
-    assert "this server cannot do probability scoring" in response.content.decode()
-    assert not Judge.objects.exists()
+def test_an_unreachable_server_is_reported_by_the_connection_test(client, django_capture_on_commit_callbacks):
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("annotation:judge-new"), _judge_form(base_url="http://127.0.0.1:9/v1"))
+    assert response.status_code == 302
+    test = Judge.objects.get(name="plain").connection_tests.get()
+    assert test.status == "failed" and "APIConnectionError" in test.error
 
 
 def test_a_local_probability_judge_scores_every_candidate_in_batched_forward_passes(
@@ -185,10 +207,10 @@ def test_a_local_probability_judge_scores_every_candidate_in_batched_forward_pas
     tiny_local_chat_model(tmp_path)
     admin = UserFactory(is_staff=True, is_superuser=True)
     client.force_login(admin)
-    # Created from the admin form, as a new admin would.
-    response = client.post(reverse("admin:annotation_judge_add"), {
+    # Created from the judge form, as a new admin would.
+    response = client.post(reverse("annotation:judge-new"), {
         "name": "tiny-prob", "provider": "local", "model": str(tmp_path), "prompt_variant": "full",
-        "mode": "probability", "settings": '{"batch_size": 3}', "is_active": "on", "description": "",
+        "mode": "probability", "batch_size": "3", "is_active": "on",
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     judge = Judge.objects.get(name="tiny-prob")

@@ -22,20 +22,25 @@ def test_an_admin_creates_a_probability_judge_runs_it_and_sees_every_candidate_s
     tiny_local_chat_model(tmp_path)  # a real (tiny) transformers checkpoint stands in for SmolLM2
     UserFactory(username="root", is_staff=True, is_superuser=True)  # password "pw"
 
-    page.goto(f"{live_server.url}/admin/login/")
+    page.goto(f"{live_server.url}/accounts/login/")
     page.get_by_label("Username").fill("root")
     page.get_by_label("Password").fill("pw")
     page.get_by_role("button", name="Log in").click()
 
-    page.goto(f"{live_server.url}/admin/annotation/judge/add/")
-    page.locator("#id_name").fill("smol-probability")
-    page.locator("#id_provider").select_option("local")
-    page.locator("#id_model").fill(str(tmp_path))
-    page.locator("#id_mode").select_option("probability")
+    page.goto(f"{live_server.url}/judges/")
+    page.get_by_role("link", name="Add a judge").click()
+    page.get_by_label("Name", exact=True).fill("smol-probability")
+    page.get_by_label("Provider", exact=True).select_option("local")
+    page.get_by_label("Model", exact=True).fill(str(tmp_path))
+    page.get_by_label("Mode", exact=True).select_option("probability")
     page.get_by_role("button", name="Save", exact=True).click()
-    page.get_by_text("was added successfully").wait_for()
+    page.get_by_text("Saved smol-probability.").wait_for()
     judge = Judge.objects.get(name="smol-probability")
     assert (judge.provider, judge.mode) == ("local", "probability")
+    # Test connection: a worker scores the probe (eager Celery here); the panel polls until it has the answer.
+    page.get_by_role("button", name="Test connection").click()
+    page.locator("#connection-tests").get_by_text("Done").wait_for(timeout=60_000)
+    assert "score" in page.locator("#connection-tests").inner_text()
 
     page.goto(f"{live_server.url}/judges/")
     page.get_by_label("Judge", exact=True).select_option(label="smol-probability")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from annotation.models import Job, Modality
+from annotation.models import ConnectionTest, Job, Judge, Modality
 from config.navigation import navigation_for
 from modelling.models import TrainingRun
 from refinement.models import CorrectionItem, Queue
@@ -63,7 +63,14 @@ def site(settings, tmp_path):
                    f"/refinement/item/{questions[0].pk}/correct/", f"/refinement/item/{questions[0].pk}/history/",
                    "/modelling/agreement/?level=interval"],
     }
-    details["admin"] = details["expert"]
+    judge = Judge.objects.create(name="local judge", provider="local", model="smollm2")
+    failed = ConnectionTest.objects.create(judge=judge, status="failed", error="local judge model 'x': no checkpoint")
+    answered = ConnectionTest.objects.create(lalm=lalms[0], status="done", answer="A beep.\n" + "long " * 80,
+                                             endpoint="openai · model m at gpu-box:8000 · no key sent")
+    details["admin"] = details["expert"] + [
+        f"/lalms/{lalms[0].pk}/", "/lalms/new/", f"/judges/{judge.pk}/", "/judges/new/",
+        f"/connection-tests/{failed.pk}/", f"/connection-tests/{answered.pk}/",
+    ]
     return {"users": users, "details": details}
 
 
@@ -177,5 +184,32 @@ def test_experts_land_on_the_dashboard_whose_figures_link_to_their_pages(live_se
         page.get_by_role("heading", name="Pipeline dashboard").wait_for()
         page.locator(".funnel-step", has_text="Flagged").locator("a").click()
         page.wait_for_url(f"{live_server.url}/refinement/")
+    finally:
+        context.close()
+
+
+def test_an_invited_user_sets_a_password_through_the_link_on_accessible_pages(live_server, browser, axe_path):
+    from annotation.services.accounts import password_link_path, users_invite_bulk
+
+    admin = UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"])
+    [invited] = users_invite_bulk(text="email,role\nnew@lab.org,annotator\n", actor=admin)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        page.goto(f"{live_server.url}{password_link_path(user=invited.user)}")
+        page.get_by_role("heading", name="Set your password").wait_for()
+        assert _axe(page, axe_path) == [] and _horizontal_overflow(page) == 0
+        page.get_by_label("New password").fill("a-long-new-password")
+        page.get_by_label("Repeat the password").fill("a-long-new-password")
+        page.get_by_role("button", name="Set password").click()
+        page.get_by_role("heading", name="Your password is set").wait_for()
+        assert _axe(page, axe_path) == []
+        page.get_by_role("link", name="Log in").click()
+        page.get_by_label("Username").fill("new@lab.org")
+        page.get_by_label("Password").fill("a-long-new-password")
+        page.get_by_label("Password").press("Enter")
+        page.wait_for_url(f"{live_server.url}/rate/")
+        assert page.get_by_role("link", name="Next item").first.is_visible()
     finally:
         context.close()

@@ -84,6 +84,7 @@ def world(tmp_path, settings):
     study = Study.objects.create(name="c-study", slug="c-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X")
     objects["study_slug"] = study.slug
+    objects.update(uidb64="MQ", token="set-password")  # the public password-link pages (an invalid link)
 
     run = TrainingRun.objects.create()
     model = ModelVersion.objects.create(training_run=run, name="orca-m", artifact_path="/nonexistent", is_active=True)

@@ -1,0 +1,260 @@
+"""LALMs and LLM judges set up in the browser: the validated save of their rows and their connection tests.
+
+The forms of ``annotation.views.endpoints`` parse the fields (types and ranges); this module decides whether a row
+can work: the provider set-up rules of :mod:`annotation.providers.setup` (key variable, keys bound to their hosts,
+no private ``base_url`` unless allowed, a Gemini model needs a key), a judge's mode against its provider and prompt
+template (:func:`annotation.services.judging.judge_setup_problems`). A row that cannot work is not saved; the reason
+is shown beside the field at fault. Saving writes the audit log.
+
+A **connection test** (:class:`~annotation.models.ConnectionTest`) sends the saved row's model one real request
+from a Celery worker, never from the web process: an LALM is asked about a generated one-second tone (text only
+when ``audio_input`` is off), a judge scores a tiny example in its mode (:func:`annotation.services.judging.
+judge_probe`). The page polls the row and shows the answer or the error. Saving a server judge in a probability mode
+queues one at once, so a server without token log-probabilities is reported right after the save.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import struct
+import tempfile
+import time
+import wave
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+
+from annotation.access import ADMIN, STAFF, require_role
+from annotation.jobs.lifecycle import run_claim, run_fail, run_finish
+from annotation.jobs.registry import enqueue, kind_register
+from annotation.judging.probability import GENERATE
+from annotation.models import LALM, ConnectionTest, Judge
+from annotation.providers.answers import answer_generator_for
+from annotation.providers.base import ProviderError, RetryPolicy
+from annotation.providers.setup import ProviderSetupError, endpoint_label, endpoint_resolve
+from annotation.services.audit import audit_record
+from annotation.services.judge_comparison import judge_list_for_staff
+from annotation.services.judging import Probe, judge_probe, judge_setup_problems
+
+logger = logging.getLogger(__name__)
+
+#: The job kind of a connection test (its Celery task is registered below).
+CONNECTION_TEST = "connection_test"
+#: The question an LALM's connection test asks about a generated 440 Hz tone of one second.
+LALM_PROBE_QUESTION = "What do you hear in this audio clip? Answer in one short sentence."
+#: A connection test waits at most this long for the model (seconds).
+PROBE_TIMEOUT_S = 60.0
+
+
+def _fields(values: dict) -> dict:
+    """``values`` without empty entries (None, ''), so a row's settings hold only what was given."""
+    return {key: value for key, value in values.items() if value not in (None, "")}
+
+
+def _raise_problems(problems: dict[str, str]) -> None:
+    if problems:
+        raise ValidationError({field: message[0].upper() + message[1:] for field, message in problems.items()})
+
+
+def lalm_setup_problems(*, lalm: LALM) -> dict[str, str]:
+    """What keeps ``lalm`` from answering, found without asking any server: ``{field: why}`` ({} when nothing).
+
+    Imported LALMs need nothing. Gemini and OpenAI-compatible ones go through
+    :func:`annotation.providers.setup.endpoint_resolve` (so a Gemini LALM with no key and ``{}`` settings is
+    refused: "GEMINI_API_KEY is not set"); a ``prompt_template`` must contain ``{question}``.
+    """
+    conf = lalm.settings or {}
+    problems: dict[str, str] = {}
+    if lalm.provider == LALM.Provider.IMPORT:
+        return problems
+    if lalm.provider not in (LALM.Provider.GEMINI, LALM.Provider.OPENAI):
+        return {"provider": f"unknown provider {lalm.provider!r}"}
+    try:
+        endpoint_resolve(provider=lalm.provider, conf=conf)
+    except ProviderSetupError as error:
+        problems[error.field or "provider"] = str(error)
+    template = conf.get("prompt_template")
+    if template and "{question}" not in template:
+        problems["prompt_template"] = "the prompt template must contain {question}, where the question goes"
+    return problems
+
+
+def _row_values(row, names) -> dict:
+    return {name: getattr(row, name) for name in names}
+
+
+def _save(row, *, fields: tuple[str, ...], problems: dict[str, str], actor, what: str):
+    """full_clean and save ``row`` (refused with ``problems``), audited as ``<what>.create`` / ``<what>.update``."""
+    _raise_problems(problems)
+    row.full_clean()
+    with transaction.atomic():
+        old = None
+        if row.pk is not None:
+            old = _row_values(type(row).objects.select_for_update().get(pk=row.pk), fields)
+        row.save()
+        audit_record(actor=actor, action=f"{what}.{'update' if old else 'create'}", obj=row, old=old,
+                     new=_row_values(row, fields))
+    return row
+
+
+def lalm_save(*, lalm: LALM | None, name: str, provider: str, settings_: dict, is_active: bool = True,
+              description: str = "", actor) -> LALM:
+    """Create (``lalm`` None) or change an LALM row after checking it can work (:func:`lalm_setup_problems`).
+
+    ``settings_`` holds the provider settings of ``annotation.providers.answers`` (``model``, ``base_url``,
+    ``api_key_env``, ``system_prompt``, ``prompt_template``, ``audio_input``, ``temperature``, ``max_tokens``,
+    ``timeout_s``, ``requests_per_minute``); empty values are dropped.
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin.
+        ValidationError: per field (a settings key, ``name``, ``provider``): what keeps the row from working.
+    """
+    require_role(actor, ADMIN, message="Only admins may add or change LALMs.")
+    row = lalm or LALM()
+    row.name, row.provider, row.is_active, row.description = name.strip(), provider, is_active, description
+    row.settings = _fields(settings_)
+    return _save(row, fields=("name", "provider", "settings", "is_active", "description"),
+                 problems=lalm_setup_problems(lalm=row), actor=actor, what="lalm")
+
+
+def judge_save(*, judge: Judge | None, name: str, provider: str, model: str, prompt_variant: str, mode: str,
+               settings_: dict, is_active: bool = True, description: str = "", actor) -> Judge:
+    """Create (``judge`` None) or change a judge row after checking it can work
+    (:func:`annotation.services.judging.judge_setup_problems`); a server judge in a probability mode then gets a
+    connection test at once (after the commit, in a worker), which says whether the server returns token
+    log-probabilities.
+
+    ``settings_``: ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens``, ``timeout_s``,
+    ``requests_per_minute``, ``logprobs``, ``top_logprobs``, ``device``, ``batch_size`` (see ``Judge``).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin. ValidationError: per field, as :func:`lalm_save`.
+    """
+    require_role(actor, ADMIN, message="Only admins may add or change judges.")
+    row = judge or Judge()
+    row.name, row.provider, row.model = name.strip(), provider, model.strip()
+    row.prompt_variant, row.mode, row.is_active, row.description = prompt_variant, mode, is_active, description
+    row.settings = _fields(settings_)
+    with transaction.atomic():
+        _save(row, fields=("name", "provider", "model", "prompt_variant", "mode", "settings", "is_active",
+                           "description"), problems=judge_setup_problems(judge=row), actor=actor, what="judge")
+        if row.provider == Judge.Provider.OPENAI and row.mode != GENERATE:
+            connection_test_start(judge=row, actor=actor)
+    return row
+
+
+# --- connection tests -----------------------------------------------------------------------------------------
+def connection_test_start(*, lalm: LALM | None = None, judge: Judge | None = None, actor) -> ConnectionTest:
+    """Queue a connection test of ``lalm`` or ``judge`` (exactly one); a worker runs it after the commit
+    (:func:`connection_test_run`). Local judges go to ``PREPARATION_GPU_QUEUE`` when it is set.
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin. ValueError: not exactly one of ``lalm`` and ``judge``.
+        ValidationError: the LALM's answers are imported (there is nothing to connect to).
+    """
+    require_role(actor, ADMIN, message="Only admins may test connections (a test spends provider quota).")
+    if (lalm is None) == (judge is None):
+        raise ValueError("give exactly one of lalm and judge")
+    if lalm is not None and lalm.provider == LALM.Provider.IMPORT:
+        raise ValidationError("This LALM's answers are imported; there is no server to test.")
+    queue = None
+    if judge is not None and judge.provider == Judge.Provider.LOCAL and settings.PREPARATION_GPU_QUEUE:
+        queue = settings.PREPARATION_GPU_QUEUE
+    with transaction.atomic():
+        test = ConnectionTest.objects.create(lalm=lalm, judge=judge, requested_by=actor)
+        audit_record(actor=actor, action="connection_test.start", obj=test,
+                     new={"lalm": lalm.pk if lalm else None, "judge": judge.pk if judge else None})
+        enqueue(CONNECTION_TEST, test.pk, queue=queue)
+    return test
+
+
+def _tone(path: Path) -> None:
+    """Write one second of a 440 Hz sine (16 kHz, 16-bit mono WAV) to ``path``: the clip an LALM is asked about."""
+    rate = 16000
+    frames = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * n / rate))) for n in range(rate))
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(frames)
+
+
+def lalm_probe(*, lalm: LALM) -> Probe:
+    """Ask ``lalm`` :data:`LALM_PROBE_QUESTION` about a generated tone, as a candidate-answer job would (its system
+    prompt and template; one attempt, at most :data:`PROBE_TIMEOUT_S`).
+
+    Raises:
+        ProviderError: the provider's error, or the row cannot be set up (``ProviderUnavailable``).
+    """
+    generator = answer_generator_for(lalm=lalm, policy=RetryPolicy(max_attempts=1))
+    generator.chat.timeout_s = min(generator.chat.timeout_s, PROBE_TIMEOUT_S)
+    endpoint = endpoint_label(endpoint_resolve(provider=lalm.provider, conf=lalm.settings))
+    with tempfile.TemporaryDirectory() as folder:
+        clip = Path(folder) / "tone-440hz-1s.wav"
+        _tone(clip)
+        generation = generator.answer(audio_path=str(clip), question=LALM_PROBE_QUESTION)
+    audio = "with a 1 s 440 Hz tone" if getattr(generator.chat, "audio_input", True) else "without audio"
+    return Probe(endpoint=endpoint, request=f"{LALM_PROBE_QUESTION} ({audio})", answer=generation.text)
+
+
+def connection_test_run(*, test_pk: int, task_id: str = "") -> ConnectionTest | None:
+    """Run one queued connection test: claim it, ask the model once, store the answer (done) or the error (failed).
+
+    Returns the row as it ended, or None when it was gone or not queued (a duplicate message). Errors other than
+    the provider's (a model that cannot load, a malformed setting) fail the row with their message too: a test
+    must always end.
+    """
+    if not run_claim(ConnectionTest, test_pk, task_id=task_id):
+        return None
+    test = ConnectionTest.objects.select_related("lalm", "judge").get(pk=test_pk)
+    started = time.monotonic()
+    try:
+        probe = lalm_probe(lalm=test.lalm) if test.lalm is not None else judge_probe(judge=test.judge)
+    except ProviderError as error:
+        run_fail(ConnectionTest, test_pk, error=str(error), seconds=time.monotonic() - started)
+    except Exception as error:  # noqa: BLE001 - the row must end failed with the reason, whatever broke
+        logger.exception("connection test %s failed", test_pk)
+        run_fail(ConnectionTest, test_pk, error=f"{type(error).__name__}: {error}",
+                 seconds=time.monotonic() - started)
+    else:
+        run_finish(ConnectionTest, test_pk, endpoint=probe.endpoint[:500], request=probe.request,
+                   answer=probe.answer, error=probe.note, seconds=time.monotonic() - started)
+    test.refresh_from_db()
+    return test
+
+
+def connection_tests_for_staff(*, user, lalm: LALM | None = None, judge: Judge | None = None) -> QuerySet:
+    """The connection tests of ``lalm`` or ``judge``, newest first. Raises ``PermissionDenied`` for annotators."""
+    require_role(user, *STAFF)
+    tests = ConnectionTest.objects.select_related("lalm", "judge", "requested_by")
+    return tests.filter(lalm=lalm) if lalm is not None else tests.filter(judge=judge)
+
+
+def connection_test_for_staff(*, user, test_pk: int) -> ConnectionTest:
+    """One connection test. Raises ``PermissionDenied`` for annotators, ``ConnectionTest.DoesNotExist``."""
+    require_role(user, *STAFF)
+    return ConnectionTest.objects.select_related("lalm", "judge").get(pk=test_pk)
+
+
+def latest_connection_tests(*, kind: str) -> dict[int, ConnectionTest]:
+    """``{LALM or judge pk: its latest connection test}`` (``kind``: ``lalm`` or ``judge``)."""
+    latest: dict[int, ConnectionTest] = {}
+    tests = ConnectionTest.objects.filter(**{f"{kind}__isnull": False}).order_by(f"{kind}_id", "-created_at", "-id")
+    for test in tests:
+        latest.setdefault(getattr(test, f"{kind}_id"), test)
+    return latest
+
+
+def judges_for_page(*, user) -> list:
+    """The judges page's rows (``judge_list_for_staff``) with each judge's latest connection test."""
+    judges = list(judge_list_for_staff(user=user))
+    latest = latest_connection_tests(kind="judge")
+    for judge in judges:
+        judge.latest_test = latest.get(judge.pk)
+    return judges
+
+
+kind_register(CONNECTION_TEST, task="annotation.tasks.connection_test_task")

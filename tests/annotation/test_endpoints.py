@@ -1,0 +1,216 @@
+"""LALMs and judges set up in forms, and their connection tests: one real request, sent by a worker, to a local fake
+server speaking the provider's protocol (the real ``openai`` and ``google-genai`` clients)."""
+import base64
+import html
+import io
+import os
+import time
+import wave
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.urls import reverse
+
+from annotation.models import LALM, AuditEvent, ConnectionTest, Judge
+from annotation.services.endpoints import connection_test_start, lalm_save
+from tests.factories import UserFactory
+from tests.fakes.base import Reply
+from tests.fakes.gemini import FakeGemini
+from tests.fakes.openai_compat import FakeOpenAICompat
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(client):
+    user = UserFactory(username="boss", is_staff=True, is_superuser=True, roles=["admin"])
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAICompat(reply=lambda r: "A steady beep.") as fake:
+        yield fake
+
+
+def _lalm_form(**fields) -> dict:
+    return {"name": "Qwen2-Audio", "provider": "openai", "model": "qwen2-audio", "audio_input": "on",
+            "is_active": "on", **fields}
+
+
+def test_an_admin_adds_an_lalm_in_the_form_and_it_is_saved_with_its_settings_and_audited(client, admin, server):
+    response = client.post(reverse("annotation:lalm-new"), _lalm_form(
+        base_url=f"{server.url}/v1", api_key_env="LAB_API_KEY", temperature="0.2", max_tokens="64",
+        system_prompt="Answer briefly."))
+    lalm = LALM.objects.get(name="Qwen2-Audio")
+    assert response.status_code == 302 and response["Location"] == reverse("annotation:lalm-edit", args=[lalm.pk])
+    assert lalm.settings == {"model": "qwen2-audio", "base_url": f"{server.url}/v1", "api_key_env": "LAB_API_KEY",
+                             "system_prompt": "Answer briefly.", "audio_input": True, "temperature": 0.2,
+                             "max_tokens": 64}
+    event = AuditEvent.objects.get(action="lalm.create")
+    assert event.actor == admin and event.new["settings"]["model"] == "qwen2-audio"
+    assert server.requests == []  # saving an LALM asks nothing
+    page = client.get(reverse("annotation:lalm-edit", args=[lalm.pk])).content.decode()
+    assert 'value="qwen2-audio"' in page and "Test connection" in page
+
+
+def test_editing_keeps_settings_the_form_does_not_show_and_refuses_what_cannot_work(client, admin, server):
+    lalm = LALM.objects.create(name="old", provider="openai",
+                               settings={"model": "m", "base_url": f"{server.url}/v1", "custom_flag": 1})
+    response = client.post(reverse("annotation:lalm-edit", args=[lalm.pk]), _lalm_form(
+        name="old", model="m2", base_url=f"{server.url}/v1"))
+    assert response.status_code == 302
+    lalm.refresh_from_db()
+    assert lalm.settings["custom_flag"] == 1 and lalm.settings["model"] == "m2"
+    for fields, message in (
+        ({"base_url": "", "model": "m"}, "OPENAI_COMPAT_BASE_URL is not set"),
+        ({"base_url": f"{server.url}/v1", "model": ""}, "OPENAI_COMPAT_MODEL is not set"),
+        ({"base_url": f"{server.url}/v1", "prompt_template": "Say hi"}, "must contain {question}"),
+        ({"base_url": f"{server.url}/v1", "temperature": "7"}, "less than or equal to 2"),
+        ({"base_url": "gpu-box:8000"}, "not an http:// or https:// URL"),
+    ):
+        with override_settings(OPENAI_COMPAT_BASE_URL="", OPENAI_COMPAT_MODEL=""):
+            response = client.post(reverse("annotation:lalm-edit", args=[lalm.pk]), _lalm_form(name="old", **fields))
+        assert response.status_code == 400, fields
+        assert message in html.unescape(response.content.decode()), fields
+    lalm.refresh_from_db()
+    assert lalm.settings["model"] == "m2"
+
+
+def test_the_lalm_connection_test_sends_a_tone_from_the_worker_and_shows_the_answer(
+    client, admin, server, django_capture_on_commit_callbacks
+):
+    lalm = LALM.objects.create(name="q", provider="openai", settings={"model": "m", "base_url": f"{server.url}/v1"})
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(reverse("annotation:lalm-test", args=[lalm.pk]), HTTP_HX_REQUEST="true")
+    test = ConnectionTest.objects.get(lalm=lalm)
+    assert response.status_code == 200 and test.status == "queued"
+    assert f'hx-get="{reverse("annotation:connection-test", args=[test.pk])}"' in response.content.decode()
+    assert server.requests == []  # nothing from the web request
+    for callback in callbacks:
+        callback()  # the worker's task (eager Celery)
+    test.refresh_from_db()
+    assert test.status == "done" and test.answer == "A steady beep."
+    assert test.endpoint == f"openai · model m at 127.0.0.1:{server.port} · no key sent"
+    [request] = server.chat_requests
+    audio = request.json()["messages"][-1]["content"][1]["input_audio"]
+    with wave.open(io.BytesIO(base64.b64decode(audio["data"]))) as clip:
+        assert (clip.getframerate(), clip.getnframes()) == (16000, 16000)
+    partial = client.get(reverse("annotation:connection-test", args=[test.pk]), HTTP_HX_REQUEST="true")
+    text = partial.content.decode()
+    assert "A steady beep." in text and "hx-trigger" not in text  # finished: polling stops
+
+
+def test_a_gemini_lalm_is_tested_through_the_files_api_and_generate_content(client, admin,
+                                                                            django_capture_on_commit_callbacks):
+    with FakeGemini(reply=lambda r: "A tone.") as fake, override_settings(GEMINI_API_KEY="g-key",
+                                                                           GEMINI_BASE_URL=fake.url):
+        lalm = lalm_save(lalm=None, name="gem", provider="gemini", settings_={"model": "gemini-2.5-flash"},
+                         actor=admin)
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(reverse("annotation:lalm-test", args=[lalm.pk]))
+        assert len(fake.uploads) == 1 and len(fake.generate_requests) == 1
+        assert fake.generate_requests[0].headers["x-goog-api-key"] == "g-key"
+    test = ConnectionTest.objects.get(lalm=lalm)
+    assert (test.status, test.answer) == ("done", "A tone.")
+    assert "key from GEMINI_API_KEY" in test.endpoint
+
+
+def test_a_failing_server_is_asked_once_and_the_error_is_shown(client, admin, server,
+                                                               django_capture_on_commit_callbacks):
+    server.script("chat", Reply(503, {"error": {"message": "overloaded"}}))
+    lalm = LALM.objects.create(name="q", provider="openai", settings={"model": "m", "base_url": f"{server.url}/v1"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("annotation:lalm-test", args=[lalm.pk]))
+    test = ConnectionTest.objects.get(lalm=lalm)
+    assert response["Location"] == reverse("annotation:connection-test", args=[test.pk])
+    assert test.status == "failed" and "HTTP 503" in test.error and "overloaded" in test.error
+    assert len(server.chat_requests) == 1  # a test is one try, not a job's retries
+    assert "HTTP 503" in client.get(response["Location"]).content.decode()
+
+
+def test_a_generate_judge_is_tested_with_its_own_prompt_and_the_score_it_would_read(
+    client, admin, django_capture_on_commit_callbacks
+):
+    with FakeOpenAICompat(reply=lambda r: "The candidate names the capital.\nScore: 5") as fake:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(reverse("annotation:judge-new"), {
+                "name": "j", "provider": "openai", "model": "m", "prompt_variant": "full", "mode": "generate",
+                "base_url": f"{fake.url}/v1", "logprobs": "on", "is_active": "on"})
+            judge = Judge.objects.get(name="j")
+            assert response.status_code == 302 and not judge.connection_tests.exists()  # generate: on request
+            client.post(reverse("annotation:judge-test", args=[judge.pk]))
+        prompt = fake.chat_requests[0].json()["messages"][0]["content"]
+    test = judge.connection_tests.get()
+    assert "<candidate_answer>Paris</candidate_answer>" in prompt
+    assert test.status == "done" and test.answer.endswith("Score read: 5") and test.error == ""
+
+
+def test_an_import_lalm_has_nothing_to_test(admin):
+    lalm = LALM.objects.create(name="file", provider="import")
+    with pytest.raises(Exception, match="imported"):
+        connection_test_start(lalm=lalm, actor=admin)
+
+
+def test_experts_see_test_results_but_only_admins_test(client, server):
+    lalm = LALM.objects.create(name="q", provider="openai", settings={"model": "m", "base_url": f"{server.url}/v1"})
+    test = ConnectionTest.objects.create(lalm=lalm, status="failed", error="HTTP 401 bad key")
+    client.force_login(UserFactory(is_staff=True, roles=["expert"]))
+    assert "HTTP 401 bad key" in client.get(reverse("annotation:connection-test", args=[test.pk])).content.decode()
+    assert client.post(reverse("annotation:lalm-test", args=[lalm.pk])).status_code == 403
+    page = client.get(reverse("annotation:lalms")).content.decode()
+    assert "q" in page and "Add an LALM" not in page
+
+
+# --- a real worker ------------------------------------------------------------------------------------------------
+def _redis_broker_url() -> str | None:
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    return url if url.startswith("redis://") else None
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_connection_test_runs_in_a_celery_worker_not_the_web_process(client, tmp_path, monkeypatch):
+    """The web request only queues the test; a real worker process (Redis broker, PostgreSQL) sends the request."""
+    from tests.annotation.test_jobs_worker import reset_pools, start_worker, wait_for
+
+    broker = _redis_broker_url()
+    if broker is None or connection.vendor != "postgresql":
+        pytest.skip("needs CELERY_BROKER_URL=redis://... and DATABASE_URL=postgres://... (a worker shares them)")
+    from config.celery import app
+
+    saved = (app.conf.broker_url, app.conf.task_always_eager)
+    app.conf.broker_url, app.conf.task_always_eager = broker, False
+    reset_pools(app)
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    # A superuser is an admin without the role group (a transactional test may run after one that flushed groups).
+    client.force_login(UserFactory(username="boss", is_staff=True, is_superuser=True))
+    db = connection.settings_dict
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "CELERY_BROKER_URL": broker,
+           "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    log = tmp_path / "worker.log"
+    worker = None
+    try:
+        with FakeOpenAICompat(reply=lambda r: "Heard a tone.") as fake:
+            lalm = LALM.objects.create(name="q", provider="openai",
+                                       settings={"model": "m", "base_url": f"{fake.url}/v1"})
+            response = client.post(reverse("annotation:lalm-test", args=[lalm.pk]))
+            assert response.status_code == 302
+            test = ConnectionTest.objects.get(lalm=lalm)
+            time.sleep(0.5)
+            assert test.status == "queued" and fake.requests == []  # no worker yet: nothing was sent
+            worker = start_worker(env=env, log=log)
+            wait_for(lambda: ConnectionTest.objects.get(pk=test.pk).status in ("done", "failed"), timeout_s=90,
+                     what="the worker to run the connection test", log=log)
+            test.refresh_from_db()
+            assert (test.status, test.answer) == ("done", "Heard a tone."), test.error
+            assert test.task_id and len(fake.chat_requests) == 1
+    finally:
+        if worker is not None:
+            worker.kill()
+            worker.wait(timeout=10)
+        reset_pools(app)
+        app.conf.broker_url, app.conf.task_always_eager = saved
