@@ -23,6 +23,43 @@ def _check_api_key_env(provider_settings) -> None:
         raise ValidationError({"settings": error[0].upper() + error[1:] + "."})
 
 
+class RunStatus(models.TextChoices):
+    """The life of a row of background work, declared once: QUEUED → RUNNING → DONE / FAILED / CANCELLED.
+
+    ``Job.Status`` and ``modelling.TrainingRun.Status`` are this class; ``JobItem.Status`` and
+    ``refinement.Suggestion.Status`` are variants made by :func:`run_status_variant` from these members plus their
+    own states. The values are what the database stores.
+    """
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+def run_status_variant(qualname: str, module: str, *members: str | tuple[str, str] | tuple[str, str, str]):
+    """A ``TextChoices`` class that lives at ``module.qualname`` (e.g. ``"JobItem.Status"``, so it pickles) whose
+    members are, in the order given:
+
+    * ``"RUNNING"``: that :class:`RunStatus` member (same value and label);
+    * ``("DONE", "Ready for review")``: that member's value with another label;
+    * ``("SKIPPED", "skipped", "Skipped")``: a state of the variant's own (name, value, label).
+
+    Raises:
+        KeyError: a name that is not a :class:`RunStatus` member in the first two forms.
+    """
+    spec = []
+    for member in members:
+        if isinstance(member, str):
+            spec.append((member, (RunStatus[member].value, RunStatus[member].label)))
+        elif len(member) == 2:
+            spec.append((member[0], (RunStatus[member[0]].value, member[1])))
+        else:
+            spec.append((member[0], (member[1], member[2])))
+    return models.TextChoices(qualname.replace(".", ""), spec, module=module, qualname=qualname)
+
+
 class Modality(models.TextChoices):
     SPEECH = "speech", "Speech"
     SOUND = "sound", "Sound"
@@ -425,12 +462,7 @@ class Job(models.Model):
         IMPORT = "import", "Import"
         EXPORT = "export", "Export"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = RunStatus
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
@@ -465,13 +497,10 @@ class JobItem(models.Model):
     moves it from ``running`` to ``done``, so a killed or duplicated task never writes a result twice.
     """
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        SKIPPED = "skipped", "Skipped (already done for the current version)"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = run_status_variant(
+        "JobItem.Status", __name__, ("PENDING", "pending", "Pending"), "RUNNING", "DONE",
+        ("SKIPPED", "skipped", "Skipped (already done for the current version)"), "FAILED", "CANCELLED",
+    )
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="items")
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="job_items")
