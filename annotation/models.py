@@ -308,7 +308,12 @@ class Rating(models.Model):
         max_length=5, blank=True, default="", help_text="Feedback codes, a subset of QARUE in that order."
     )
     comment = models.TextField(blank=True, help_text="Free-text feedback.")
-    seconds_on_task = models.FloatField(null=True, blank=True, help_text="Seconds from showing the item to submit.")
+    seconds_on_task = models.FloatField(
+        null=True, blank=True, help_text="Seconds from showing the item to submit, as the rating page or API client "
+        "reported it (not trusted: quality checks and study pay use server_seconds_on_task).")
+    server_seconds_on_task = models.FloatField(
+        null=True, blank=True, help_text="Seconds from the assignment being handed out to the rating being stored, "
+        "measured by the server; empty for imported ratings.")
     audio_seconds_played = models.FloatField(null=True, blank=True, help_text="Seconds of audio played.")
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.WEB)
     is_valid = models.BooleanField(default=True, help_text="False once the rated question version was corrected.")

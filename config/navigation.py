@@ -85,6 +85,10 @@ NAVIGATION: tuple[Group, ...] = (
         Entry("Audit log", "annotation:audit", ADMINS),
     )),
     Group("admin", "Admin", (
+        Entry("Crowd studies", "quality:studies", ADMINS,
+              also=("quality:study-new", "quality:study-edit", "quality:study-report")),
+        Entry("Gold items & checks", "quality:items", ADMINS, also=("quality:item",)),
+        Entry("Quality policy", "quality:policy", ADMINS),
         Entry("Django admin", "admin:index", ADMINS),
     )),
 )

@@ -59,9 +59,10 @@ def test_the_header_is_the_same_on_every_apps_pages(client):
     headers = {page: _links(client.get(page).content.decode()) for page in pages}
     groups = {page: [link for link in links if link != "/accounts/logout/"][:8] for page, links in headers.items()}
     assert len({tuple(g) for g in groups.values()}) == 1, groups
-    # The brand (home), then one link per group: dashboard, rate, prepare, refine, model, data, admin.
+    # The brand (home), then one link per group: dashboard, rate, prepare, refine, model, data, admin (its first
+    # page: crowd studies).
     assert groups["/"] == ["/dashboard/", "/dashboard/", "/", "/jobs/", "/refinement/", "/modelling/agreement/",
-                           "/overview/", "/admin/"]
+                           "/overview/", "/quality/studies/"]
 
 
 def test_the_current_group_shows_its_pages_as_a_second_row_with_the_current_page_marked(client):

@@ -214,20 +214,46 @@ def test_an_attention_check_fails_on_the_wrong_answer_or_too_little_time():
                                   text="This is an attention check: rate this answer 2 and tick Q.",
                                   expected_score=2, expected_codes="Q")
     ok, fast, wrong = AnnotatorFactory.create_batch(3)
-    assert rate(candidate=item.candidate, annotator=ok, score=2, codes="Q",
-                         seconds_on_task=9).quality_check.passed
-    assert "below 5 s" in rate(candidate=item.candidate, annotator=fast, score=2, codes="Q",
-                                        seconds_on_task=1.5).quality_check.reason
+    assert rate(candidate=item.candidate, annotator=ok, score=2, codes="Q", server_seconds=9).quality_check.passed
+    assert "1.5 s on task, below 5 s" in rate(candidate=item.candidate, annotator=fast, score=2, codes="Q",
+                                              server_seconds=1.5).quality_check.reason
     assert not rate(candidate=item.candidate, annotator=wrong, score=5, codes="",
-                             seconds_on_task=9).quality_check.passed
+                    server_seconds=9).quality_check.passed
     with pytest.raises(ValidationError):
         attention_check_create(question=item.candidate.question_version.question, text="again", expected_score=2)
 
 
+def test_an_attention_check_times_the_server_never_the_client():
+    """A script that answers at once fails the minimum time whatever it claims, or when it claims nothing; the
+    client's number is stored beside the server's, never used (issue 28, item 2)."""
+    benchmark = BenchmarkFactory()
+    benchmark_quality_set(benchmark=benchmark, gold_rate=0, attention_rate=1.0, min_seconds=5)
+    item = attention_check_create(question=QuestionFactory(benchmark=benchmark),
+                                  text="This is an attention check: rate this answer 2.", expected_score=2)
+    claims, silent, honest = AnnotatorFactory.create_batch(3)
+    claimed = rate(candidate=item.candidate, annotator=claims, score=2, seconds_on_task=120)
+    assert not claimed.quality_check.passed and "below 5 s" in claimed.quality_check.reason
+    assert claimed.seconds_on_task == 120 and claimed.server_seconds_on_task < 5
+    missing = rate(candidate=item.candidate, annotator=silent, score=2, seconds_on_task=None)
+    assert not missing.quality_check.passed and missing.seconds_on_task is None
+    slow = rate(candidate=item.candidate, annotator=honest, score=2, seconds_on_task=1.0, server_seconds=30)
+    assert slow.quality_check.passed and 30 <= slow.server_seconds_on_task < 35
+
+
+def test_every_rating_stores_the_servers_time_on_task():
+    candidate, annotator = CandidateAnswerFactory(), AnnotatorFactory()
+    rating = rate(candidate=candidate, annotator=annotator, seconds_on_task=3.0, server_seconds=42)
+    rating.refresh_from_db()
+    assert rating.seconds_on_task == 3.0 and 42 <= rating.server_seconds_on_task < 47
+
+
 def test_check_evaluation_rules():
     item = QualityItem(kind="gold", min_score=2, max_score=3, expected_codes="R")
-    assert quality_check_evaluate(item=item, score=3, codes="AR", seconds_on_task=0.1).passed
-    assert not quality_check_evaluate(item=item, score=None, codes="RU", seconds_on_task=None).passed
+    assert quality_check_evaluate(item=item, score=3, codes="AR", server_seconds=0.1).passed
+    assert not quality_check_evaluate(item=item, score=None, codes="RU", server_seconds=None).passed
+    attention = QualityItem(kind="attention", min_score=2, max_score=2)
+    assert not quality_check_evaluate(item=attention, score=2, codes="", server_seconds=None, min_seconds=3).passed
+    assert quality_check_evaluate(item=attention, score=2, codes="", server_seconds=None, min_seconds=0).passed
     with pytest.raises(ValidationError):
         gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=2)
 
