@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
@@ -51,8 +52,9 @@ class QualityItemForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["candidate"].required = False
-        self.fields["candidate"].queryset = CandidateAnswer.objects.all()
+        if "candidate" in self.fields:  # read-only on an existing item
+            self.fields["candidate"].required = False
+            self.fields["candidate"].queryset = CandidateAnswer.objects.all()
 
     def clean(self):
         data = super().clean()
@@ -166,6 +168,7 @@ class StudyAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     fields = list(STUDY_FIELDS)
     inlines = [StudyParticipantInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # its participants and their ratings stay attributable: disable it instead

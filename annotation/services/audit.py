@@ -99,7 +99,8 @@ def audited_fields_set(*, row: Model, values: dict, allowed: Collection[str], ac
     if unknown:
         raise ValidationError({"__all__": f"Not a {noun}: {', '.join(sorted(unknown))}."})
     creating = row.pk is None
-    old = {name: getattr(row, name) for name, value in values.items() if creating or getattr(row, name) != value}
+    old = dict.fromkeys(values) if creating else {
+        name: getattr(row, name) for name, value in values.items() if getattr(row, name) != value}
     for name in old:
         setattr(row, name, values[name])
     row.full_clean()

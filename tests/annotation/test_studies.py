@@ -389,3 +389,55 @@ def test_the_study_report_takes_the_same_queries_for_one_or_three_participants()
     participant("3" * 24)
     assert queries() == one
     assert [row.items for row in study_report(study=study)] == [1, 1, 1]
+
+
+# --- The admins' study pages ----------------------------------------------------------------------------------
+
+
+def _admin(client):
+    client.force_login(UserFactory(is_superuser=True, is_staff=True, roles=["admin"]))
+
+
+def test_an_admin_creates_a_study_on_its_page_and_enables_it_when_the_rules_are_met(client):
+    _admin(client)
+    benchmark = BenchmarkFactory(name="MMAR")
+    form = {"name": "Pilot", "slug": "pilot-1", "benchmark": benchmark.pk, "platform": "prolific",
+            "external_study_id": "", "participant_param": "PROLIFIC_PID", "study_param": "STUDY_ID",
+            "session_param": "SESSION_ID", "quota": 20, "max_participants": "", "completion_code": "C0DE42",
+            "completion_url": "https://app.prolific.com/submissions/complete?cc={code}", "instructions": "",
+            "reward_per_item": "0.10", "currency": "GBP", "is_enabled": "on"}
+    page = client.get(reverse("quality:study-new")).content.decode()
+    assert "/study/pilot-1/" in page and "?cc={code}" in page  # the help texts say what the form does
+    response = client.post(reverse("quality:study-new"), form)
+    assert response.status_code == 400 and not Study.objects.exists()
+    html = response.content.decode()
+    assert "Enter the platform&#x27;s study id before enabling the study." in html
+    assert "Set a participant cap before enabling the study." in html
+    response = client.post(reverse("quality:study-new"), {**form, "external_study_id": "st1", "max_participants": 40})
+    assert response.status_code == 400 and "24 hexadecimal characters" in response.content.decode()
+    response = client.post(reverse("quality:study-new"), {**form, "external_study_id": STUDY_ID,
+                                                          "max_participants": 40, "is_enabled": ""})
+    study = Study.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("quality:study-report", args=[study.pk])
+    assert not study.is_enabled and AuditEvent.objects.filter(action="study.create").exists()
+    response = client.post(reverse("quality:study-enable", args=[study.pk]), {"enabled": "1", "next": "report"})
+    assert response["Location"] == reverse("quality:study-report", args=[study.pk])
+    assert Study.objects.get().is_enabled
+    listing = client.get(reverse("quality:studies")).content.decode()
+    assert "Pilot" in listing and "0 of 40" in listing and "enabled" in listing
+
+
+def test_enabling_from_the_list_says_what_is_missing(client):
+    _admin(client)
+    study = _study(enabled=False, external_study_id="", max_participants=None)
+    response = client.post(reverse("quality:study-enable", args=[study.pk]), {"enabled": "1"}, follow=True)
+    assert "was not enabled" in response.content.decode() and "participant cap" in response.content.decode()
+    assert not Study.objects.get(pk=study.pk).is_enabled
+    client.post(reverse("quality:study-edit", args=[study.pk]), {
+        **{name: getattr(study, name) for name in ("name", "slug", "platform", "participant_param", "study_param",
+                                                   "session_param", "quota", "completion_code", "completion_url",
+                                                   "instructions", "reward_per_item", "currency")},
+        "benchmark": study.benchmark_id, "external_study_id": STUDY_ID, "max_participants": 5, "is_enabled": "on"})
+    assert Study.objects.get(pk=study.pk).is_enabled
+    assert AuditEvent.objects.get(action="study.update").new == {
+        "external_study_id": STUDY_ID, "max_participants": 5, "is_enabled": True}
