@@ -17,6 +17,7 @@ from annotation.crowd.items import (
     attention_check_create,
     benchmark_quality_set,
     gold_item_mark,
+    quality_item_deactivate,
     quality_item_update,
     quality_policy_set,
 )
@@ -108,11 +109,8 @@ class QualityItemAdmin(admin.ModelAdmin):
                                       max_score=data["max_score"], expected_codes=data["expected_codes"],
                                       explanation=data["explanation"], in_qualification=data["in_qualification"],
                                       by=request.user)
-                if not data["is_active"]:
-                    item = quality_item_update(item=item, min_score=item.min_score, max_score=item.max_score,
-                                               expected_codes=item.expected_codes, explanation=item.explanation,
-                                               in_qualification=item.in_qualification, is_active=False,
-                                               by=request.user)
+            if not change and not data["is_active"]:
+                quality_item_deactivate(item=item, by=request.user)
             obj.pk = item.pk
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))

@@ -28,7 +28,8 @@ class StudyForm(forms.ModelForm):
 
     fieldsets = [
         ("Study", ["name", "slug", "benchmark", "quota", "max_participants", "instructions"]),
-        ("Crowd platform", ["platform", "external_study_id", "participant_param", "study_param", "session_param"]),
+        ("Crowd platform", ["platform", "external_study_id", "participant_param", "study_param", "session_param",
+                            "signed_links"]),
         ("Completion and pay", ["completion_code", "completion_url", "reward_per_item", "currency"]),
         ("Entry links", ["is_enabled"]),
     ]
@@ -39,13 +40,21 @@ class StudyForm(forms.ModelForm):
         labels = {"is_enabled": "Enabled: entry links let participants in", "external_study_id": "Platform study id",
                   "max_participants": "Participant cap", "participant_param": "Participant id parameter",
                   "study_param": "Study id parameter", "session_param": "Session id parameter",
-                  "reward_per_item": "Reward per item"}
+                  "reward_per_item": "Reward per item", "signed_links": "Signed links only"}
         widgets = {"instructions": forms.Textarea(attrs={"rows": 3})}
         formfield_callback = _https_urls
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["benchmark"].queryset = Benchmark.objects.order_by("name")
+
+
+class SignedLinksForm(forms.Form):
+    """Participant ids, one a line, for their signed entry links."""
+
+    participant_ids = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), max_length=200_000, label="Participant ids, one a line",
+        help_text="Each gets a link that works for that id only.")
 
 
 class _ItemRulesForm(forms.Form):
@@ -118,7 +127,7 @@ class QualityItemEditForm(_ScoreRangeMixin, _ItemRulesForm):
 class CandidateSearchForm(forms.Form):
     """``?q=``: a question's external id or words of a candidate answer."""
 
-    q = forms.CharField(required=False, max_length=200, label="Find a question or candidate answer",
+    q = forms.CharField(required=False, max_length=200, label="Question id or words of an answer",
                         help_text="A question's id in its benchmark, or words of the candidate answer.")
 
 

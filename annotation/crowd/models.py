@@ -256,6 +256,10 @@ class Study(models.Model):
         null=True, blank=True, validators=[MinValueValidator(1)],
         help_text="The most participants that may join (returning ones are always let back in). Needed to enable "
         "the study.")
+    signed_links = models.BooleanField(
+        default=False, help_text="Only signed entry links work: each participant's link carries sig=, a keyed hash of "
+        "their id and the study id, made on the study's page. For links you send out yourself; Prolific and MTurk "
+        "fill in ids but cannot sign them.")
     completion_code = models.CharField(max_length=100, help_text="Shown on reaching the quota (Prolific code).")
     completion_url = models.URLField(
         blank=True, max_length=500,

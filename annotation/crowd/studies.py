@@ -17,15 +17,17 @@ import logging
 import statistics
 from dataclasses import dataclass
 from decimal import Decimal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
-from annotation.crowd.models import AnnotatorQuality, QualityCheck, Study, StudyParticipant
+from annotation.crowd.models import GENERIC_ID_RE, AnnotatorQuality, QualityCheck, Study, StudyParticipant
 from annotation.crowd.selectors import study_participation_get
 from annotation.models import Rating
 from annotation.services.audit import audit_record, audited_fields_set
@@ -88,10 +90,42 @@ def study_link_check(*, slug: str, params) -> StudyLink:
     external = (params.get(study.study_param) or "").strip()
     if external != study.external_study_id:  # an enabled study always has one (study_enabled_needs_id_and_cap)
         raise StudyEntryRefused(f"study {slug!r}: {study.study_param} is not this study's id")
+    if study.signed_links and not constant_time_compare(
+            str(params.get(SIGNATURE_PARAM) or ""), study_link_signature(study=study, participant_id=participant_id)):
+        raise StudyEntryRefused(f"study {slug!r}: missing or wrong {SIGNATURE_PARAM}")
     session = (params.get(study.session_param) or "").strip() if study.session_param else ""
-    if session and not pattern.match(session):
+    if session and not GENERIC_ID_RE.match(session):  # stored only: any platform's session id format will do
         raise StudyEntryRefused(f"study {slug!r}: malformed {study.session_param}")
     return StudyLink(study=study, participant_id=participant_id, external_study_id=external, session_id=session)
+
+
+#: The query parameter of a signed entry link.
+SIGNATURE_PARAM = "sig"
+
+
+def study_link_signature(*, study: Study, participant_id: str) -> str:
+    """The ``sig`` of ``participant_id``'s entry link to ``study``: HMAC-SHA256 (Django's ``salted_hmac`` with
+    ``SECRET_KEY``, salted per study) of the participant id and the study's platform id, 64 hex characters. A new
+    ``SECRET_KEY`` or study id makes every signed link of the study invalid."""
+    return salted_hmac(f"orca.study-link.{study.pk}", f"{participant_id}\n{study.external_study_id}",
+                       algorithm="sha256").hexdigest()
+
+
+def study_signed_links(*, study: Study, base_url: str, participant_ids: list[str]) -> list[tuple[str, str]]:
+    """``(participant id, entry link)`` for each of ``participant_ids`` (blank lines and repeats left out): ``base_url``
+    (the absolute /study/<slug>/ URL) with the participant id, the study id and its signature.
+
+    Raises:
+        ValidationError: ``{"participant_ids": ...}`` naming the ids that are not the platform's.
+    """
+    ids = list(dict.fromkeys(pid.strip() for pid in participant_ids if pid.strip()))
+    bad = [pid for pid in ids if not study.id_pattern().match(pid)]
+    if bad:
+        raise ValidationError({"participant_ids": "Not a participant id on this study's platform: "
+                                                  f"{', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}."})
+    return [(pid, base_url + "?" + urlencode({
+        study.participant_param: pid, study.study_param: study.external_study_id,
+        SIGNATURE_PARAM: study_link_signature(study=study, participant_id=pid)})) for pid in ids]
 
 
 def study_link_is_for(*, link: StudyLink, user) -> bool:
@@ -273,8 +307,8 @@ def study_report_csv(*, study: Study) -> str:
 #: The fields of a study an admin sets (the platform's study form and the Django admin).
 STUDY_FIELDS = (
     "name", "slug", "benchmark", "platform", "external_study_id", "participant_param", "study_param",
-    "session_param", "quota", "max_participants", "completion_code", "completion_url", "instructions",
-    "reward_per_item", "currency", "is_enabled",
+    "session_param", "signed_links", "quota", "max_participants", "completion_code", "completion_url",
+    "instructions", "reward_per_item", "currency", "is_enabled",
 )
 
 

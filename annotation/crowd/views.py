@@ -26,6 +26,7 @@ from annotation.crowd.forms import (
     GoldItemForm,
     QualityItemEditForm,
     QualityPolicyForm,
+    SignedLinksForm,
     StudyForm,
 )
 from annotation.crowd.items import (
@@ -51,6 +52,7 @@ from annotation.crowd.studies import (
     study_report,
     study_report_csv,
     study_save,
+    study_signed_links,
 )
 from annotation.forms import errors_text, form_add_validation_error, query_pk
 from config.proxies import client_ip
@@ -239,8 +241,17 @@ def study_report_page(request: HttpRequest, study_pk: int) -> HttpResponse:
         response = HttpResponse(study_report_csv(study=study), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="study-{study.slug}.csv"'
         return response
-    return render(request, "crowd/study_report.html",
-                  {"study": study, "rows": study_report(study=study), "entry_link": _entry_link(request, study)})
+    # A signed study: ?participant_ids=... makes each participant's own link.
+    links_form, links = SignedLinksForm(request.GET if "participant_ids" in request.GET else None), []
+    if study.signed_links and links_form.is_valid():
+        try:
+            links = study_signed_links(study=study, participant_ids=links_form.cleaned_data["participant_ids"].split(
+                "\n"), base_url=request.build_absolute_uri(reverse("quality:study-entry", args=[study.slug])))
+        except ValidationError as exc:
+            form_add_validation_error(links_form, exc)
+    return render(request, "crowd/study_report.html", {
+        "study": study, "rows": study_report(study=study), "entry_link": _entry_link(request, study),
+        "links_form": links_form, "links": links, "all_links": "\n".join(link for _, link in links)})
 
 
 # --- Admins: gold items and attention checks ------------------------------------------------------------------

@@ -3,7 +3,8 @@ are checked), and an enabled study needs its platform's study id and a participa
 
 Existing studies: those not on Prolific's parameters, or whose study id is not a Prolific id, become platform
 "other" (the generic id check they had); enabled studies without a study id or a cap are disabled, so the admin
-enables them again once both are set.
+enables them again once both are set. A study may require signed entry links (``signed_links``). The quality
+policy's warn and pause scores are validated as shares 0–1.
 """
 import re
 
@@ -50,6 +51,11 @@ class Migration(migrations.Migration):
             model_name='study',
             name='platform',
             field=models.CharField(choices=[('prolific', 'Prolific'), ('other', 'Other (MTurk, CloudResearch, own links)')], default='prolific', help_text="The crowd platform, which decides how ids are checked: Prolific's are 24 hexadecimal characters; other platforms' are letters, digits and _ . : @ - (up to 200).", max_length=20),
+        ),
+        migrations.AddField(
+            model_name='study',
+            name='signed_links',
+            field=models.BooleanField(default=False, help_text="Only signed entry links work: each participant's link carries sig=, a keyed hash of their id and the study id, made on the study's page. For links you send out yourself; Prolific and MTurk fill in ids but cannot sign them."),
         ),
         migrations.AlterField(
             model_name='qualitypolicy',

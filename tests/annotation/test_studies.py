@@ -441,3 +441,25 @@ def test_enabling_from_the_list_says_what_is_missing(client):
     assert Study.objects.get(pk=study.pk).is_enabled
     assert AuditEvent.objects.get(action="study.update").new == {
         "external_study_id": STUDY_ID, "max_participants": 5, "is_enabled": True}
+
+
+def test_a_signed_study_lets_in_only_the_links_made_for_each_participant(client):
+    study = _study(platform="other", participant_param="uid", study_param="sid", session_param="",
+                   external_study_id="lab-2026", signed_links=True)
+    _admin(client)
+    page = client.get(reverse("quality:study-report", args=[study.pk]), {"participant_ids": "p-01\np-02\n\np-01"})
+    links = page.context["links"]
+    assert [pid for pid, _ in links] == ["p-01", "p-02"] and 'data-copy="signed-links"' in page.content.decode()
+    assert "id=\"entry-link\"" not in page.content.decode()  # no unsigned link to paste anywhere
+    bad = client.get(reverse("quality:study-report", args=[study.pk]), {"participant_ids": "p 03"})
+    assert "Not a participant id on this study&#x27;s platform: p 03." in bad.content.decode()
+    client.logout()
+    first = links[0][1]
+    assert Client().get(first).status_code == 200  # the welcome page
+    signature = first.rsplit("sig=", 1)[1]
+    for params in ({"uid": "p-01", "sid": "lab-2026"},  # unsigned
+                   {"uid": "p-01", "sid": "lab-2026", "sig": "0" * 64},  # forged
+                   {"uid": "p-03", "sid": "lab-2026", "sig": signature}):  # another participant's signature
+        assert Client().get(_entry(study), params).status_code == 404
+    response = Client().post(first)
+    assert response.status_code == 302 and StudyParticipant.objects.get().participant_id == "p-01"

@@ -87,10 +87,14 @@ def site(settings, tmp_path):
         completion_url="https://app.prolific.com/submissions/complete?cc={code}")
     gold = gold_item_mark(candidate=CandidateAnswerFactory(question_version=questions[2].current_version,
                                                            text="A dog barks."), min_score=4, max_score=5)
+    signed = Study.objects.create(
+        name="Lab", slug="lab", benchmark=bench, quota=2, completion_code="L4B", platform="other",
+        participant_param="uid", study_param="sid", session_param="", external_study_id="lab-1", signed_links=True)
     rates = benchmark_quality_set(benchmark=bench, gold_rate=0.1, attention_rate=0.0)
     details["admin"] = [*details["expert"], "/quality/studies/new/", f"/quality/studies/{study.pk}/edit/",
                         f"/quality/studies/{study.pk}/report/", f"/quality/items/{gold.pk}/", "/quality/items/?q=dog",
-                        f"/quality/policy/?edit={rates.pk}"]
+                        f"/quality/policy/?edit={rates.pk}",
+                        f"/quality/studies/{signed.pk}/report/?participant_ids=p-01%0Ap-02"]
     return {"users": users, "details": details, "study": study}
 
 
