@@ -214,6 +214,8 @@ PARAM_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,50}$")
 GENERIC_ID_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 #: Prolific's participant, study and session ids: 24 hexadecimal characters.
 PROLIFIC_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
+#: The query parameter of a signed entry link (``annotation.crowd.studies.study_link_signature``).
+SIGNATURE_PARAM = "sig"
 
 
 class Study(models.Model):
@@ -299,15 +301,18 @@ class Study(models.Model):
         """Field rules a form or service checks before saving (``full_clean``).
 
         Raises:
-            ValidationError: a parameter name with other characters than letters, digits, ``_ . -`` or used twice;
-                a study id that is not one of the platform's ids; an enabled study without study id, study
-                parameter or participant cap; a completion URL that carries neither ``{code}`` nor the code.
+            ValidationError: a parameter name with other characters than letters, digits, ``_ . -``, used twice
+                or named ``sig``; a study id that is not one of the platform's ids; an enabled study without study
+                id, study parameter or participant cap; a completion URL that carries neither ``{code}`` nor the
+                code.
         """
         errors: dict[str, str] = {}
         params = [(name, getattr(self, name)) for name in ("participant_param", "study_param", "session_param")]
         for name, value in params:
             if value and not PARAM_NAME_RE.match(value):
                 errors[name] = "Use letters, digits, '_', '.' or '-' (a query parameter name)."
+            elif value == SIGNATURE_PARAM:
+                errors[name] = f"'{SIGNATURE_PARAM}' is the signature of a signed link; choose another name."
         used = [value for _, value in params if value]
         if len(used) != len(set(used)):
             errors["session_param"] = "The participant, study and session parameters must differ."

@@ -7,8 +7,10 @@ platform's ids (Prolific: 24 hexadecimal characters) and the study id must be th
 participant's own browser) calls :func:`study_enter`, which creates or resumes a pseudonymous annotator without a
 password: the account is named from a hash of the platform parameter and participant id, so one participant id
 never gets a second account, and a returning participant resumes where they left off (their open assignment, quota
-progress and qualification are kept). Every refusal is the same :class:`StudyEntryRefused`, so a link can not be
-used to find out which studies exist or are open (README, "Security and integrity").
+progress and qualification are kept). A study with ``signed_links`` also wants ``sig``, an HMAC of the participant
+id and study id (:func:`study_link_signature`), for links an admin sends out one by one. Every refusal is the same
+:class:`StudyEntryRefused`, so a link cannot be used to find out which studies exist or are open (README,
+"Security and integrity").
 """
 from __future__ import annotations
 
@@ -27,7 +29,14 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from annotation.crowd.models import GENERIC_ID_RE, AnnotatorQuality, QualityCheck, Study, StudyParticipant
+from annotation.crowd.models import (
+    GENERIC_ID_RE,
+    SIGNATURE_PARAM,
+    AnnotatorQuality,
+    QualityCheck,
+    Study,
+    StudyParticipant,
+)
 from annotation.crowd.selectors import study_participation_get
 from annotation.models import Rating
 from annotation.services.audit import audit_record, audited_fields_set
@@ -78,7 +87,8 @@ def study_link_check(*, slug: str, params) -> StudyLink:
     Raises:
         StudyEntryRefused: no such study or it is not enabled; the participant id is missing or not one of the
             platform's ids (:meth:`Study.id_pattern`); the study id is not the study's ``external_study_id``; a
-            session id is given but malformed. The reason is for the log only.
+            study with ``signed_links`` gets no or a wrong ``sig``; a session id is given but not letters, digits
+            and ``_ . : @ -``. The reason is for the log only.
     """
     study = Study.objects.select_related("benchmark").filter(slug=slug).first()
     if study is None or not study.is_enabled:
@@ -97,10 +107,6 @@ def study_link_check(*, slug: str, params) -> StudyLink:
     if session and not GENERIC_ID_RE.match(session):  # stored only: any platform's session id format will do
         raise StudyEntryRefused(f"study {slug!r}: malformed {study.session_param}")
     return StudyLink(study=study, participant_id=participant_id, external_study_id=external, session_id=session)
-
-
-#: The query parameter of a signed entry link.
-SIGNATURE_PARAM = "sig"
 
 
 def study_link_signature(*, study: Study, participant_id: str) -> str:
