@@ -1,7 +1,13 @@
-"""Django admin for every core row."""
+"""Django admin for every core row.
+
+Rows whose writes have consequences (ratings, versions, assignments, judge ratings, jobs) are read-only here: their
+services keep the audit log, counts and invalidation right, and the platform's pages call them. Question details
+are saved through :func:`annotation.services.versions.question_details_set` (audited).
+"""
 from django.contrib import admin
 
 from annotation.admin_audio import AudioClipUploadAdminMixin
+from annotation.admin_readonly import ReadOnlyAdmin
 
 from .models import (
     LALM,
@@ -16,6 +22,7 @@ from .models import (
     QuestionVersion,
     Rating,
 )
+from .services.versions import QUESTION_DETAIL_FIELDS, question_details_set
 
 
 @admin.register(Benchmark)
@@ -44,25 +51,35 @@ class QuestionVersionInline(admin.TabularInline):
 
 @admin.register(Question)
 class QuestionAdmin(admin.ModelAdmin):
+    """Questions come from imports; here only their details change (audited). Texts change by a new version
+    (refinement), the status and current version only through the services."""
+
     list_display = ["external_id", "benchmark", "modality", "category", "status", "current_version"]
     list_filter = ["benchmark", "modality", "status"]
     search_fields = ["external_id", "category", "sub_category"]
-    raw_id_fields = ["audio", "current_version"]
+    raw_id_fields = ["audio"]
+    fields = ["benchmark", "external_id", "status", "current_version", *QUESTION_DETAIL_FIELDS, "created_at"]
+    readonly_fields = ["benchmark", "external_id", "status", "current_version", "created_at"]
     inlines = [QuestionVersionInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        question_details_set(question=obj, values={name: form.cleaned_data[name] for name in QUESTION_DETAIL_FIELDS
+                                                   if name in form.cleaned_data}, by=request.user)
 
 
 @admin.register(QuestionVersion)
-class QuestionVersionAdmin(admin.ModelAdmin):
+class QuestionVersionAdmin(ReadOnlyAdmin):
+    """Versions are immutable and made by imports, Stage 1 jobs and corrections only."""
+
     list_display = ["question", "number", "source", "created_by", "created_at"]
     list_filter = ["source"]
     search_fields = ["question__external_id", "question_text"]
-    raw_id_fields = ["question", "created_by", "job"]
-
-    def get_readonly_fields(self, request, obj=None):
-        # Versions are immutable: existing ones are shown, never edited.
-        if obj is not None:
-            return [f.name for f in self.model._meta.fields]
-        return []
 
 
 class EditedInThePlatformAdmin(admin.ModelAdmin):
@@ -87,27 +104,28 @@ class LALMAdmin(EditedInThePlatformAdmin):
 
 
 @admin.register(CandidateAnswer)
-class CandidateAnswerAdmin(admin.ModelAdmin):
+class CandidateAnswerAdmin(ReadOnlyAdmin):
+    """Candidate answers come from jobs and imports; their ratings depend on the text staying as rated."""
+
     list_display = ["id", "question_version", "lalm", "valid_rating_count", "target_ratings", "priority"]
     list_filter = ["lalm", "question_version__question__benchmark"]
     search_fields = ["question_version__question__external_id", "text"]
-    raw_id_fields = ["question_version", "source_job"]
-    readonly_fields = ["valid_rating_count"]
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(ReadOnlyAdmin):
     list_display = ["candidate", "annotator", "status", "created_at", "expires_at"]
     list_filter = ["status"]
-    raw_id_fields = ["candidate", "annotator"]
 
 
 @admin.register(Rating)
-class RatingAdmin(admin.ModelAdmin):
+class RatingAdmin(ReadOnlyAdmin):
+    """Ratings change only through the rating page and API (their own, audited) and invalidation (audited, with
+    the counts refreshed): Annotator quality invalidates an annotator's ratings, corrections those of a version."""
+
     list_display = ["candidate", "annotator", "score", "codes", "is_valid", "source", "created_at"]
     list_filter = ["is_valid", "source", "score"]
     search_fields = ["annotator__username", "candidate__question_version__question__external_id", "comment"]
-    raw_id_fields = ["candidate", "question_version", "annotator"]
 
 
 @admin.register(Judge)
@@ -118,16 +136,16 @@ class JudgeAdmin(EditedInThePlatformAdmin):
 
 
 @admin.register(JudgeRating)
-class JudgeRatingAdmin(admin.ModelAdmin):
+class JudgeRatingAdmin(ReadOnlyAdmin):
     list_display = ["candidate", "judge_name", "prompt_variant", "mode", "score", "expected_score", "created_at"]
     list_filter = ["judge_name", "prompt_variant", "mode"]
-    raw_id_fields = ["candidate", "judge", "job"]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
+    """Jobs are started, retried and cancelled on the Jobs page (audited)."""
+
     list_display = ["id", "kind", "status", "benchmark", "done", "failed", "total", "created_at"]
     list_filter = ["kind", "status"]
-    raw_id_fields = ["benchmark", "lalm", "created_by"]
 
 from annotation.crowd import admin as _quality_admin  # noqa: E402,F401  (registers the quality admin)

@@ -23,6 +23,43 @@ def _check_api_key_env(provider_settings) -> None:
         raise ValidationError({"settings": error[0].upper() + error[1:] + "."})
 
 
+class RunStatus(models.TextChoices):
+    """The life of a row of background work, declared once: QUEUED → RUNNING → DONE / FAILED / CANCELLED.
+
+    ``Job.Status`` and ``modelling.TrainingRun.Status`` are this class; ``JobItem.Status`` and
+    ``refinement.Suggestion.Status`` are variants made by :func:`run_status_variant` from these members plus their
+    own states. The values are what the database stores.
+    """
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+def run_status_variant(qualname: str, module: str, *members: str | tuple[str, str] | tuple[str, str, str]):
+    """A ``TextChoices`` class that lives at ``module.qualname`` (e.g. ``"JobItem.Status"``, so it pickles) whose
+    members are, in the order given:
+
+    * ``"RUNNING"``: that :class:`RunStatus` member (same value and label);
+    * ``("DONE", "Ready for review")``: that member's value with another label;
+    * ``("SKIPPED", "skipped", "Skipped")``: a state of the variant's own (name, value, label).
+
+    Raises:
+        KeyError: a name that is not a :class:`RunStatus` member in the first two forms.
+    """
+    spec = []
+    for member in members:
+        if isinstance(member, str):
+            spec.append((member, (RunStatus[member].value, RunStatus[member].label)))
+        elif len(member) == 2:
+            spec.append((member[0], (RunStatus[member[0]].value, member[1])))
+        else:
+            spec.append((member[0], (member[1], member[2])))
+    return models.TextChoices(qualname.replace(".", ""), spec, module=module, qualname=qualname)
+
+
 class Modality(models.TextChoices):
     SPEECH = "speech", "Speech"
     SOUND = "sound", "Sound"
@@ -271,7 +308,12 @@ class Rating(models.Model):
         max_length=5, blank=True, default="", help_text="Feedback codes, a subset of QARUE in that order."
     )
     comment = models.TextField(blank=True, help_text="Free-text feedback.")
-    seconds_on_task = models.FloatField(null=True, blank=True, help_text="Seconds from showing the item to submit.")
+    seconds_on_task = models.FloatField(
+        null=True, blank=True, help_text="Seconds from showing the item to submit, as the rating page or API client "
+        "reported it (not trusted: quality checks and study pay use server_seconds_on_task).")
+    server_seconds_on_task = models.FloatField(
+        null=True, blank=True, help_text="Seconds from the assignment being handed out to the rating being stored, "
+        "measured by the server; empty for imported ratings.")
     audio_seconds_played = models.FloatField(null=True, blank=True, help_text="Seconds of audio played.")
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.WEB)
     is_valid = models.BooleanField(default=True, help_text="False once the rated question version was corrected.")
@@ -426,12 +468,7 @@ class Job(models.Model):
         IMPORT = "import", "Import"
         EXPORT = "export", "Export"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = RunStatus
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
@@ -466,13 +503,10 @@ class JobItem(models.Model):
     moves it from ``running`` to ``done``, so a killed or duplicated task never writes a result twice.
     """
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        SKIPPED = "skipped", "Skipped (already done for the current version)"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = run_status_variant(
+        "JobItem.Status", __name__, ("PENDING", "pending", "Pending"), "RUNNING", "DONE",
+        ("SKIPPED", "skipped", "Skipped (already done for the current version)"), "FAILED", "CANCELLED",
+    )
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="items")
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="job_items")

@@ -89,6 +89,10 @@ NAVIGATION: tuple[Group, ...] = (
         Entry("Users & roles", "team:users", ADMINS, also=("team:user-link",)),
         Entry("Teams", "team:teams", ADMINS),
         Entry("Invite users", "team:invite", ADMINS),
+        Entry("Crowd studies", "quality:studies", ADMINS,
+              also=("quality:study-new", "quality:study-edit", "quality:study-report")),
+        Entry("Gold items & checks", "quality:items", ADMINS, also=("quality:item",)),
+        Entry("Quality policy", "quality:policy", ADMINS),
         Entry("Django admin", "admin:index", ADMINS),
     )),
 )

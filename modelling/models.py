@@ -5,6 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from annotation.models import RunStatus
+
 
 class AgreementLevel(models.TextChoices):
     """Level of measurement for Krippendorff's alpha on the 1–5 correctness scale (Krippendorff 2011)."""
@@ -79,12 +81,7 @@ class TrainingRun(models.Model):
     its results. Created QUEUED by ``modelling.services.training.training_run_start``; only the services write it.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = RunStatus
 
     class Trigger(models.TextChoices):
         MANUAL = "manual", "Started by a user"

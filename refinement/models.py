@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Question, QuestionVersion
+from annotation.models import Question, QuestionVersion, run_status_variant
 
 
 class Queue(models.TextChoices):
@@ -118,13 +118,10 @@ class ReviewClaim(models.Model):
 class Suggestion(models.Model):
     """An AI-proposed text for one field, made by a Celery job; saved only when an expert accepts it."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Ready for review"
-        FAILED = "failed", "Failed"
-        ACCEPTED = "accepted", "Accepted"
-        REJECTED = "rejected", "Rejected"
+    Status = run_status_variant(
+        "Suggestion.Status", __name__, "QUEUED", "RUNNING", ("DONE", "Ready for review"), "FAILED",
+        ("ACCEPTED", "accepted", "Accepted"), ("REJECTED", "rejected", "Rejected"),
+    )
 
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="suggestions")
     base_version = models.ForeignKey(

@@ -135,13 +135,25 @@ def assignment_open(*, candidate: CandidateAnswer, annotator, minutes: int = 60)
     )
 
 
-def rate(*, candidate: CandidateAnswer, annotator, score=3, codes="", **kwargs) -> Rating:
+def handed_out_ago(assignment: Assignment, *, seconds: float) -> Assignment:
+    """Move ``assignment``'s hand-out time ``seconds`` into the past, so the server measures that much time on
+    task when it is rated now (``Rating.server_seconds_on_task``)."""
+    assignment.created_at = timezone.now() - timedelta(seconds=seconds)
+    Assignment.objects.filter(pk=assignment.pk).update(created_at=assignment.created_at)
+    return assignment
+
+
+def rate(*, candidate: CandidateAnswer, annotator, score=3, codes="", server_seconds: float | None = None,
+         **kwargs) -> Rating:
     """Rate ``candidate`` as ``annotator`` through ``rating_submit`` on an open assignment (every rating needs
-    one), handing one out first unless the annotator already holds it."""
+    one), handing one out first unless the annotator already holds it; with ``server_seconds`` the assignment was
+    handed out that long ago."""
     from annotation.services.rating import rating_submit
 
     assignment = Assignment.objects.filter(
         candidate=candidate, annotator=annotator, status=Assignment.Status.OPEN
     ).first() or assignment_open(candidate=candidate, annotator=annotator)
+    if server_seconds is not None:
+        handed_out_ago(assignment, seconds=server_seconds)
     return rating_submit(candidate=candidate, annotator=annotator, score=score, codes=codes, assignment=assignment,
                          **kwargs)

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from annotation.crowd.items import gold_item_mark
 from annotation.crowd.models import Study
 from annotation.models import Assignment, Job
 from refinement.models import CorrectionItem, Suggestion
@@ -68,7 +69,8 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:rate", "POST"): row(OWNER, "assignment_pk"),
     ("annotation:skip", "POST"): row(OWNER, "assignment_pk"),
     ("annotation:audio", "GET"): row(RATERS, "clip_pk"),
-    ("annotation:guidelines", "GET"): row(RATERS),
+    # Public: a crowd participant reads them on the study's welcome page before signing in.
+    ("annotation:guidelines", "GET"): row(ALL),
     ("annotation:my-ratings", "GET"): row(RATERS),
     ("annotation:rating-edit", "GET"): row(OWNER, "rating_pk"),  # only one's own rating (others: 404)
     ("annotation:rating-edit", "POST"): row(OWNER, "rating_pk"),
@@ -154,10 +156,25 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:quality_refresh", "POST"): row(ADMIN),
     ("modelling:quality_annotator", "GET"): row(ADMIN, "annotator_pk"),
     ("modelling:quality_annotator_action", "POST"): row(ADMIN, "annotator_pk"),
-    # Crowd studies: the entry link is public (no participant id: 400); the report is the admins'.
-    ("quality:study-entry", "GET"): row(ALL, "study_slug"),
+    # Crowd studies: the entry link is public, but without the platform's ids it is refused (the same 404 for
+    # everyone, tests/annotation/test_studies.py opens valid links) and a signed-in user is never switched (403).
+    ("quality:study-entry", "GET"): row(set(), "study_slug"),
+    ("quality:study-entry", "POST"): row(set(), "study_slug"),
     ("quality:study-done", "GET"): row(RATERS),
+    # Studies, gold items and attention checks, the quality policy: admins only.
+    ("quality:studies", "GET"): row(ADMIN),
+    ("quality:study-new", "GET"): row(ADMIN),
+    ("quality:study-new", "POST"): row(ADMIN),
+    ("quality:study-edit", "GET"): row(ADMIN, "study_pk"),
+    ("quality:study-edit", "POST"): row(ADMIN, "study_pk"),
+    ("quality:study-enable", "POST"): row(ADMIN, "study_pk"),
     ("quality:study-report", "GET"): row(ADMIN, "study_pk"),
+    ("quality:items", "GET"): row(ADMIN),
+    ("quality:items", "POST"): row(ADMIN),
+    ("quality:item", "GET"): row(ADMIN, "quality_item_pk"),
+    ("quality:item", "POST"): row(ADMIN, "quality_item_pk"),
+    ("quality:policy", "GET"): row(ADMIN),
+    ("quality:policy", "POST"): row(ADMIN),
     ("modelling:routing_benchmark", "POST"): row(ADMIN, "benchmark_pk"),
     # The leaderboard: experts and admins read it; only admins start or cancel a cross-fit.
     ("modelling:leaderboard", "GET"): row(STAFF),
@@ -290,7 +307,7 @@ def world(tmp_path, settings):
     imported = ModelVersion.objects.create(name="m-imported", artifact_path="/nonexistent",
                                            upstream_path="/nonexistent-upstream")
     study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
-                                 completion_code="X")
+                                 completion_code="X", external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     judge_row = Judge.objects.create(name="m-judge", provider="openai", model="m")
     objects = {
         "assignment_pk": assignment.pk, "clip_pk": clip.pk, "job_pk": job.pk, "export_pk": export.pk,
@@ -300,6 +317,8 @@ def world(tmp_path, settings):
         "judge_rating_pk": judge.pk, "audit_pk": AuditEvent.objects.first().pk, "correction_pk": correction.pk,
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
+        "quality_item_pk": gold_item_mark(candidate=CandidateAnswerFactory(question_version=question.current_version),
+                                          min_score=4, max_score=5).pk,
         "crossfit_pk": CrossFitRun.objects.create(folds=2).pk, "imported_model_pk": imported.pk,
         "judge_pk": judge_row.pk, "connection_test_pk": ConnectionTest.objects.create(judge=judge_row).pk,
         "uidb64": "MQ", "token": "set-password",

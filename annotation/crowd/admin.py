@@ -1,15 +1,26 @@
-"""Django admin for quality control and studies; writes go through the services (audited)."""
+"""Django admin for quality control and studies; every write goes through the services (audited). The platform's
+own pages (Admin → Crowd studies, Gold items & checks, Quality policy) do the same with forms of their own."""
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
+from annotation.admin_readonly import ReadOnlyAdmin
 from annotation.crowd.annotators import annotator_ratings_restore, annotator_status_set
-from annotation.crowd.items import attention_check_create, benchmark_quality_set, gold_item_mark
+from annotation.crowd.items import (
+    POLICY_FIELDS,
+    attention_check_create,
+    benchmark_quality_set,
+    gold_item_mark,
+    quality_item_deactivate,
+    quality_item_update,
+    quality_policy_set,
+)
 from annotation.crowd.models import (
     AnnotatorQuality,
     BenchmarkQuality,
@@ -21,6 +32,7 @@ from annotation.crowd.models import (
     Study,
     StudyParticipant,
 )
+from annotation.crowd.studies import STUDY_FIELDS, study_save
 from annotation.models import CandidateAnswer, Question
 
 
@@ -41,8 +53,9 @@ class QualityItemForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["candidate"].required = False
-        self.fields["candidate"].queryset = CandidateAnswer.objects.all()
+        if "candidate" in self.fields:  # read-only on an existing item
+            self.fields["candidate"].required = False
+            self.fields["candidate"].queryset = CandidateAnswer.objects.all()
 
     def clean(self):
         data = super().clean()
@@ -72,10 +85,22 @@ class QualityItemAdmin(admin.ModelAdmin):
     def checks_passed(self, obj):
         return f"{obj.n_passed}/{obj.n_checks}" if obj.n_checks else "–"
 
+    def get_readonly_fields(self, request, obj=None):
+        # An existing item keeps its kind and candidate answer; its rules change through quality_item_update.
+        return ["kind", "candidate"] if obj is not None else []
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # its checks are kept: untick "active" to stop handing it out
+
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         try:
-            if data["kind"] == QualityItem.Kind.ATTENTION and not change:
+            if change:
+                item = quality_item_update(
+                    item=QualityItem.objects.get(pk=obj.pk), min_score=data["min_score"], max_score=data["max_score"],
+                    expected_codes=data["expected_codes"], explanation=data["explanation"],
+                    in_qualification=data["in_qualification"], is_active=data["is_active"], by=request.user)
+            elif data["kind"] == QualityItem.Kind.ATTENTION:
                 item = attention_check_create(question=data["question"], text=data["text"],
                                               expected_score=data["min_score"], expected_codes=data["expected_codes"],
                                               explanation=data["explanation"], by=request.user)
@@ -83,9 +108,9 @@ class QualityItemAdmin(admin.ModelAdmin):
                 item = gold_item_mark(candidate=data["candidate"], min_score=data["min_score"],
                                       max_score=data["max_score"], expected_codes=data["expected_codes"],
                                       explanation=data["explanation"], in_qualification=data["in_qualification"],
-                                      by=request.user) if data["kind"] == QualityItem.Kind.GOLD else obj
-                if data["kind"] != QualityItem.Kind.GOLD:
-                    obj.save()
+                                      by=request.user)
+            if not change and not data["is_active"]:
+                quality_item_deactivate(item=item, by=request.user)
             obj.pk = item.pk
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
@@ -104,16 +129,25 @@ class BenchmarkQualityAdmin(admin.ModelAdmin):
 class QualityPolicyAdmin(admin.ModelAdmin):
     list_display = ["__str__", "qualification_required", "qualification_items", "qualification_pass_mark",
                     "qualification_attempts", "warn_score", "pause_score", "auto_pause"]
+    fields = list(POLICY_FIELDS)
 
     def has_add_permission(self, request):
         return not QualityPolicy.objects.exists()
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        quality_policy_set(values={name: form.cleaned_data[name] for name in POLICY_FIELDS}, by=request.user)
+        obj.pk = 1
+
 
 @admin.register(QualityCheck)
-class QualityCheckAdmin(admin.ModelAdmin):
+class QualityCheckAdmin(ReadOnlyAdmin):
+    """Outcomes of ratings of quality items, written by the rating service only."""
+
     list_display = ["created_at", "annotator", "kind", "phase", "item", "passed", "reason"]
     list_filter = ["kind", "phase", "passed"]
-    raw_id_fields = ["rating", "item", "annotator", "attempt"]
 
 
 class StudyParticipantInline(admin.TabularInline):
@@ -126,9 +160,16 @@ class StudyParticipantInline(admin.TabularInline):
 
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
+    """Studies, saved through :func:`study_save` (validated and audited) like the platform's study page."""
+
     list_display = ["name", "benchmark", "is_enabled", "quota", "max_participants", "participant_count", "report"]
     prepopulated_fields = {"slug": ["name"]}
+    fields = list(STUDY_FIELDS)
     inlines = [StudyParticipantInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # its participants and their ratings stay attributable: disable it instead
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_participants=Count("participants"))
@@ -142,9 +183,9 @@ class StudyAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">report</a>', reverse("quality:study-report", args=[obj.pk]))
 
     def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        saved = study_save(study=Study.objects.get(pk=obj.pk) if change else None,
+                           values={name: form.cleaned_data[name] for name in STUDY_FIELDS}, by=request.user)
+        obj.pk = saved.pk
 
 
 @admin.register(RatingInvalidation)

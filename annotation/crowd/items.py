@@ -26,7 +26,7 @@ from annotation.crowd.models import (
     QualityPolicy,
 )
 from annotation.models import LALM, Benchmark, CandidateAnswer, Question, Rating
-from annotation.services.audit import audit_record
+from annotation.services.audit import audit_record, audited_fields_set
 from annotation.services.versions import candidate_counts_refresh
 
 #: The LALM row that "answers" attention checks (inactive, so no job ever asks it for candidate answers).
@@ -145,6 +145,63 @@ def quality_item_deactivate(*, item: QualityItem, by=None) -> QualityItem:
     return item
 
 
+def quality_item_update(
+    *, item: QualityItem, min_score: int, max_score: int, expected_codes="", explanation: str = "",
+    in_qualification: bool = False, is_active: bool = True, by=None,
+) -> QualityItem:
+    """Change a gold item's or attention check's accepted range (1–5, inclusive), expected codes, explanation,
+    qualification use and whether it is handed out. Checks already recorded keep their outcome. Audited
+    (``quality.item_update``, old → new of the changed fields); switching it off goes through
+    :func:`quality_item_deactivate` (``quality.item_deactivate``).
+
+    Raises:
+        ValidationError: a score outside 1–5 or an empty range; unknown codes.
+    """
+    _range(min_score, max_score)
+    codes = _codes(expected_codes)
+    with transaction.atomic():
+        row = QualityItem.objects.select_for_update().get(pk=item.pk)
+        new = {"min_score": min_score, "max_score": max_score, "expected_codes": codes,
+               "explanation": (explanation or "").strip(), "in_qualification": in_qualification}
+        if is_active:
+            new["is_active"] = True
+        old = {name: getattr(row, name) for name, value in new.items() if getattr(row, name) != value}
+        if old:
+            for name in old:
+                setattr(row, name, new[name])
+            row.save(update_fields=list(old))
+            audit_record(actor=by, action="quality.item_update", obj=row, old=old,
+                         new={name: new[name] for name in old})
+        if not is_active and row.is_active:
+            quality_item_deactivate(item=row, by=by)
+    for name in ("min_score", "max_score", "expected_codes", "explanation", "in_qualification", "is_active"):
+        setattr(item, name, getattr(row, name))
+    return item
+
+
+#: The fields of the quality policy an admin sets.
+POLICY_FIELDS = (
+    "qualification_required", "qualification_items", "qualification_pass_mark", "qualification_attempts",
+    "warn_score", "pause_score", "min_ratings", "max_attention_failures", "auto_pause",
+)
+
+
+def quality_policy_set(*, values: dict, by=None) -> QualityPolicy:
+    """Change the site-wide quality policy: ``values`` maps names of :data:`POLICY_FIELDS` to new values. Validated
+    (``full_clean``: shares and scores within 0–1, the warn score at most the pause score) and audited
+    (``quality.policy_set``, old → new of the changed fields).
+
+    Raises:
+        ValidationError: a field outside :data:`POLICY_FIELDS`, or what ``full_clean`` finds (per field).
+    """
+    with transaction.atomic():
+        quality_policy()
+        row = QualityPolicy.objects.select_for_update().get(pk=1)
+        audited_fields_set(row=row, values=values, allowed=POLICY_FIELDS, action="quality.policy_set", by=by,
+                           noun="policy field")
+        return row
+
+
 def benchmark_quality_set(
     *, benchmark: Benchmark, gold_rate: float, attention_rate: float, min_seconds: float = 0.0,
     training_feedback: bool = False, by=None,
@@ -188,11 +245,12 @@ class CheckOutcome:
 
 
 def quality_check_evaluate(
-    *, item: QualityItem, score: int | None, codes: str, seconds_on_task: float | None, min_seconds: float = 0.0,
+    *, item: QualityItem, score: int | None, codes: str, server_seconds: float | None, min_seconds: float = 0.0,
 ) -> CheckOutcome:
     """Judge one rating of ``item``: the score must lie in ``[min_score, max_score]``, the codes must include the
-    expected codes, and an attention check must take at least ``min_seconds`` (a rating without a measured time
-    passes that test).
+    expected codes, and an attention check must take at least ``min_seconds`` of ``server_seconds`` (the rating's
+    ``server_seconds_on_task``: assignment handed out → rating stored). The client's own number is never used,
+    and a missing time counts as 0 s, so it fails a positive minimum.
     """
     reasons = []
     if score is None or not item.min_score <= score <= item.max_score:
@@ -202,9 +260,9 @@ def quality_check_evaluate(
     missing = set(item.expected_codes) - set(codes)
     if missing:
         reasons.append("missing code(s) " + "".join(c for c in "QARUE" if c in missing))
-    if (item.kind == QualityItem.Kind.ATTENTION and min_seconds > 0 and seconds_on_task is not None
-            and seconds_on_task < min_seconds):
-        reasons.append(f"{seconds_on_task:.1f} s on task, below {min_seconds:g} s")
+    seconds = server_seconds or 0.0
+    if item.kind == QualityItem.Kind.ATTENTION and min_seconds > 0 and seconds < min_seconds:
+        reasons.append(f"{seconds:.1f} s on task, below {min_seconds:g} s")
     return CheckOutcome(passed=not reasons, reason="; ".join(reasons))
 
 
@@ -218,7 +276,7 @@ def quality_check_record(*, rating: Rating, item: QualityItem) -> QualityCheck:
     config = BenchmarkQuality.objects.filter(
         benchmark__questions__versions__pk=rating.question_version_id).first()
     outcome = quality_check_evaluate(item=item, score=rating.score, codes=rating.codes,
-                                     seconds_on_task=rating.seconds_on_task,
+                                     server_seconds=rating.server_seconds_on_task,
                                      min_seconds=config.min_seconds if config else 0.0)
     attempt = None
     if item.in_qualification:

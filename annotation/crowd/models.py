@@ -14,7 +14,10 @@
 * :class:`AnnotatorQuality` — an annotator's status (active / warned / paused) and qualification state.
 * :class:`Study`, :class:`StudyParticipant` — a crowd study (Prolific, MTurk, ...) bound to one benchmark.
 """
+import re
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -123,8 +126,10 @@ class QualityPolicy(models.Model):
         help_text="Share of the N items (0–1) that must pass.")
     qualification_attempts = models.PositiveSmallIntegerField(
         default=2, validators=[MinValueValidator(1)], help_text="Attempts allowed (1 = no retry).")
-    warn_score = models.FloatField(default=0.4, help_text="Combined risk score (0–1) at which an annotator is warned.")
-    pause_score = models.FloatField(default=0.7, help_text="Combined risk score (0–1) at which an annotator is paused.")
+    warn_score = models.FloatField(default=0.4, validators=[MinValueValidator(0), MaxValueValidator(1)],
+                                   help_text="Combined risk score (0–1) at which an annotator is warned.")
+    pause_score = models.FloatField(default=0.7, validators=[MinValueValidator(0), MaxValueValidator(1)],
+                                    help_text="Combined risk score (0–1) at which an annotator is paused.")
     min_ratings = models.PositiveSmallIntegerField(
         default=10, help_text="Ratings an annotator needs before the thresholds apply.")
     max_attention_failures = models.PositiveSmallIntegerField(
@@ -136,6 +141,11 @@ class QualityPolicy(models.Model):
 
     def __str__(self) -> str:
         return "Quality policy"
+
+    def clean(self) -> None:
+        """Raises ``ValidationError`` when the warn score is above the pause score (nobody would be warned first)."""
+        if self.warn_score is not None and self.pause_score is not None and self.warn_score > self.pause_score:
+            raise ValidationError({"warn_score": "The warn score must not be above the pause score."})
 
 
 class QualificationAttempt(models.Model):
@@ -198,14 +208,40 @@ class RatingInvalidation(models.Model):
         ordering = ["-created_at"]
 
 
+#: Query parameter names a study may use (letters, digits, ``_ . -``).
+PARAM_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,50}$")
+#: Ids from a crowd platform without a stricter rule of its own (MTurk, CloudResearch, SONA, your own links).
+GENERIC_ID_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
+#: Prolific's participant, study and session ids: 24 hexadecimal characters.
+PROLIFIC_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
+#: The query parameter of a signed entry link (``annotation.crowd.studies.study_link_signature``).
+SIGNATURE_PARAM = "sig"
+
+
 class Study(models.Model):
-    """A crowd study: an entry link for one benchmark, a quota per participant, a completion code."""
+    """A crowd study: an entry link for one benchmark, a quota per participant, a completion code.
+
+    An enabled study always has its platform's study id and a participant cap (``study_enabled_needs_id_and_cap``):
+    an entry link must carry that study id, and no more than the cap of new participants can join.
+    """
+
+    class Platform(models.TextChoices):
+        PROLIFIC = "prolific", "Prolific"
+        OTHER = "other", "Other (MTurk, CloudResearch, own links)"
 
     name = models.CharField(max_length=200, unique=True, help_text="Shown to admins only.")
-    slug = models.SlugField(max_length=60, unique=True, help_text="The entry link's path: /study/<slug>/.")
+    slug = models.SlugField(
+        max_length=60, unique=True,
+        help_text="The last part of the entry link: pilot-1 gives /study/pilot-1/ (letters, digits, hyphens).")
     benchmark = models.ForeignKey("annotation.Benchmark", on_delete=models.PROTECT, related_name="studies",
                                   help_text="Participants rate only this benchmark.")
-    is_enabled = models.BooleanField(default=False, help_text="Entry links work only while the study is enabled.")
+    is_enabled = models.BooleanField(
+        default=False, help_text="Entry links work only while the study is enabled; enabling needs the platform's "
+        "study id and a participant cap.")
+    platform = models.CharField(
+        max_length=20, choices=Platform.choices, default=Platform.PROLIFIC,
+        help_text="The crowd platform, which decides how ids are checked: Prolific's are 24 hexadecimal "
+        "characters; other platforms' are letters, digits and _ . : @ - (up to 200).")
     participant_param = models.CharField(max_length=50, default="PROLIFIC_PID",
                                          help_text="Query parameter with the participant id (MTurk: workerId).")
     study_param = models.CharField(max_length=50, default="STUDY_ID", blank=True,
@@ -213,15 +249,27 @@ class Study(models.Model):
     session_param = models.CharField(max_length=50, default="SESSION_ID", blank=True,
                                      help_text="Query parameter with the session id (MTurk: assignmentId).")
     external_study_id = models.CharField(
-        max_length=100, blank=True, help_text="If set, the study parameter must equal it.")
+        max_length=100, blank=True,
+        help_text="The platform's id of this study (Prolific: the 24 characters in the study's address); an entry "
+        "link must carry exactly this id. Needed to enable the study.")
     quota = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)],
                                         help_text="Items each participant rates before the completion code.")
     max_participants = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Cap on participants; empty: no cap.")
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="The most participants that may join (returning ones are always let back in). Needed to enable "
+        "the study.")
+    signed_links = models.BooleanField(
+        default=False, help_text="Only signed entry links work: each participant's link carries sig=, a keyed hash of "
+        "their id and the study id, made on the study's page. For links you send out yourself; Prolific and MTurk "
+        "fill in ids but cannot sign them.")
     completion_code = models.CharField(max_length=100, help_text="Shown on reaching the quota (Prolific code).")
     completion_url = models.URLField(
-        blank=True, help_text="Where participants are sent on completion, e.g. "
-                              "https://app.prolific.com/submissions/complete?cc=CODE.")
+        blank=True, max_length=500,
+        help_text="Where participants are sent on completion; {code} is replaced by the completion code, e.g. "
+        "https://app.prolific.com/submissions/complete?cc={code}. Empty: the code is shown, nobody is sent on.")
+    instructions = models.TextField(
+        blank=True, help_text="Shown to participants on the welcome page before they start (what the study is "
+        "about); the page adds the number of items and the link to the rating guidelines.")
     reward_per_item = models.DecimalField(max_digits=8, decimal_places=3, default=0,
                                           help_text="Pay per item in the study's currency (for the hourly rate).")
     currency = models.CharField(max_length=3, default="GBP")
@@ -232,9 +280,60 @@ class Study(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(is_enabled=False) | (Q(max_participants__gte=1) & ~Q(external_study_id="")
+                                                 & ~Q(study_param="")),
+                name="study_enabled_needs_id_and_cap",
+                violation_error_message="An enabled study needs the platform's study id, its query parameter and a "
+                                        "participant cap.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def id_pattern(self) -> re.Pattern:
+        """The pattern participant, study and session ids of this study's platform must match."""
+        return PROLIFIC_ID_RE if self.platform == self.Platform.PROLIFIC else GENERIC_ID_RE
+
+    def clean(self) -> None:
+        """Field rules a form or service checks before saving (``full_clean``).
+
+        Raises:
+            ValidationError: a parameter name with other characters than letters, digits, ``_ . -``, used twice
+                or named ``sig``; a study id that is not one of the platform's ids; an enabled study without study
+                id, study parameter or participant cap; a completion URL that carries neither ``{code}`` nor the
+                code.
+        """
+        errors: dict[str, str] = {}
+        params = [(name, getattr(self, name)) for name in ("participant_param", "study_param", "session_param")]
+        for name, value in params:
+            if value and not PARAM_NAME_RE.match(value):
+                errors[name] = "Use letters, digits, '_', '.' or '-' (a query parameter name)."
+            elif value == SIGNATURE_PARAM:
+                errors[name] = f"'{SIGNATURE_PARAM}' is the signature of a signed link; choose another name."
+        used = [value for _, value in params if value]
+        if len(used) != len(set(used)):
+            errors["session_param"] = "The participant, study and session parameters must differ."
+        if self.external_study_id and not self.id_pattern().match(self.external_study_id):
+            errors["external_study_id"] = (
+                "A Prolific study id is 24 hexadecimal characters (0-9, a-f), as in the study's address."
+                if self.platform == self.Platform.PROLIFIC
+                else "Use letters, digits and _ . : @ - only.")
+        if self.is_enabled:
+            if not self.external_study_id:
+                errors.setdefault("external_study_id", "Enter the platform's study id before enabling the study.")
+            if not self.study_param:
+                errors.setdefault("study_param", "The entry link must carry the study id to enable the study.")
+            if not self.max_participants:
+                errors["max_participants"] = "Set a participant cap before enabling the study."
+        if self.completion_url and "{code}" not in self.completion_url and (
+                not self.completion_code or self.completion_code not in self.completion_url):
+            errors["completion_url"] = ("Write {code} where the completion code goes (e.g. ...?cc={code}), or paste "
+                                        "the platform's completion address that already contains the code.")
+        if errors:
+            raise ValidationError(errors)
 
 
 class StudyParticipant(models.Model):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from django.db.models import Model, QuerySet
@@ -80,6 +81,36 @@ def audit_record(
         old=_jsonable(old),
         new=_jsonable(new),
     )
+
+
+def audited_fields_set(*, row: Model, values: dict, allowed: Collection[str], action: str, by, noun: str) -> dict:
+    """Set ``values`` (field name → value, names from ``allowed``) on ``row``, validate it (``full_clean``) and save
+    the fields that changed with one audit event ``action`` (old → new of those fields). A row not saved yet is
+    created and audited with every value (old None). Returns the old values of the changed fields (empty when
+    nothing changed: then nothing is saved or audited). Call inside the transaction, with an existing ``row``
+    locked (``select_for_update``).
+
+    Raises:
+        ValidationError: a name outside ``allowed`` ("Not a <noun>: ..."), or what ``full_clean`` finds.
+    """
+    from django.core.exceptions import ValidationError
+
+    unknown = set(values) - set(allowed)
+    if unknown:
+        raise ValidationError({"__all__": f"Not a {noun}: {', '.join(sorted(unknown))}."})
+    creating = row.pk is None
+    old = dict.fromkeys(values) if creating else {
+        name: getattr(row, name) for name, value in values.items() if getattr(row, name) != value}
+    for name in old:
+        setattr(row, name, values[name])
+    row.full_clean()
+    if creating:
+        row.save()
+        audit_record(actor=by, action=action, obj=row, old=None, new=values)
+    elif old:
+        row.save(update_fields=list(old))
+        audit_record(actor=by, action=action, obj=row, old=old, new={name: values[name] for name in old})
+    return old
 
 
 def audit_events_for_user(

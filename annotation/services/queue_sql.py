@@ -218,8 +218,9 @@ def queue_lock(*, candidate_id: int, skip_locked: bool) -> bool:
 def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> dict | None:
     """What decides whether ``annotator_id`` may take or use a slot on a candidate answer, or None when it does not
     exist: ``valid_rating_count``, ``k``, ``held`` (by others), ``own_slot`` (the annotator holds an open,
-    unexpired assignment on it), ``own_rating`` (pk of the annotator's rating of it, or None),
-    ``question_version_id``, ``current`` (that version is the question's current one) and ``question_status``.
+    unexpired assignment on it), ``own_slot_since`` (when that assignment was handed out, an aware datetime, or
+    None), ``own_rating`` (pk of the annotator's rating of it, or None), ``question_version_id``, ``current`` (that
+    version is the question's current one) and ``question_status``.
 
     Call it after :func:`queue_lock` in a separate statement, so its snapshot includes whatever committed while
     the lock was awaited.
@@ -228,8 +229,8 @@ def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> 
     when = _when(now)
     sql = (
         f"SELECT c.valid_rating_count, {_k_sql()}, {_held_sql()}, "
-        f"CASE WHEN EXISTS (SELECT 1 FROM {t['assignment']} o WHERE o.candidate_id = c.id AND o.annotator_id = %s "
-        f"AND o.status = '{Assignment.Status.OPEN}' AND o.expires_at > %s) THEN 1 ELSE 0 END, "
+        f"(SELECT MIN(o.created_at) FROM {t['assignment']} o WHERE o.candidate_id = c.id AND o.annotator_id = %s "
+        f"AND o.status = '{Assignment.Status.OPEN}' AND o.expires_at > %s), "
         f"(SELECT r.id FROM {t['rating']} r WHERE r.candidate_id = c.id AND r.annotator_id = %s), "
         "c.question_version_id, CASE WHEN q.current_version_id = c.question_version_id THEN 1 ELSE 0 END, q.status "
         f"FROM {t['candidate']} c "
@@ -242,9 +243,14 @@ def queue_slot_state(*, candidate_id: int, annotator_id: int, now: datetime) -> 
     rows = _fetch(sql, params)
     if not rows:
         return None
-    valid, k, held, own_slot, own_rating, version_id, current, status = rows[0]
-    return {"valid_rating_count": valid, "k": k, "held": held, "own_slot": bool(own_slot), "own_rating": own_rating,
-            "question_version_id": version_id, "current": bool(current), "question_status": status}
+    valid, k, held, own_since, own_rating, version_id, current, status = rows[0]
+    if own_since is not None:
+        expression = Assignment._meta.get_field("created_at").get_col(Assignment._meta.db_table)
+        for converter in connection.ops.get_db_converters(expression):  # SQLite: text to an aware datetime
+            own_since = converter(own_since, expression, connection)
+    return {"valid_rating_count": valid, "k": k, "held": held, "own_slot": own_since is not None,
+            "own_slot_since": own_since, "own_rating": own_rating, "question_version_id": version_id,
+            "current": bool(current), "question_status": status}
 
 
 #: The rows the rating page shows with an assignment, in join order: (model, alias).

@@ -109,7 +109,10 @@ def rating_submit(
         score: 1–5, or None only together with code U or E.
         codes: iterable of feedback codes or a string such as ``"ar"`` (any case and order).
         comment: free-text feedback (stripped).
-        seconds_on_task: seconds from showing the item to submitting (>= 0), None if unmeasured.
+        seconds_on_task: seconds from showing the item to submitting as the client measured them (>= 0), None if
+            unmeasured; stored as reported. The server stores its own measure beside it,
+            ``server_seconds_on_task`` (the assignment's ``created_at`` to now), which quality checks and the
+            study report use.
         audio_seconds_played: seconds of audio the annotator played (>= 0), None if unmeasured.
         assignment: the assignment being answered; it must be the annotator's own on this candidate.
 
@@ -154,8 +157,11 @@ def rating_submit(
         if not state["own_slot"]:
             raise _no_open_assignment_error(candidate_id=candidate.pk, annotator=annotator, now=now)
 
-        # A gold item or attention check: stored like any rating, but never valid (quality/models.py).
+        # A gold item or attention check: stored like any rating, but never valid (crowd/models.py).
         quality_item = quality_item_for_candidate(candidate_id=candidate.pk)
+        # Time on task as the server saw it (assignment handed out -> rating stored): the client's number is kept
+        # but never trusted, since any script can send one.
+        server_seconds = max(0.0, (timezone.now() - state["own_slot_since"]).total_seconds())
         rating = Rating(
             candidate=candidate,
             question_version_id=state["question_version_id"],
@@ -164,6 +170,7 @@ def rating_submit(
             codes=code_string,
             comment=comment,
             seconds_on_task=seconds_on_task,
+            server_seconds_on_task=server_seconds,
             audio_seconds_played=audio_seconds_played,
             source=source,
             is_valid=quality_item is None,

@@ -39,6 +39,30 @@ def version_values(*, current: QuestionVersion | None, changes: dict, clear_tran
     return values
 
 
+#: Question fields that are not texts of a version (and not the pointers that services move): an admin may
+#: change them with :func:`question_details_set`.
+QUESTION_DETAIL_FIELDS = (
+    "audio", "audio_ref", "modality", "modality_detail", "category", "sub_category", "choices", "extra",
+)
+
+
+def question_details_set(*, question: Question, values: dict, by) -> Question:
+    """Change ``question``'s details (names in :data:`QUESTION_DETAIL_FIELDS`: audio, modality, category, choices,
+    ...) without making a version: its texts, status and current version change only through versions and
+    corrections. Validated (``full_clean``) and audited (``question.details``, old → new of the changed fields).
+
+    Raises:
+        ValidationError: a field outside :data:`QUESTION_DETAIL_FIELDS`, or what ``full_clean`` finds.
+    """
+    from annotation.services.audit import audited_fields_set
+
+    with transaction.atomic():
+        row = Question.objects.select_for_update().get(pk=question.pk)
+        audited_fields_set(row=row, values=values, allowed=QUESTION_DETAIL_FIELDS, action="question.details", by=by,
+                           noun="question detail")
+        return row
+
+
 def question_version_create(
     *,
     question: Question,

@@ -20,7 +20,7 @@ from annotation.access import RATERS, role_required
 from annotation.codes import CODE_DEFINITIONS, SCORE_DEFINITIONS
 from annotation.crowd.examples import GUIDELINE_EXAMPLES
 from annotation.crowd.items import quality_feedback
-from annotation.crowd.selectors import qualification_progress_for
+from annotation.crowd.selectors import qualification_progress_for, study_progress_for
 from annotation.crowd.views import completion_redirect
 from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form_add_validation_error, query_pk
 from annotation.models import Assignment
@@ -64,6 +64,7 @@ def _render_item(
     """
     if assignment is None and (done_url := completion_redirect(user=request.user)):
         return HttpResponseClientRedirect(done_url) if request.htmx else HttpResponseRedirect(done_url)
+    qualification = qualification_progress_for(user=request.user) if assignment is not None else None
     context = {
         "assignment": assignment,
         "candidate": assignment.candidate if assignment else None,
@@ -75,7 +76,8 @@ def _render_item(
         "skip_open": skip_form is not None and bool(skip_form.errors),
         "skip_suggestions": SKIP_REASON_SUGGESTIONS,
         "query": f"?{urlencode({'benchmark': benchmark.pk})}" if benchmark is not None else "",
-        "qualification": qualification_progress_for(user=request.user) if assignment is not None else None,
+        "qualification": qualification,
+        "study_progress": study_progress_for(user=request.user) if assignment and not qualification else None,
         "quality_notice": closed_why if assignment is None else "",
     }
     template = NEXT_TEMPLATE + "#rating-form" if request.htmx else NEXT_TEMPLATE
@@ -218,10 +220,10 @@ def rating_edit(request: HttpRequest, rating_pk: int) -> HttpResponse:
 
 
 @require_GET
-@role_required(*RATERS)
 def guidelines(request: HttpRequest) -> HttpResponse:
     """The rating guidelines: the 1–5 scale and the feedback codes (ORCA paper, Appendix A), worked examples and
-    the keyboard shortcuts."""
+    the keyboard shortcuts. Public, so a crowd participant can read them on the study's welcome page before
+    signing in."""
     return render(request, "annotation/guidelines.html",
                   {"score_definitions": SCORE_DEFINITIONS, "code_definitions": CODE_DEFINITIONS,
                    "examples": GUIDELINE_EXAMPLES})

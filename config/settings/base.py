@@ -245,6 +245,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
 }
+# Crowd study entry links (/study/<slug>/, GET and POST together) per client address (config.proxies.client_ip);
+# None or empty: unlimited. Counted in the cache (CACHE_URL).
+STUDY_ENTRY_THROTTLE = env("STUDY_ENTRY_THROTTLE", default="30/minute") or None
 SPECTACULAR_SETTINGS = {
     "TITLE": "ORCA annotation platform API",
     "DESCRIPTION": "Benchmarks, questions, candidate answers, ratings, jobs, corrections, agreement, ORCA models "

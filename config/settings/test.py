@@ -7,6 +7,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AXES_ENABLED = False
 # API throttles count per process across the whole session; tests/security sets real rates where it tests them.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"anon": None, "user": None, "auth-token": None}}  # noqa: F405
+STUDY_ENTRY_THROTTLE = None  # tests/security/test_study_entry.py sets a rate where it tests it
 # Tasks run in the test process unless a test starts a real worker (tests/conftest.py: celery_worker_process).
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True

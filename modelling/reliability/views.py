@@ -22,6 +22,7 @@ from annotation.crowd.selectors import quality_checks_for_annotator
 from annotation.forms import errors_text
 from annotation.jobs.registry import task_send
 from annotation.selectors import rating_counting_queryset
+from modelling.reliability.forms import AnnotatorActionForm
 from modelling.reliability.models import ReliabilitySnapshot
 from modelling.reliability.services import reliability_page_load
 
@@ -73,10 +74,14 @@ def quality_annotator(request, pk: int):
 @require_POST
 @role_required(ADMIN)
 def quality_annotator_action(request, pk: int):
-    """``action`` = pause / resume / invalidate (with ``reason``) / undo (with ``invalidation``)."""
+    """``action`` = pause / resume / invalidate (with ``reason``) / undo (with ``invalidation``), parsed by
+    :class:`AnnotatorActionForm`; a bad value is a message, never a server error."""
     annotator = _annotator(pk)
-    action = request.POST.get("action", "")
-    reason = request.POST.get("reason", "").strip()
+    form = AnnotatorActionForm(request.POST, annotator=annotator)
+    if not form.is_valid():
+        messages.error(request, errors_text(form))
+        return redirect("modelling:quality_annotator", pk=annotator.pk)
+    action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
     try:
         if action == "pause":
             annotator_status_set(annotator=annotator, status=AnnotatorQuality.Status.PAUSED,
@@ -89,16 +94,9 @@ def quality_annotator_action(request, pk: int):
         elif action == "invalidate":
             done = annotator_ratings_invalidate(annotator=annotator, reason=reason, by=request.user)
             messages.success(request, f"{len(done.rating_ids)} rating(s) of {annotator} no longer count.")
-        elif action == "undo":
-            value = request.POST.get("invalidation", "")
-            invalidation = RatingInvalidation.objects.filter(
-                pk=int(value) if value.isdigit() else 0, annotator=annotator).first()
-            if invalidation is None:
-                raise ValidationError("No such invalidation of this annotator.")
-            n = annotator_ratings_restore(invalidation=invalidation, by=request.user)
-            messages.success(request, f"{n} rating(s) of {annotator} count again.")
         else:
-            raise ValidationError(f"Unknown action {action!r}.")
+            n = annotator_ratings_restore(invalidation=form.cleaned_data["invalidation"], by=request.user)
+            messages.success(request, f"{n} rating(s) of {annotator} count again.")
     except ValidationError as exc:
         messages.error(request, errors_text(exc))
     return redirect("modelling:quality_annotator", pk=annotator.pk)

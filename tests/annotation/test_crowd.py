@@ -214,20 +214,46 @@ def test_an_attention_check_fails_on_the_wrong_answer_or_too_little_time():
                                   text="This is an attention check: rate this answer 2 and tick Q.",
                                   expected_score=2, expected_codes="Q")
     ok, fast, wrong = AnnotatorFactory.create_batch(3)
-    assert rate(candidate=item.candidate, annotator=ok, score=2, codes="Q",
-                         seconds_on_task=9).quality_check.passed
-    assert "below 5 s" in rate(candidate=item.candidate, annotator=fast, score=2, codes="Q",
-                                        seconds_on_task=1.5).quality_check.reason
+    assert rate(candidate=item.candidate, annotator=ok, score=2, codes="Q", server_seconds=9).quality_check.passed
+    assert "1.5 s on task, below 5 s" in rate(candidate=item.candidate, annotator=fast, score=2, codes="Q",
+                                              server_seconds=1.5).quality_check.reason
     assert not rate(candidate=item.candidate, annotator=wrong, score=5, codes="",
-                             seconds_on_task=9).quality_check.passed
+                    server_seconds=9).quality_check.passed
     with pytest.raises(ValidationError):
         attention_check_create(question=item.candidate.question_version.question, text="again", expected_score=2)
 
 
+def test_an_attention_check_times_the_server_never_the_client():
+    """A script that answers at once fails the minimum time whatever it claims, or when it claims nothing; the
+    client's number is stored beside the server's, never used (issue 28, item 2)."""
+    benchmark = BenchmarkFactory()
+    benchmark_quality_set(benchmark=benchmark, gold_rate=0, attention_rate=1.0, min_seconds=5)
+    item = attention_check_create(question=QuestionFactory(benchmark=benchmark),
+                                  text="This is an attention check: rate this answer 2.", expected_score=2)
+    claims, silent, honest = AnnotatorFactory.create_batch(3)
+    claimed = rate(candidate=item.candidate, annotator=claims, score=2, seconds_on_task=120)
+    assert not claimed.quality_check.passed and "below 5 s" in claimed.quality_check.reason
+    assert claimed.seconds_on_task == 120 and claimed.server_seconds_on_task < 5
+    missing = rate(candidate=item.candidate, annotator=silent, score=2, seconds_on_task=None)
+    assert not missing.quality_check.passed and missing.seconds_on_task is None
+    slow = rate(candidate=item.candidate, annotator=honest, score=2, seconds_on_task=1.0, server_seconds=30)
+    assert slow.quality_check.passed and 30 <= slow.server_seconds_on_task < 35
+
+
+def test_every_rating_stores_the_servers_time_on_task():
+    candidate, annotator = CandidateAnswerFactory(), AnnotatorFactory()
+    rating = rate(candidate=candidate, annotator=annotator, seconds_on_task=3.0, server_seconds=42)
+    rating.refresh_from_db()
+    assert rating.seconds_on_task == 3.0 and 42 <= rating.server_seconds_on_task < 47
+
+
 def test_check_evaluation_rules():
     item = QualityItem(kind="gold", min_score=2, max_score=3, expected_codes="R")
-    assert quality_check_evaluate(item=item, score=3, codes="AR", seconds_on_task=0.1).passed
-    assert not quality_check_evaluate(item=item, score=None, codes="RU", seconds_on_task=None).passed
+    assert quality_check_evaluate(item=item, score=3, codes="AR", server_seconds=0.1).passed
+    assert not quality_check_evaluate(item=item, score=None, codes="RU", server_seconds=None).passed
+    attention = QualityItem(kind="attention", min_score=2, max_score=2)
+    assert not quality_check_evaluate(item=attention, score=2, codes="", server_seconds=None, min_seconds=3).passed
+    assert quality_check_evaluate(item=attention, score=2, codes="", server_seconds=None, min_seconds=0).passed
     with pytest.raises(ValidationError):
         gold_item_mark(candidate=CandidateAnswerFactory(), min_score=4, max_score=2)
 
@@ -541,3 +567,68 @@ def test_the_admin_lists_count_checks_and_participants_per_row(client, django_as
         page = client.get(reverse("admin:annotation_qualityitem_changelist"))
     assert page.status_code == 200 and "1/2" in page.content.decode()
     assert client.get(reverse("admin:annotation_study_changelist")).status_code == 200
+
+
+# --- The admins' pages: gold items and attention checks, the quality policy ---------------------------------
+
+
+def _admin_client(client):
+    client.force_login(UserFactory(is_superuser=True, is_staff=True, roles=["admin"]))
+    return client
+
+
+def test_an_admin_finds_an_answer_and_adds_gold_items_and_attention_checks_on_the_platforms_page(client):
+    _admin_client(client)
+    question = QuestionFactory(external_id="mmar-0042")
+    candidate = CandidateAnswerFactory(question_version=question.current_version, text="A dog is barking loudly.")
+    found = client.get(reverse("quality:items"), {"q": "barking"}).content.decode()
+    assert f"?candidate={candidate.pk}" in found and f"?question={question.pk}" in found
+    assert f"?candidate={candidate.pk}" in client.get(reverse("quality:items"), {"q": "mmar-0042"}).content.decode()
+    prefilled = client.get(reverse("quality:items"), {"candidate": candidate.pk}).content.decode()
+    assert f'value="{candidate.pk}"' in prefilled
+    response = client.post(reverse("quality:items"), {
+        "kind": "gold", "gold-candidate": candidate.pk, "gold-min_score": 4, "gold-max_score": 5,
+        "gold-expected_codes": ["A"], "gold-explanation": "Names the dog.", "gold-in_qualification": "on"})
+    assert response.status_code == 302
+    gold = QualityItem.objects.get(candidate=candidate)
+    assert (gold.kind, gold.min_score, gold.max_score, gold.expected_codes, gold.in_qualification) == (
+        "gold", 4, 5, "A", True)
+    response = client.post(reverse("quality:items"), {
+        "kind": "gold", "gold-candidate": 999999, "gold-min_score": 5, "gold-max_score": 2})
+    assert response.status_code == 400
+    assert "No candidate answer has this id." in response.content.decode()
+    response = client.post(reverse("quality:items"), {
+        "kind": "attention", "attention-question": question.pk, "attention-text": "Attention check: rate this 2.",
+        "attention-expected_score": 2})
+    assert response.status_code == 302
+    attention = QualityItem.objects.get(kind="attention")
+    assert (attention.min_score, attention.candidate.text) == (2, "Attention check: rate this 2.")
+    listing = client.get(reverse("quality:items")).content.decode()
+    assert "Names the dog" not in listing and "A dog is barking loudly." in listing and "handed out" in listing
+    assert AuditEvent.objects.filter(action__in=["quality.gold_mark", "quality.attention_create"]).count() == 2
+
+
+def test_an_admin_sets_the_quality_policy_and_a_benchmarks_rates_on_the_platforms_page(client):
+    _admin_client(client)
+    benchmark = BenchmarkFactory(name="MMAU")
+    policy = {"form": "policy", "policy-qualification_items": 5, "policy-qualification_pass_mark": 0.8,
+              "policy-qualification_attempts": 2, "policy-warn_score": 0.4, "policy-pause_score": 0.7,
+              "policy-min_ratings": 10, "policy-max_attention_failures": 2, "policy-auto_pause": "on",
+              "policy-qualification_required": "on"}
+    assert client.post(reverse("quality:policy"), policy).status_code == 302
+    assert quality_policy().qualification_required
+    response = client.post(reverse("quality:policy"), {**policy, "policy-pause_score": 1.5})
+    assert response.status_code == 400 and "less than or equal to 1" in response.content.decode()
+    rates = {"form": "rates", "rates-benchmark": benchmark.pk, "rates-gold_rate": 0.6, "rates-attention_rate": 0.6,
+             "rates-min_seconds": 4}
+    response = client.post(reverse("quality:policy"), rates)
+    assert response.status_code == 400 and "must not exceed 1" in response.content.decode()
+    assert client.post(reverse("quality:policy"), {**rates, "rates-attention_rate": 0.1}).status_code == 302
+    row = benchmark.quality
+    assert (row.gold_rate, row.attention_rate, row.min_seconds) == (0.6, 0.1, 4)
+    client.post(reverse("quality:policy"), {**rates, "rates-gold_rate": 0.05, "rates-attention_rate": 0.1})
+    benchmark.quality.refresh_from_db()
+    assert benchmark.quality.gold_rate == 0.05  # the same benchmark again updates its row
+    page = client.get(reverse("quality:policy"), {"edit": row.pk}).content.decode()
+    assert "MMAU" in page and 'value="0.05"' in page
+    assert AuditEvent.objects.filter(action="quality.policy_set").count() == 1

@@ -53,3 +53,22 @@ def test_normalize_codes_gives_the_canonical_order():
     assert len(ALL_CODE_STRINGS) == 32
     with pytest.raises(UnknownCodeError, match="'x'"):
         normalize_codes(["x"])
+
+
+def test_the_run_status_is_declared_once_and_its_variants_share_its_states():
+    import pickle
+
+    from annotation.models import Job, JobItem, RunStatus
+    from modelling.models import TrainingRun
+    from refinement.models import Suggestion
+
+    assert Job.Status is RunStatus and TrainingRun.Status is RunStatus
+    for variant in (JobItem.Status, Suggestion.Status):
+        shared = set(variant.names) & set(RunStatus.names)
+        assert {"RUNNING", "DONE", "FAILED"} <= shared
+        assert all(variant[name].value == RunStatus[name].value for name in shared)
+        assert pickle.loads(pickle.dumps(variant.RUNNING)) is variant.RUNNING
+    # The states of their own, and the database values the migrations know (no migration churn).
+    assert JobItem.Status.values == ["pending", "running", "done", "skipped", "failed", "cancelled"]
+    assert Suggestion.Status.values == ["queued", "running", "done", "failed", "accepted", "rejected"]
+    assert Suggestion.Status.DONE.label == "Ready for review"

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from annotation.crowd.items import benchmark_quality_set, gold_item_mark
+from annotation.crowd.models import Study
 from annotation.models import ConnectionTest, Job, Judge, Modality
 from config.navigation import navigation_for
 from modelling.models import TrainingRun
@@ -27,6 +29,8 @@ from tests.factories import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
+
+PROLIFIC_STUDY = "65f0a1b2c3d4e5f6a7b8c9d0"
 
 
 @pytest.fixture
@@ -71,7 +75,22 @@ def site(settings, tmp_path):
         f"/lalms/{lalms[0].pk}/", "/lalms/new/", f"/judges/{judge.pk}/", "/judges/new/",
         f"/connection-tests/{failed.pk}/", f"/connection-tests/{answered.pk}/",
     ]
-    return {"users": users, "details": details}
+    # Crowd studies and quality items (admins' pages without their own navigation entry).
+    study = Study.objects.create(
+        name="Pilot", slug="pilot", benchmark=bench, is_enabled=True, quota=2, completion_code="CQX7Z2",
+        external_study_id=PROLIFIC_STUDY, max_participants=20, reward_per_item="0.10",
+        completion_url="https://app.prolific.com/submissions/complete?cc={code}")
+    gold = gold_item_mark(candidate=CandidateAnswerFactory(question_version=questions[2].current_version,
+                                                           text="A dog barks."), min_score=4, max_score=5)
+    signed = Study.objects.create(
+        name="Lab", slug="lab", benchmark=bench, quota=2, completion_code="L4B", platform="other",
+        participant_param="uid", study_param="sid", session_param="", external_study_id="lab-1", signed_links=True)
+    rates = benchmark_quality_set(benchmark=bench, gold_rate=0.1, attention_rate=0.0)
+    details["admin"] += ["/quality/studies/new/", f"/quality/studies/{study.pk}/edit/",
+                         f"/quality/studies/{study.pk}/report/", f"/quality/items/{gold.pk}/", "/quality/items/?q=dog",
+                         f"/quality/policy/?edit={rates.pk}",
+                         f"/quality/studies/{signed.pk}/report/?participant_ids=p-01%0Ap-02"]
+    return {"users": users, "details": details, "study": study}
 
 
 @pytest.mark.parametrize("role", ["annotator", "expert", "admin"])
@@ -211,5 +230,48 @@ def test_an_invited_user_sets_a_password_through_the_link_on_accessible_pages(li
         page.get_by_label("Password").press("Enter")
         page.wait_for_url(f"{live_server.url}/rate/")
         assert page.get_by_role("link", name="Next item").first.is_visible()
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_crowd_participants_pages_pass_axe_and_fit_the_screen(live_server, browser, site, axe_path, width):
+    """The welcome page, the refusal, the rating page with "Item 1 of 2" and the completion page, as a participant
+    sees them, on a laptop and a phone."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True,
+                                  is_mobile=width < 500, has_touch=width < 500)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    role = f"participant-{width}px"
+    try:
+        problems = {}
+
+        def check(name: str) -> None:
+            found, overflow = _axe(page, axe_path), _horizontal_overflow(page)
+            _shot(page, role, name)
+            if found or overflow > 0:
+                problems[name] = {"axe": found, "overflow_px": overflow}
+
+        page.goto(f"{live_server.url}/study/nope/?PROLIFIC_PID={'1' * 24}")
+        page.get_by_role("heading", name="Study not available").wait_for()
+        check("study-refused")
+        page.goto(f"{live_server.url}/study/pilot/?PROLIFIC_PID={'1' * 24}&STUDY_ID={PROLIFIC_STUDY}")
+        page.get_by_role("heading", name="Welcome to the study").wait_for()
+        check("study-welcome")
+        page.get_by_role("button", name="Start the study").click()
+        page.get_by_text("Item 1 of 2").wait_for()
+        check("study-item")
+        page.get_by_text("Almost correct").click()
+        page.get_by_role("button", name="Submit rating").click()
+        page.get_by_text("Item 2 of 2").wait_for()
+        page.get_by_text("Almost correct").click()
+        page.get_by_role("button", name="Submit rating").click()
+        page.get_by_role("heading", name="Thank you, you have completed the study").wait_for()
+        check("study-done")
+        # The countdown back to the platform can be stopped (WCAG 2.2.1), unlike a <meta refresh>.
+        page.get_by_role("button", name="Stay on this page").click()
+        page.wait_for_timeout(6_000)
+        assert page.url.endswith("/study/done/")
+        assert not problems, json.dumps(problems, indent=1)
     finally:
         context.close()

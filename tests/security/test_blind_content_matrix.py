@@ -69,7 +69,8 @@ def world(tmp_path, settings):
 
     shared = CandidateAnswerFactory(question_version=question.current_version, lalm__name=LALM_NAMES[1])
     study = Study.objects.create(name="blind-study", slug="blind-study", benchmark=question.benchmark,
-                                 is_enabled=True, completion_code="X")
+                                 is_enabled=True, completion_code="X",
+                                 external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     objects = {"clip_pk": question.audio_id, "question_pk": question.pk, "candidate_pk": shared.pk,
                "benchmark_pk": question.benchmark_id, "study_slug": study.slug}
     for name in (*ANNOTATORS, EXPERT):
@@ -82,7 +83,7 @@ def world(tmp_path, settings):
 
     # A study link annotators may open (quality:study-entry).
     study = Study.objects.create(name="c-study", slug="c-study", benchmark=question.benchmark, is_enabled=True,
-                                 completion_code="X")
+                                 completion_code="X", external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     objects["study_slug"] = study.slug
     objects.update(uidb64="MQ", token="set-password")  # the public password-link pages (an invalid link)
 

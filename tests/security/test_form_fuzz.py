@@ -14,6 +14,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from annotation.crowd.items import gold_item_mark
+from annotation.crowd.models import RatingInvalidation, Study
 from annotation.models import Assignment
 from refinement.models import CorrectionItem, Queue
 from tests.factories import AnnotatorFactory, CandidateAnswerFactory, RatingFactory, UserFactory
@@ -48,8 +50,12 @@ def world(tmp_path, settings):
                        ("admin", UserFactory(roles=["admin"], is_staff=True))):
         clients[role] = Client()
         clients[role].force_login(user)
+    study = Study.objects.create(name="fuzz", slug="fuzz", benchmark=question.benchmark, completion_code="X")
+    item = gold_item_mark(candidate=CandidateAnswerFactory(question_version=question.current_version),
+                          min_score=4, max_score=5)
     return {"clients": clients, "assignment": assignment.pk, "rating": rating.pk, "question": question.pk,
-            "flag": flag.pk, "benchmark": question.benchmark_id}
+            "flag": flag.pk, "benchmark": question.benchmark_id, "annotator": annotator.pk, "study": study.pk,
+            "item": item.pk}
 
 
 #: (role, method, URL template, field names): every form endpoint that parses input.
@@ -80,6 +86,19 @@ ENDPOINTS = [
     ("admin", "post", "/jobs/start/", ["kind", "benchmark", "lalm", "questions", "all_modalities", "overwrite"]),
     ("admin", "post", "/exports/", ["what", "benchmark", "formats", "split", "seed", "held_out_lalms",
                                     "include_invalid", "licence", "benchmark_format"]),
+    ("admin", "post", "/modelling/quality/{annotator}/action/", ["action", "reason", "invalidation"]),
+    ("admin", "post", "/quality/studies/new/", ["name", "slug", "benchmark", "platform", "external_study_id",
+                                                "participant_param", "quota", "max_participants", "completion_code",
+                                                "completion_url", "reward_per_item", "is_enabled"]),
+    ("admin", "post", "/quality/studies/{study}/enabled/", ["enabled", "next"]),
+    ("admin", "get", "/quality/items/", ["q", "candidate", "question"]),
+    ("admin", "post", "/quality/items/", ["kind", "gold-candidate", "gold-min_score", "gold-max_score",
+                                          "gold-expected_codes", "attention-question", "attention-expected_score",
+                                          "attention-text"]),
+    ("admin", "post", "/quality/items/{item}/", ["min_score", "max_score", "expected_codes", "is_active"]),
+    ("admin", "get", "/quality/policy/", ["edit"]),
+    ("admin", "post", "/quality/policy/", ["form", "policy-warn_score", "policy-qualification_items",
+                                           "rates-benchmark", "rates-gold_rate", "rates-min_seconds"]),
 ]
 
 
@@ -95,3 +114,16 @@ def test_no_form_input_causes_a_server_error(world, role, method, url, fields, d
     else:
         response = client.post(path, values)
     assert response.status_code < 500, (path, values, response.status_code)
+
+
+def test_the_reliability_action_reads_its_numbers_with_a_form(world):
+    """``int("²")`` raised in the annotator action's hand-written parsing (issue 28, item 6): now a message."""
+    client = world["clients"]["admin"]
+    url = f"/modelling/quality/{world['annotator']}/action/"
+    for value in ("²", "١٢", "99999999999999999999", "-1", "x"):
+        response = client.post(url, {"action": "undo", "invalidation": value}, follow=True)
+        assert response.status_code == 200 and "invalidation" in response.content.decode()
+    action = RatingInvalidation.objects.create(annotator_id=world["annotator"], reason="r", rating_ids=[])
+    response = client.post(url, {"action": "undo", "invalidation": str(action.pk)}, follow=True)
+    assert "count again" in response.content.decode()
+    assert client.post(url, {"action": "explode"}, follow=True).status_code == 200

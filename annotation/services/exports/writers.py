@@ -3,8 +3,9 @@ Hugging Face ``datasets`` folder built from the Parquet files."""
 from __future__ import annotations
 
 import csv
+import io
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -36,6 +37,19 @@ def csv_cell(value: str) -> str:
     gets a leading apostrophe (OWASP, "CSV injection"), so Excel, LibreOffice and Google Sheets show it as text
     instead of running it. Other text is returned unchanged."""
     return "'" + value if value and value[0] in CSV_FORMULA_STARTS else value
+
+
+def csv_text(*, header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """A small table as CSV text, the one way the platform writes a CSV download other than the dataset files:
+    ``header`` then ``rows``, each text cell made safe for spreadsheets (:func:`csv_cell`), None as ''. Use it for
+    every report or table download (study report, leaderboard, ...)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([csv_cell(str(name)) for name in header])
+    writer.writerows([
+        "" if value is None else csv_cell(value) if isinstance(value, str) else value for value in row
+    ] for row in rows)
+    return out.getvalue()
 
 
 def _csv_rows(records: list[dict]) -> Iterator[list]:
