@@ -4,6 +4,7 @@ from celery import shared_task
 from annotation.jobs.items import job_item_process, job_items_process, job_items_requeue_stale
 from annotation.services.assignment import assignment_expire_stale
 from annotation.services.exports import export_run, exports_reclaim_stale
+from annotation.services.importers.table_jobs import table_import_run, table_imports_fail_stale
 
 
 @shared_task(ignore_result=True)
@@ -53,3 +54,18 @@ def job_items_requeue_stale_task() -> int:
 def exports_reclaim_stale_task() -> int:
     """Send again (or fail) export jobs whose worker went silent past ``EXPORT_LEASE_S`` (beat, every 5 minutes)."""
     return exports_reclaim_stale()
+
+
+@shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
+def table_import_job_task(job_pk: int) -> str:
+    """Run one table validation or import job (``Job(kind="import")``); returns its final status.
+
+    Re-runnable: the service claims the job with a conditional update, so a duplicate message does nothing.
+    """
+    return table_import_run(job_pk=job_pk)
+
+
+@shared_task(ignore_result=True)
+def table_imports_fail_stale_task() -> int:
+    """Fail table imports whose worker went silent past ``IMPORT_LEASE_S`` (beat, every 5 minutes)."""
+    return table_imports_fail_stale()

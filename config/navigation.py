@@ -79,6 +79,7 @@ NAVIGATION: tuple[Group, ...] = (
         Entry("Routing", "modelling:routing", STAFF),
     )),
     Group("data", "Data", (
+        Entry("New benchmark / Add data", "annotation:imports", ADMINS, also=("annotation:import",)),
         Entry("Rating overview", "annotation:overview", STAFF),
         Entry("Exports", "annotation:exports", ADMINS, also=("annotation:export",)),
         Entry("Annotator quality", "modelling:quality", ADMINS, also=("modelling:quality_annotator",)),

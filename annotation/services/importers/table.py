@@ -1,0 +1,878 @@
+"""The table importer: any audio QA table — questions, reference answers, audio, the LALMs' candidate answers and
+human ratings collected elsewhere — into a benchmark, driven by a mapping document
+(:mod:`annotation.services.importers.table_mapping`; README, "Your own benchmark").
+
+Three phases. (1) Read the table (:mod:`.table_sources`) and check every row against the mapping, collecting every
+problem with its row, column and value; (2) find and check every distinct audio file; (3) write everything in one
+transaction: the benchmark, LALMs, import-only rater accounts, audio clips, questions with their versions,
+candidate answers and ratings (PostgreSQL ``COPY`` for the many rows). Any problem in (1) or (2), or a conflict
+found in (3), raises :class:`TableImportError` listing them all, and nothing is written. A dry run does (3) and
+rolls it back, so it reports what an import would create.
+
+Identity, so that importing the same table again updates instead of duplicating: a question is its benchmark's
+``question_id`` (``Question.external_id``), or the hash of its audio and question text (``q-<20 hex digits>``) when
+the mapping has no ``question_id``, or the n-th question of the benchmark in import order (``position``); a
+candidate answer is (question's current version, LALM); an imported rating is (candidate answer, rater's import
+account). Changed question texts make a new question version (compared with the question's last imported version,
+so an expert's later correction is not undone); a changed candidate answer replaces the stored one while nobody
+rated it, and is refused once someone did; a changed imported rating is updated.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from annotation.codes import UnknownCodeError, normalize_codes
+from annotation.models import (
+    LALM,
+    AudioClip,
+    Benchmark,
+    CandidateAnswer,
+    ImportAccount,
+    Question,
+    QuestionVersion,
+    Rating,
+    TableImport,
+)
+from annotation.services.accounts import import_accounts_get_or_create
+from annotation.services.audio import AudioReadError, audio_clip_from_path, audio_file_info
+from annotation.services.importers.common import (
+    _BULK_BATCH,
+    _delete_stored_files,
+    _last_import_versions,
+    _last_version_numbers,
+    _make_current,
+    _modality_parse,
+    _reimport_version,
+    _rows_insert,
+)
+from annotation.services.importers.reader import ImportFormatError, _max_length
+from annotation.services.importers.table_mapping import (
+    VERSION_FIELDS,
+    ImportProblem,
+    TableImportError,
+    TableMapping,
+    mapping_parse,
+    shown,
+)
+from annotation.services.importers.table_sources import AudioLocator, Table, is_missing, table_read
+from annotation.services.target_ratings import benchmark_target_ratings
+
+#: Reason prefix of the question versions this importer makes.
+TABLE_IMPORT_REASON = "Table import"
+#: At most this many problems are listed (the count says how many there were).
+MAX_PROBLEMS = 1000
+#: ``progress(phase, done, total)`` is called every this many rows.
+PROGRESS_EVERY = 5000
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class TableImportSummary:
+    """What a table import created and changed (a dry run: what it would have)."""
+
+    file: str
+    benchmark: str
+    dry_run: bool = False
+    rows: int = 0
+    benchmark_created: bool = False
+    questions_created: int = 0
+    questions_updated: int = 0
+    questions_unchanged: int = 0
+    versions_created: int = 0
+    candidates_created: int = 0
+    candidates_updated: int = 0
+    candidates_unchanged: int = 0
+    ratings_created: int = 0
+    ratings_updated: int = 0
+    ratings_unchanged: int = 0
+    raters: int = 0
+    rater_accounts_created: int = 0
+    audio_files: int = 0
+    audio_linked: int = 0
+    lalms: list[str] = field(default_factory=list)
+    lalms_created: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = f"{self.file} -> benchmark {self.benchmark!r}" + (" (new)" if self.benchmark_created else "")
+        if self.dry_run:
+            head += ": dry run, nothing written; the counts say what an import would do"
+        return [
+            head,
+            f"rows read: {self.rows}",
+            f"questions: {self.questions_created} created, {self.questions_updated} updated, "
+            f"{self.questions_unchanged} unchanged; question versions created: {self.versions_created}",
+            f"candidate answers: {self.candidates_created} created, {self.candidates_updated} updated, "
+            f"{self.candidates_unchanged} unchanged",
+            f"LALMs: {len(self.lalms)} ({', '.join(self.lalms)}); new: {', '.join(self.lalms_created) or 'none'}",
+            f"ratings: {self.ratings_created} created, {self.ratings_updated} updated, {self.ratings_unchanged} "
+            f"unchanged, from {self.raters} raters ({self.rater_accounts_created} new import-only accounts)",
+            f"audio: {self.audio_files} files, linked to {self.audio_linked} questions",
+        ]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+# --- phase 1: rows -> plan -------------------------------------------------------------------------------------
+
+@dataclass
+class _Question:
+    key: str
+    row: int
+    values: dict  # field -> value read (only mapped fields); "audio" holds the audio key
+    audio_value: object = None
+
+
+@dataclass
+class _Rating:
+    score: int
+    codes: str
+    comment: str
+    row: int
+
+
+@dataclass
+class _Candidate:
+    question: str
+    lalm: str
+    text: str
+    row: int
+    column: str
+    ratings: dict[str, _Rating] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    rows: int = 0
+    questions: dict[str, _Question] = field(default_factory=dict)
+    candidates: dict[tuple[str, str], _Candidate] = field(default_factory=dict)
+    problems: list[ImportProblem] = field(default_factory=list)
+    n_problems: int = 0
+
+    def problem(self, reason: str, *, row: int | None = None, column: str = "", value=None, key: str = "") -> None:
+        self.n_problems += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(ImportProblem(reason=reason, row=row, column=column,
+                                               value=None if value is None else shown(value), key=key))
+
+
+class _Bad(ValueError):
+    """A cell's value cannot be used (the message says why)."""
+
+
+def _text(value, *, max_length: int | None = None, strip: bool = False) -> str:
+    while isinstance(value, list | tuple) and len(value) == 1:
+        value = value[0]  # lmms-eval's filtered_resps: [["answer"]]
+    if isinstance(value, str):
+        text = value.strip() if strip else value
+    elif isinstance(value, bool) or value is None or isinstance(value, dict | list | tuple | bytes):
+        kind = "a list of several values" if isinstance(value, list | tuple) else type(value).__name__
+        raise _Bad(f"expected a text, got {kind}")
+    elif isinstance(value, float):
+        if math.isnan(value):
+            raise _Bad("missing")
+        text = str(int(value)) if value.is_integer() else repr(value)
+    else:
+        text = str(value)
+    if "\x00" in text:
+        raise _Bad("contains a NUL character")
+    if max_length is not None and len(text) > max_length:
+        raise _Bad(f"longer than {max_length} characters")
+    return text
+
+
+def _required(value, *, max_length: int, what: str, complain: Callable[[str, object], None]) -> str | None:
+    """The trimmed text of a cell every row must fill (an id, an LALM name), or None after ``complain(reason,
+    value)``."""
+    try:
+        text = _text(value, max_length=max_length, strip=True)
+    except _Bad as exc:
+        complain(str(exc), value)
+        return None
+    if not text:
+        complain(f"empty: every row needs {what}", value)
+        return None
+    return text
+
+
+def _label(value, *, max_length: int) -> str:
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        value = ", ".join(value)  # MMAU gives some categories as ["Reasoning"]
+    return _text(value, max_length=max_length, strip=True)
+
+
+def _choices(value) -> list[str]:
+    if isinstance(value, str):
+        if not value.strip():
+            return []
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _Bad("expected a list of options, or a JSON array as text") from exc
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise _Bad("expected a list of options, or a JSON array as text")
+    return [_text(v) for v in value]
+
+
+def _position(value) -> int:
+    if isinstance(value, bool):
+        raise _Bad("expected a whole number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    raise _Bad("expected a whole number")
+
+
+#: Field -> how a question-level cell is read (None: the cell is missing).
+_QUESTION_READERS: dict[str, Callable] = {
+    "question": lambda v: _text(v),
+    "reference": lambda v: _text(v),
+    "rationale": lambda v: _text(v),
+    "transcript": lambda v: _text(v),
+    "category": lambda v: _label(v, max_length=_max_length(Question, "category")),
+    "sub_category": lambda v: _label(v, max_length=_max_length(Question, "sub_category")),
+    "choices": _choices,
+}
+
+
+def _modality(value) -> tuple[str, str]:
+    label = _text(value, max_length=_max_length(Question, "modality_detail"), strip=True)
+    try:
+        return _modality_parse(label)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from exc
+
+
+@dataclass
+class _Context:
+    """What the planner needs to know of the store: the benchmark's questions, in import order."""
+
+    exists: bool = False
+    positions: list[str] = field(default_factory=list)
+    external_ids: set[str] = field(default_factory=set)
+
+
+def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator: AudioLocator | None,
+                progress: Progress | None = None) -> _Plan:
+    """Check every row of ``table`` against ``mapping`` and group them into questions, candidate answers and
+    ratings; every problem is collected in the plan (nothing raises)."""
+    plan = _Plan(rows=table.n_rows)
+    columns, lalm_columns, problems = mapping.resolve(table.names)
+    for problem in problems:
+        plan.problem(problem.reason, key=problem.key)
+    if problems:
+        return plan
+    cols = mapping.columns
+    creating = not ({"question", "reference"} <= set(cols))
+    if creating and not context.exists and "position" not in cols:
+        missing = " and ".join(k for k in ("question", "reference") if k not in cols)
+        plan.problem(f"unmapped required field: {missing} (the benchmark is new, so its questions are created "
+                     "from the table)", key=f"columns.{'question' if 'question' not in cols else 'reference'}")
+        return plan
+    if "position" in cols and not context.exists:
+        plan.problem("questions by position need an existing benchmark: import the benchmark first",
+                     key="columns.position")
+        return plan
+    values = {f: table.column(c) for f, c in columns.items()}
+    constant: dict = {}  # question fields every row gets from the mapping's defaults
+    if "modality" not in columns and mapping.defaults.get("modality"):
+        constant["modality"] = (mapping.defaults["modality"], mapping.defaults["modality"])
+    if "category" not in columns and mapping.defaults.get("category"):
+        constant["category"] = mapping.defaults["category"]
+    wide = {name: {k: table.column(c) for k, c in spec.items()} for name, spec in lalm_columns.items()}
+    scale = mapping.rating_scale
+    default_lalm = mapping.defaults.get("lalm", "")
+    id_length = _max_length(Question, "external_id")
+    audio_length = _max_length(Question, "audio_ref")
+    lalm_length = _max_length(LALM, "name")
+
+    for index in range(table.n_rows):
+        row = index + 1
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress("checking rows", index, table.n_rows)
+
+        def bad(f: str, reason: str, value=None, row=row) -> None:
+            plan.problem(reason, row=row, column=columns.get(f, f), value=value)
+
+        # The question this row is about.
+        question_values: dict = dict(constant)
+        ok = True
+        for f, read in _QUESTION_READERS.items():
+            if f in values and not is_missing(value := values[f][index]):
+                try:
+                    question_values[f] = read(value)
+                except _Bad as exc:
+                    bad(f, str(exc), value)
+                    ok = False
+        if "modality" in values and not is_missing(value := values["modality"][index]):
+            try:
+                question_values["modality"] = _modality(value)
+            except _Bad as exc:
+                bad("modality", str(exc), value)
+                ok = False
+        audio_value = values["audio"][index] if "audio" in values else None
+        if not is_missing(audio_value) and locator is not None:
+            try:
+                question_values["audio"] = locator.key(audio_value)
+                if len(question_values["audio"]) > audio_length:
+                    raise _Bad(f"longer than {audio_length} characters")
+            except ValueError as exc:
+                bad("audio", str(exc), audio_value)
+                ok = False
+        key = None
+        if "question_id" in values:
+            key = _required(values["question_id"][index], max_length=id_length, what="its question's id",
+                            complain=lambda reason, value: bad("question_id", reason, value))
+        elif "position" in values:
+            value = values["position"][index]
+            try:
+                position = _position(value)
+                if not 0 <= position < len(context.positions):
+                    raise _Bad(f"no question at this position: the benchmark has {len(context.positions)} "
+                               "(positions count from 0)")
+                key = context.positions[position]
+            except _Bad as exc:
+                bad("position", str(exc), value)
+        elif ok:
+            text = question_values.get("question", "")
+            if not text.strip():
+                bad("question", "empty: without question_id the question text identifies the question",
+                    values["question"][index])
+            else:
+                identity = f"{question_values.get('audio', '')}\x00{text}"
+                key = "q-" + hashlib.sha256(identity.encode()).hexdigest()[:20]
+        if key is None or not ok:
+            continue
+        question = plan.questions.get(key)
+        if question is None:
+            if key not in context.external_ids:
+                for f in ("question", "reference"):
+                    if not question_values.get(f, "").strip():
+                        bad(f, f"no question {key!r} in the benchmark yet, and its {f} is "
+                               f"{'empty' if f in cols else 'not mapped'}", values[f][index] if f in values else None)
+                        ok = False
+            if not ok:
+                continue
+            plan.questions[key] = _Question(key=key, row=row, values=question_values, audio_value=audio_value)
+        else:
+            for f, value in question_values.items():
+                if question.values.get(f, value) != value:
+                    bad(f, f"differs from row {question.row} of the same question "
+                           f"({shown(question.values[f])})", values[f][index] if f in values else value)
+            if question.values.keys() - question_values.keys():
+                missing = sorted(question.values.keys() - question_values.keys())
+                bad(missing[0], f"missing, but row {question.row} of the same question has it")
+
+        # The row's candidate answers (long: one; wide: one per LALM column with an answer) and their ratings.
+        if mapping.layout == "long":
+            lalm = default_lalm
+            if "lalm" in values:
+                lalm = _required(values["lalm"][index], max_length=lalm_length, what="its LALM",
+                                 complain=lambda reason, value: bad("lalm", reason, value))
+                if lalm is None:
+                    continue
+            answers = [(lalm, values["candidate"][index], columns["candidate"],
+                        values["rating"][index] if "rating" in values else None, columns.get("rating", ""))]
+        else:
+            answers = [(name, cells["candidate"][index], lalm_columns[name]["candidate"],
+                        cells["rating"][index] if "rating" in cells else None, lalm_columns[name].get("rating", ""))
+                       for name, cells in wide.items() if not is_missing(cells["candidate"][index])]
+        for lalm, value, column, rating_value, rating_column in answers:
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                plan.problem("missing: every row needs its candidate answer", row=row, column=column)
+                continue
+            try:
+                text = _text(value)
+            except _Bad as exc:
+                plan.problem(str(exc), row=row, column=column, value=value)
+                continue
+            candidate = plan.candidates.get((key, lalm))
+            if candidate is None:
+                candidate = plan.candidates[(key, lalm)] = _Candidate(question=key, lalm=lalm, text=text, row=row,
+                                                                      column=column)
+            elif candidate.text != text:
+                plan.problem(f"differs from the candidate answer of LALM {lalm!r} to the same question in row "
+                             f"{candidate.row}", row=row, column=column, value=value)
+                continue
+            if is_missing(rating_value):
+                continue
+            try:
+                score = scale.score(rating_value)
+            except ValueError as exc:
+                plan.problem(str(exc), row=row, column=rating_column, value=rating_value)
+                continue
+            rater = ""
+            if "rater" in values:
+                try:
+                    rater = _text(values["rater"][index], strip=True) if not is_missing(values["rater"][index]) else ""
+                    if not rater:
+                        raise _Bad("empty: a rating needs its rater when the rater column is mapped")
+                except _Bad as exc:
+                    bad("rater", str(exc), values["rater"][index])
+                    continue
+            codes, comment = "", ""
+            if "codes" in values and not is_missing(values["codes"][index]):
+                try:
+                    codes = normalize_codes(_text(values["codes"][index], strip=True))
+                except (_Bad, UnknownCodeError) as exc:
+                    bad("codes", str(exc), values["codes"][index])
+                    continue
+            if "comment" in values and not is_missing(values["comment"][index]):
+                try:
+                    comment = _text(values["comment"][index], strip=True)
+                except _Bad as exc:
+                    bad("comment", str(exc), values["comment"][index])
+                    continue
+            earlier = candidate.ratings.get(rater)
+            if earlier is not None:
+                who = f"rater {rater!r}" if rater else "the file (no rater column: one import account)"
+                plan.problem(f"a second rating of LALM {lalm!r}'s answer by {who} (first in row {earlier.row})",
+                             row=row, column=rating_column, value=rating_value)
+                continue
+            candidate.ratings[rater] = _Rating(score=score, codes=codes, comment=comment, row=row)
+    return plan
+
+
+def _audio_check(plan: _Plan, locator: AudioLocator, column: str, progress: Progress | None) -> dict:
+    """Locate and read the header of every distinct audio file of the plan's questions; ``{audio key: located
+    audio}``; problems go to the plan, on the first row naming each file."""
+    located = {}
+    first: dict[str, _Question] = {}
+    for question in plan.questions.values():
+        if "audio" in question.values:
+            first.setdefault(question.values["audio"], question)
+    for done, (key, question) in enumerate(first.items()):
+        if progress is not None and done % 200 == 0:
+            progress("checking audio", done, len(first))
+        try:
+            found = locator.locate(question.audio_value)
+            audio_file_info(path=found.path)
+        except (ValueError, AudioReadError, OSError) as exc:
+            plan.problem(str(exc), row=question.row, column=column, value=question.audio_value)
+            continue
+        located[key] = found
+    return located
+
+
+# --- phase 3: write ----------------------------------------------------------------------------------------------
+
+def _context(benchmark: Benchmark | None) -> _Context:
+    if benchmark is None:
+        return _Context()
+    ids = list(Question.objects.filter(benchmark=benchmark).order_by("pk").values_list("external_id", flat=True))
+    return _Context(exists=True, positions=ids, external_ids=set(ids))
+
+
+def _write(*, plan: _Plan, mapping: TableMapping, benchmark_name: str, file_name: str, located: dict,
+           dry_run: bool, summary: TableImportSummary, stored: list[str]) -> Benchmark:
+    """Phase 3 (call inside a transaction); appends the storage names of audio files it copied to ``stored``.
+
+    Raises:
+        TableImportError: a changed candidate answer that was already rated.
+    """
+    benchmark, summary.benchmark_created = Benchmark.objects.get_or_create(
+        name=benchmark_name, defaults={"source": file_name})
+    reason = f"{TABLE_IMPORT_REASON} {file_name}"
+
+    lalm_names = sorted({c.lalm for c in plan.candidates.values()})
+    lalms = {}
+    for name in lalm_names:
+        lalms[name], created = LALM.objects.get_or_create(name=name, defaults={"provider": LALM.Provider.IMPORT})
+        if created:
+            summary.lalms_created.append(name)
+    summary.lalms = lalm_names
+
+    raters = sorted({rater for c in plan.candidates.values() for rater in c.ratings})
+    accounts = {}
+    if raters:
+        known = ImportAccount.objects.count()
+        accounts = import_accounts_get_or_create(namespace=mapping.rater_namespace or benchmark.name,
+                                                 rater_ids=raters)
+        summary.raters = len(accounts)
+        summary.rater_accounts_created = ImportAccount.objects.count() - known
+
+    clips: dict[str, AudioClip] = {}
+    summary.audio_files = len(located)
+    if not dry_run:
+        newest = AudioClip.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+        for key, found in located.items():
+            clip = audio_clip_from_path(path=found.path, stored_name=found.stored_name)
+            if clip.pk > newest and not found.stored_name:
+                stored.append(clip.file.name)
+            clips[key] = clip
+
+    questions = _write_questions(plan=plan, benchmark=benchmark, reason=reason, clips=clips, summary=summary)
+    _write_candidates(plan=plan, benchmark=benchmark, mapping=mapping, questions=questions, lalms=lalms,
+                      accounts=accounts, summary=summary)
+    return benchmark
+
+
+def _question_meta(values: dict, clips: dict) -> dict:
+    """Question fields (not versioned) from a planned question's values: only the mapped ones."""
+    meta = {}
+    if "modality" in values:
+        meta["modality"], meta["modality_detail"] = values["modality"]
+    for f in ("category", "sub_category", "choices"):
+        if f in values:
+            meta[f] = values[f]
+    if "audio" in values:
+        meta["audio_ref"] = values["audio"]
+        if values["audio"] in clips:
+            meta["audio"] = clips[values["audio"]]
+    return meta
+
+
+def _write_questions(*, plan: _Plan, benchmark: Benchmark, reason: str, clips: dict,
+                     summary: TableImportSummary) -> dict[str, Question]:
+    """Create the new questions (version 1 current) and update the changed ones; ``{key: question}``."""
+    existing = {q.external_id: q for q in Question.objects.filter(benchmark=benchmark).select_related(
+        "current_version")}
+    touched = [existing[key].pk for key in plan.questions if key in existing]
+    last_imported = _last_import_versions(touched) if touched else {}
+    last_number = _last_version_numbers(touched) if touched else {}
+    new_questions, new_versions, changed = [], [], []
+    defaults = {"modality": "", "modality_detail": "unknown (table import)"}
+    for key, planned in plan.questions.items():
+        meta = _question_meta(planned.values, clips)
+        texts = {VERSION_FIELDS[f]: v for f, v in planned.values.items() if f in VERSION_FIELDS}
+        question = existing.get(key)
+        if question is None:
+            question = Question(benchmark=benchmark, external_id=key, **{**defaults, **meta})
+            new_questions.append(question)
+            new_versions.append(QuestionVersion(
+                question=question, number=1, source=QuestionVersion.Source.IMPORT, reason=reason,
+                **{"question_text": "", "reference_answer": "", **texts}))
+            summary.audio_linked += "audio" in meta
+            continue
+        is_changed = False
+        for attr, value in meta.items():
+            if getattr(question, attr) != value and not (attr == "audio" and question.audio_id == value.pk):
+                setattr(question, attr, value)
+                is_changed = True
+                summary.audio_linked += attr == "audio"
+        version = _reimport_version(question, texts=texts, last_imported=last_imported, last_number=last_number,
+                                    reason=reason)
+        if version is not None:
+            new_versions.append(version)
+            is_changed = True
+        if is_changed:
+            changed.append(question)
+            summary.questions_updated += 1
+        else:
+            summary.questions_unchanged += 1
+    Question.objects.bulk_create(new_questions, batch_size=_BULK_BATCH)
+    QuestionVersion.objects.bulk_create(new_versions, batch_size=_BULK_BATCH)
+    Question.objects.bulk_update(changed, ["audio", "audio_ref", "modality", "modality_detail", "category",
+                                           "sub_category", "choices"], batch_size=_BULK_BATCH)
+    _make_current(new_versions)
+    summary.questions_created = len(new_questions)
+    summary.versions_created = len(new_versions)
+    existing.update((q.external_id, q) for q in new_questions)
+    return existing
+
+
+def _current_candidates(benchmark: Benchmark, lalm_ids: list[int]) -> dict[tuple[int, int], tuple]:
+    """``{(question version pk, LALM pk): (pk, text, valid_rating_count, target_ratings)}`` of the benchmark's
+    candidate answers on current versions."""
+    rows = CandidateAnswer.objects.filter(
+        question_version__question__benchmark=benchmark, lalm_id__in=lalm_ids,
+        question_version=F("question_version__question__current_version"),
+    ).values_list("question_version_id", "lalm_id", "pk", "text", "valid_rating_count", "target_ratings")
+    return {(v, lalm): rest for v, lalm, *rest in rows.iterator(chunk_size=5000)}
+
+
+def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMapping, questions: dict[str, Question],
+                      lalms: dict[str, LALM], accounts: dict, summary: TableImportSummary) -> None:
+    """Create or update the candidate answers and their imported ratings, with their rating counts and, for rated
+    answers, their own k (``imported_ratings``: ``complete`` = the ratings they have; ``need_k`` = their imported
+    ratings + the benchmark's k)."""
+    k = benchmark_target_ratings(benchmark)
+    need_k = mapping.imported_ratings == "need_k"
+    lalm_ids = [lalm.pk for lalm in lalms.values()]
+    existing = _current_candidates(benchmark, lalm_ids)
+    account_ids = [user.pk for user in accounts.values()]
+    old_ratings: dict[tuple[int, int], tuple] = {}
+    imported_counts: dict[int, int] = {}
+    if existing:
+        ratings = Rating.objects.filter(candidate__question_version__question__benchmark=benchmark,
+                                        candidate__lalm_id__in=lalm_ids)
+        if account_ids:
+            for pk, cid, aid, score, codes, comment in ratings.filter(annotator_id__in=account_ids).values_list(
+                    "pk", "candidate_id", "annotator_id", "score", "codes", "comment").iterator(chunk_size=5000):
+                old_ratings[(cid, aid)] = (pk, score, codes, comment)
+        imported_counts = dict(ratings.filter(source=Rating.Source.IMPORT, is_valid=True).values(
+            "candidate_id").annotate(n=Count("pk")).values_list("candidate_id", "n"))
+
+    new_rows, new_ratings, text_changes, conflicts = [], [], {}, []
+    updated_ratings, increments, targets = [], defaultdict(list), {}
+    for planned in plan.candidates.values():
+        version_id = questions[planned.question].current_version_id
+        lalm_id = lalms[planned.lalm].pk
+        found = existing.get((version_id, lalm_id))
+        n_rated = len(planned.ratings)
+        if found is None:
+            target = (n_rated + k if need_k else n_rated) if n_rated else None
+            new_rows.append((version_id, lalm_id, planned.text, None, target, 0, n_rated))
+            summary.candidates_created += 1
+            summary.ratings_created += n_rated
+            continue
+        pk, text, valid_count, target = found
+        if text != planned.text:
+            text_changes[pk] = planned
+        else:
+            summary.candidates_unchanged += 1
+        fresh = 0
+        for rater, rating in planned.ratings.items():
+            old = old_ratings.get((pk, accounts[rater].pk))
+            if old is None:
+                new_ratings.append((pk, version_id, accounts[rater].pk, rating))
+                fresh += 1
+            elif old[1:] != (rating.score, rating.codes, rating.comment):
+                updated_ratings.append(Rating(pk=old[0], score=rating.score, codes=rating.codes,
+                                              comment=rating.comment, updated_at=timezone.now()))
+            else:
+                summary.ratings_unchanged += 1
+        summary.ratings_created += fresh
+        if fresh:
+            increments[fresh].append(pk)
+        if n_rated:
+            wanted = imported_counts.get(pk, 0) + fresh + k if need_k else valid_count + fresh
+            if wanted != target:
+                targets[pk] = wanted
+    if text_changes:
+        rated = set(Rating.objects.filter(candidate_id__in=list(text_changes)).values_list("candidate_id", flat=True))
+        for pk, planned in text_changes.items():
+            if pk in rated:
+                conflicts.append(ImportProblem(
+                    row=planned.row, column=planned.column, value=shown(planned.text),
+                    reason=f"differs from the stored candidate answer of LALM {planned.lalm!r}, which was rated "
+                           "already (it is not overwritten)"))
+        if conflicts:
+            raise TableImportError(file=summary.file, problems=conflicts)
+        CandidateAnswer.objects.bulk_update(
+            [CandidateAnswer(pk=pk, text=planned.text) for pk, planned in text_changes.items()], ["text"],
+            batch_size=_BULK_BATCH)
+        summary.candidates_updated = len(text_changes)
+
+    _rows_insert(CandidateAnswer, ["question_version_id", "lalm_id", "text", "source_job_id", "target_ratings",
+                                   "priority", "valid_rating_count"], new_rows, now_fields=["created_at"])
+    if new_rows:
+        created = _current_candidates(benchmark, lalm_ids)
+        for planned in plan.candidates.values():
+            version_id = questions[planned.question].current_version_id
+            pk = created[(version_id, lalms[planned.lalm].pk)][0]
+            if (version_id, lalms[planned.lalm].pk) not in existing:
+                new_ratings += [(pk, version_id, accounts[rater].pk, rating)
+                                for rater, rating in planned.ratings.items()]
+    for n, pks in increments.items():
+        for start in range(0, len(pks), _BULK_BATCH):
+            CandidateAnswer.objects.filter(pk__in=pks[start:start + _BULK_BATCH]).update(
+                valid_rating_count=F("valid_rating_count") + n)
+    if targets:
+        CandidateAnswer.objects.bulk_update([CandidateAnswer(pk=pk, target_ratings=t) for pk, t in targets.items()],
+                                            ["target_ratings"], batch_size=_BULK_BATCH)
+    _rows_insert(Rating, ["candidate_id", "question_version_id", "annotator_id", "score", "codes", "comment",
+                          "seconds_on_task", "audio_seconds_played", "source", "is_valid", "invalid_reason"],
+                 ((cid, vid, aid, r.score, r.codes, r.comment, None, None, Rating.Source.IMPORT, True, "")
+                  for cid, vid, aid, r in new_ratings), now_fields=["created_at", "updated_at"])
+    Rating.objects.bulk_update(updated_ratings, ["score", "codes", "comment", "updated_at"], batch_size=_BULK_BATCH)
+    summary.ratings_updated = len(updated_ratings)
+
+
+# --- the service -------------------------------------------------------------------------------------------------
+
+def table_import(
+    *,
+    path: Path,
+    benchmark_name: str,
+    mapping: TableMapping | dict,
+    audio_root: Path | None = None,
+    dry_run: bool = False,
+    record: TableImport | None = None,
+    source: str = "",
+    created_by=None,
+    progress: Progress | None = None,
+) -> TableImportSummary:
+    """Import the table at ``path`` into the benchmark ``benchmark_name`` (created when absent) as the mapping
+    says; with ``dry_run`` check and count everything, then write nothing.
+
+    Args:
+        path: a CSV, TSV, JSON (list of objects), JSONL or Parquet file, or a Hugging Face ``datasets`` folder.
+        mapping: a mapping document (:func:`~annotation.services.importers.table_mapping.mapping_parse`) or a
+            parsed one.
+        audio_root: folder or zip file the audio column's relative paths start from (URLs, file storage keys and
+            audio bytes need none).
+        record: the browser's :class:`~annotation.models.TableImport` row; without one, a (non-dry) import
+            records a new row with the mapping (source ``source`` or the path). The row's ``summary``,
+            ``benchmark`` and ``imported_at`` are written in the import's transaction.
+        progress: called as ``progress(phase, done, total)`` while rows and audio files are checked (phases
+            ``reading``, ``checking rows``, ``checking audio``, ``writing``).
+
+    Returns:
+        The summary: questions, versions, candidate answers, LALMs, ratings and import accounts created, updated
+        and unchanged; audio files linked.
+
+    Raises:
+        TableImportError: every problem with the mapping, the rows (row number, column, value, reason) or the
+            audio files; also a changed answer that was rated already. Nothing is written.
+        ImportFormatError: the file cannot be read (format, encoding, malformed CSV or JSON with its line).
+    """
+    path = Path(path)
+    mapping = mapping if isinstance(mapping, TableMapping) else mapping_parse(mapping)
+    name = (benchmark_name or "").strip()
+    if not name or len(name) > _max_length(Benchmark, "name"):
+        raise ImportFormatError(file=path.name, problem=f"benchmark name {benchmark_name!r} is empty or longer "
+                                f"than {_max_length(Benchmark, 'name')} characters")
+    if progress is not None:
+        progress("reading", 0, 0)
+    table = table_read(path, file_format=mapping.file_format, split=mapping.split)
+    summary = TableImportSummary(file=path.name, benchmark=name, dry_run=dry_run, rows=table.n_rows)
+    workdir = Path(tempfile.mkdtemp(prefix="orca-table-import-"))
+    locator = AudioLocator(root=audio_root, workdir=workdir, max_bytes=settings.AUDIO_UPLOAD_MAX_BYTES)
+    stored: list[str] = []
+    try:
+        plan = _plan_table(table, mapping, _context(Benchmark.objects.filter(name=name).first()), locator, progress)
+        located = {}
+        mapping_problems = any(p.row is None for p in plan.problems)
+        if not mapping_problems and "audio" in mapping.columns:
+            located = _audio_check(plan, locator, mapping.resolve(table.names)[0]["audio"], progress)
+        if plan.problems:
+            problems = sorted(plan.problems, key=lambda p: (p.row is not None, p.row or 0))
+            raise TableImportError(file=path.name, problems=problems)
+        if not plan.candidates and not plan.questions:
+            raise TableImportError(file=path.name, problems=[ImportProblem(reason="the table has no rows")])
+        if progress is not None:
+            progress("writing", table.n_rows, table.n_rows)
+        with transaction.atomic():
+            benchmark = _write(plan=plan, mapping=mapping, benchmark_name=name, file_name=path.name,
+                               located=located, dry_run=dry_run, summary=summary, stored=stored)
+            if dry_run:
+                transaction.set_rollback(True)
+            else:
+                _record(record=record, mapping=mapping, benchmark=benchmark, summary=summary, path=path,
+                        table=table, audio_root=audio_root, source=source, created_by=created_by)
+    except BaseException:
+        _delete_stored_files(stored)  # the rows are rolled back; their copied files must go too
+        raise
+    finally:
+        locator.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    if dry_run:
+        _delete_stored_files(stored)
+    return summary
+
+
+def _record(*, record: TableImport | None, mapping: TableMapping, benchmark: Benchmark, summary, path: Path,
+            table: Table, audio_root, source: str, created_by) -> None:
+    """Save the mapping and the summary with the import (a new ``TableImport`` row when none is given) and audit."""
+    from annotation.services.audit import audit_record
+
+    now = timezone.now()
+    if record is None:
+        record = TableImport(source_kind=TableImport.SourceKind.PATH, source=source or str(path),
+                             file_path=str(path), created_by=created_by)
+    record.benchmark_name, record.benchmark = benchmark.name, benchmark
+    record.file_format, record.columns, record.rows = table.file_format, table.names, table.n_rows
+    record.audio_root = str(audio_root or "")
+    record.mapping, record.summary, record.imported_at = mapping.document(), summary.as_dict(), now
+    record.save()
+    counts = {k: v for k, v in summary.as_dict().items() if isinstance(v, int) and not isinstance(v, bool)}
+    audit_record(actor=created_by, actor_label="" if created_by else f"import {path.name}", action="import.table",
+                 obj=record, new={"file": path.name, "benchmark": benchmark.name, **counts})
+
+
+def table_preview(*, path: Path, mapping: TableMapping | dict, benchmark_name: str, audio_root: Path | None = None,
+                  rows: int = 10) -> tuple[list[dict], list[ImportProblem]]:
+    """The first ``rows`` rows of the table as the mapping reads them, without writing or fetching anything:
+    ``([{row, question_id, question, reference, lalm, candidate, score, rater, audio, ...}], problems)``.
+
+    ``score`` is the rating on the 1–5 scale; ``audio`` the audio cell as given. Problems of these rows are
+    returned, not raised (the import page shows them beside the rows).
+
+    Raises:
+        TableImportError: the mapping document itself is invalid.
+        ImportFormatError: the file cannot be read.
+    """
+    mapping = mapping if isinstance(mapping, TableMapping) else mapping_parse(mapping)
+    table = table_read(Path(path), file_format=mapping.file_format, split=mapping.split, nrows=rows)
+    benchmark = Benchmark.objects.filter(name=benchmark_name).first()
+    workdir = Path(tempfile.mkdtemp(prefix="orca-table-preview-"))
+    locator = AudioLocator(root=audio_root, workdir=workdir, max_bytes=settings.AUDIO_UPLOAD_MAX_BYTES)
+    try:
+        plan = _plan_table(table, mapping, _context(benchmark), locator)
+    finally:
+        locator.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    out = []
+    for candidate in plan.candidates.values():
+        question = plan.questions[candidate.question]
+        ratings = list(candidate.ratings.items()) or [("", None)]
+        for rater, rating in ratings:
+            out.append({
+                "row": rating.row if rating else candidate.row,
+                "question_id": candidate.question,
+                "question": question.values.get("question", ""),
+                "reference": question.values.get("reference", ""),
+                "audio": "" if is_missing(question.audio_value) or isinstance(question.audio_value, bytes | dict)
+                else str(question.audio_value),
+                "audio_row": question.row,
+                "lalm": candidate.lalm,
+                "candidate": candidate.text,
+                "score": rating.score if rating else None,
+                "rater": rater,
+            })
+    out.sort(key=lambda r: r["row"])
+    return out[:rows], plan.problems
+
+
+def table_audio_locate(*, path: Path, mapping: TableMapping | dict, row: int, audio_root: Path | None,
+                       workdir: Path) -> Path:
+    """The local audio file of data row ``row`` (1-based) of the table, found as an import would find it (the
+    import page's preview player). Files made for it go to ``workdir``.
+
+    Raises:
+        ValueError: the row has no audio, or it cannot be found or read (the reason).
+    """
+    mapping = mapping if isinstance(mapping, TableMapping) else mapping_parse(mapping)
+    table = table_read(Path(path), file_format=mapping.file_format, split=mapping.split, nrows=row)
+    columns, _, problems = mapping.resolve(table.names)
+    if problems or "audio" not in columns or not 1 <= row <= table.n_rows:
+        raise ValueError("this row has no audio")
+    value = table.column(columns["audio"])[row - 1]
+    if is_missing(value):
+        raise ValueError("this row has no audio")
+    locator = AudioLocator(root=audio_root, workdir=workdir, max_bytes=settings.AUDIO_UPLOAD_MAX_BYTES)
+    try:
+        found = locator.locate(value)
+        audio_file_info(path=found.path)
+    except AudioReadError as exc:
+        raise ValueError(str(exc)) from exc
+    finally:
+        locator.close()
+    return found.path
+
+
+__all__ = ["TABLE_IMPORT_REASON", "ImportProblem", "TableImportError", "TableImportSummary", "table_audio_locate",
+           "table_import", "table_preview"]
