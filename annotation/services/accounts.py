@@ -90,6 +90,9 @@ def import_accounts_get_or_create(*, namespace: str, rater_ids: Collection[str])
 
     Returns:
         ``{rater id: user}``. Call inside the import's transaction: a rollback removes the new accounts too.
+
+    Raises:
+        ValueError: an account's username belongs to a user who can log in (never made by an import).
     """
     from django.contrib.auth.hashers import make_password
 
@@ -102,14 +105,19 @@ def import_accounts_get_or_create(*, namespace: str, rater_ids: Collection[str])
     for start in range(0, len(wanted), 500):
         for account in ImportAccount.objects.filter(key__in=wanted[start:start + 500]).select_related("user"):
             found[account.key] = account
-    missing = [key for key in wanted if key not in found]
+    missing = {f"{IMPORT_ACCOUNT_PREFIX}{key[:12]}": key for key in wanted if key not in found}
     if missing:
-        users = User.objects.bulk_create([
-            User(username=f"{IMPORT_ACCOUNT_PREFIX}{key[:12]}", is_active=False, password=make_password(None))
-            for key in missing
-        ], batch_size=500)
+        # A user of that name without its marker (the marker row was deleted) is taken over if it cannot log in.
+        users = {user.username: user for user in User.objects.filter(username__in=list(missing))}
+        for user in users.values():
+            if user.is_active or user.has_usable_password():
+                raise ValueError(f"the username {user.username!r} of an import-only account is taken by a user who "
+                                 "can log in; rename that user")
+        users.update((user.username, user) for user in User.objects.bulk_create([
+            User(username=name, is_active=False, password=make_password(None)) for name in missing if name not in users
+        ], batch_size=500))
         accounts = ImportAccount.objects.bulk_create([
-            ImportAccount(user=user, key=key, namespace=namespace[:200]) for user, key in zip(users, missing)
+            ImportAccount(user=users[name], key=key, namespace=namespace[:200]) for name, key in missing.items()
         ], batch_size=500)
         found.update((account.key, account) for account in accounts)
     return {rater_id: found[key].user for rater_id, key in keys.items()}

@@ -132,7 +132,7 @@ class TableImportSummary:
 
 # --- phase 1: rows -> plan -------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class _Question:
     key: str
     row: int
@@ -140,22 +140,23 @@ class _Question:
     audio_value: object = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Rating:
+    rater: str
     score: int
     codes: str
     comment: str
     row: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
     question: str
     lalm: str
     text: str
     row: int
     column: str
-    ratings: dict[str, _Rating] = field(default_factory=dict)
+    ratings: list[_Rating] = field(default_factory=list)  # a list, not a dict: 100,000 answers hold one each
 
 
 @dataclass
@@ -274,6 +275,23 @@ class _Context:
     external_ids: set[str] = field(default_factory=set)
 
 
+#: Rows read into Python objects at a time: the plan keeps what it needs, the rest of a chunk is freed (100,000
+#: rows' cells at once cost about 170 MB).
+CHUNK_ROWS = 10_000
+
+
+def _rows_in_chunks(table: Table, columns: dict[str, str], lalm_columns: dict[str, dict[str, str]]):
+    """``(row index, index in chunk, {field: chunk values}, {LALM: {"candidate"/"rating": chunk values}})`` for
+    every row, reading ``CHUNK_ROWS`` rows of the mapped columns at a time."""
+    for start in range(0, table.n_rows, CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, table.n_rows)
+        values = {f: table.column(c, start, stop) for f, c in columns.items()}
+        wide = {name: {k: table.column(c, start, stop) for k, c in spec.items()}
+                for name, spec in lalm_columns.items()}
+        for i in range(stop - start):
+            yield start + i, i, values, wide
+
+
 def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator: AudioLocator | None,
                 progress: Progress | None = None) -> _Plan:
     """Check every row of ``table`` against ``mapping`` and group them into questions, candidate answers and
@@ -295,20 +313,18 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
         plan.problem("questions by position need an existing benchmark: import the benchmark first",
                      key="columns.position")
         return plan
-    values = {f: table.column(c) for f, c in columns.items()}
     constant: dict = {}  # question fields every row gets from the mapping's defaults
     if "modality" not in columns and mapping.defaults.get("modality"):
         constant["modality"] = (mapping.defaults["modality"], mapping.defaults["modality"])
     if "category" not in columns and mapping.defaults.get("category"):
         constant["category"] = mapping.defaults["category"]
-    wide = {name: {k: table.column(c) for k, c in spec.items()} for name, spec in lalm_columns.items()}
     scale = mapping.rating_scale
     default_lalm = mapping.defaults.get("lalm", "")
     id_length = _max_length(Question, "external_id")
     audio_length = _max_length(Question, "audio_ref")
     lalm_length = _max_length(LALM, "name")
 
-    for index in range(table.n_rows):
+    for index, i, values, wide in _rows_in_chunks(table, columns, lalm_columns):
         row = index + 1
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress("checking rows", index, table.n_rows)
@@ -320,19 +336,19 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
         question_values: dict = dict(constant)
         ok = True
         for f, read in _QUESTION_READERS.items():
-            if f in values and not is_missing(value := values[f][index]):
+            if f in values and not is_missing(value := values[f][i]):
                 try:
                     question_values[f] = read(value)
                 except _Bad as exc:
                     bad(f, str(exc), value)
                     ok = False
-        if "modality" in values and not is_missing(value := values["modality"][index]):
+        if "modality" in values and not is_missing(value := values["modality"][i]):
             try:
                 question_values["modality"] = _modality(value)
             except _Bad as exc:
                 bad("modality", str(exc), value)
                 ok = False
-        audio_value = values["audio"][index] if "audio" in values else None
+        audio_value = values["audio"][i] if "audio" in values else None
         if not is_missing(audio_value) and locator is not None:
             try:
                 question_values["audio"] = locator.key(audio_value)
@@ -343,10 +359,10 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
                 ok = False
         key = None
         if "question_id" in values:
-            key = _required(values["question_id"][index], max_length=id_length, what="its question's id",
+            key = _required(values["question_id"][i], max_length=id_length, what="its question's id",
                             complain=lambda reason, value: bad("question_id", reason, value))
         elif "position" in values:
-            value = values["position"][index]
+            value = values["position"][i]
             try:
                 position = _position(value)
                 if not 0 <= position < len(context.positions):
@@ -359,7 +375,7 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
             text = question_values.get("question", "")
             if not text.strip():
                 bad("question", "empty: without question_id the question text identifies the question",
-                    values["question"][index])
+                    values["question"][i])
             else:
                 identity = f"{question_values.get('audio', '')}\x00{text}"
                 key = "q-" + hashlib.sha256(identity.encode()).hexdigest()[:20]
@@ -371,7 +387,7 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
                 for f in ("question", "reference"):
                     if not question_values.get(f, "").strip():
                         bad(f, f"no question {key!r} in the benchmark yet, and its {f} is "
-                               f"{'empty' if f in cols else 'not mapped'}", values[f][index] if f in values else None)
+                               f"{'empty' if f in cols else 'not mapped'}", values[f][i] if f in values else None)
                         ok = False
             if not ok:
                 continue
@@ -380,7 +396,7 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
             for f, value in question_values.items():
                 if question.values.get(f, value) != value:
                     bad(f, f"differs from row {question.row} of the same question "
-                           f"({shown(question.values[f])})", values[f][index] if f in values else value)
+                           f"({shown(question.values[f])})", values[f][i] if f in values else value)
             if question.values.keys() - question_values.keys():
                 missing = sorted(question.values.keys() - question_values.keys())
                 bad(missing[0], f"missing, but row {question.row} of the same question has it")
@@ -389,16 +405,16 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
         if mapping.layout == "long":
             lalm = default_lalm
             if "lalm" in values:
-                lalm = _required(values["lalm"][index], max_length=lalm_length, what="its LALM",
+                lalm = _required(values["lalm"][i], max_length=lalm_length, what="its LALM",
                                  complain=lambda reason, value: bad("lalm", reason, value))
                 if lalm is None:
                     continue
-            answers = [(lalm, values["candidate"][index], columns["candidate"],
-                        values["rating"][index] if "rating" in values else None, columns.get("rating", ""))]
+            answers = [(lalm, values["candidate"][i], columns["candidate"],
+                        values["rating"][i] if "rating" in values else None, columns.get("rating", ""))]
         else:
-            answers = [(name, cells["candidate"][index], lalm_columns[name]["candidate"],
-                        cells["rating"][index] if "rating" in cells else None, lalm_columns[name].get("rating", ""))
-                       for name, cells in wide.items() if not is_missing(cells["candidate"][index])]
+            answers = [(name, cells["candidate"][i], lalm_columns[name]["candidate"],
+                        cells["rating"][i] if "rating" in cells else None, lalm_columns[name].get("rating", ""))
+                       for name, cells in wide.items() if not is_missing(cells["candidate"][i])]
         for lalm, value, column, rating_value, rating_column in answers:
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 plan.problem("missing: every row needs its candidate answer", row=row, column=column)
@@ -426,32 +442,32 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
             rater = ""
             if "rater" in values:
                 try:
-                    rater = _text(values["rater"][index], strip=True) if not is_missing(values["rater"][index]) else ""
+                    rater = _text(values["rater"][i], strip=True) if not is_missing(values["rater"][i]) else ""
                     if not rater:
                         raise _Bad("empty: a rating needs its rater when the rater column is mapped")
                 except _Bad as exc:
-                    bad("rater", str(exc), values["rater"][index])
+                    bad("rater", str(exc), values["rater"][i])
                     continue
             codes, comment = "", ""
-            if "codes" in values and not is_missing(values["codes"][index]):
+            if "codes" in values and not is_missing(values["codes"][i]):
                 try:
-                    codes = normalize_codes(_text(values["codes"][index], strip=True))
+                    codes = normalize_codes(_text(values["codes"][i], strip=True))
                 except (_Bad, UnknownCodeError) as exc:
-                    bad("codes", str(exc), values["codes"][index])
+                    bad("codes", str(exc), values["codes"][i])
                     continue
-            if "comment" in values and not is_missing(values["comment"][index]):
+            if "comment" in values and not is_missing(values["comment"][i]):
                 try:
-                    comment = _text(values["comment"][index], strip=True)
+                    comment = _text(values["comment"][i], strip=True)
                 except _Bad as exc:
-                    bad("comment", str(exc), values["comment"][index])
+                    bad("comment", str(exc), values["comment"][i])
                     continue
-            earlier = candidate.ratings.get(rater)
+            earlier = next((r for r in candidate.ratings if r.rater == rater), None)
             if earlier is not None:
                 who = f"rater {rater!r}" if rater else "the file (no rater column: one import account)"
                 plan.problem(f"a second rating of LALM {lalm!r}'s answer by {who} (first in row {earlier.row})",
                              row=row, column=rating_column, value=rating_value)
                 continue
-            candidate.ratings[rater] = _Rating(score=score, codes=codes, comment=comment, row=row)
+            candidate.ratings.append(_Rating(rater=rater, score=score, codes=codes, comment=comment, row=row))
     return plan
 
 
@@ -504,7 +520,7 @@ def _write(*, plan: _Plan, mapping: TableMapping, benchmark_name: str, file_name
             summary.lalms_created.append(name)
     summary.lalms = lalm_names
 
-    raters = sorted({rater for c in plan.candidates.values() for rater in c.ratings})
+    raters = sorted({rating.rater for c in plan.candidates.values() for rating in c.ratings})
     accounts = {}
     if raters:
         known = ImportAccount.objects.count()
@@ -548,10 +564,14 @@ def _write_questions(*, plan: _Plan, benchmark: Benchmark, reason: str, clips: d
                      summary: TableImportSummary) -> dict[str, Question]:
     """Create the new questions (version 1 current) and update the changed ones; ``{key: question}``."""
     existing = {q.external_id: q for q in Question.objects.filter(benchmark=benchmark).select_related(
-        "current_version")}
-    touched = [existing[key].pk for key in plan.questions if key in existing]
-    last_imported = _last_import_versions(touched) if touched else {}
-    last_number = _last_version_numbers(touched) if touched else {}
+        "current_version").defer("extra", "current_version__transcript_segments")}
+    # Only questions whose texts differ from their current version can need a new one (see _reimport_version):
+    # their last import versions and version numbers are read, the others' never (a re-import of 100,000 rows).
+    differing = [existing[key].pk for key, planned in plan.questions.items() if key in existing and any(
+        getattr(existing[key].current_version, VERSION_FIELDS[f], None) != v
+        for f, v in planned.values.items() if f in VERSION_FIELDS)]
+    last_imported = _last_import_versions(differing) if differing else {}
+    last_number = _last_version_numbers(differing) if differing else {}
     new_questions, new_versions, changed = [], [], []
     defaults = {"modality": "", "modality_detail": "unknown (table import)"}
     for key, planned in plan.questions.items():
@@ -593,13 +613,14 @@ def _write_questions(*, plan: _Plan, benchmark: Benchmark, reason: str, clips: d
     return existing
 
 
-def _current_candidates(benchmark: Benchmark, lalm_ids: list[int]) -> dict[tuple[int, int], tuple]:
+def _current_candidates(benchmark: Benchmark, lalm_ids: list[int], *, full: bool) -> dict[tuple[int, int], tuple]:
     """``{(question version pk, LALM pk): (pk, text, valid_rating_count, target_ratings)}`` of the benchmark's
-    candidate answers on current versions."""
+    candidate answers on current versions; with ``full=False`` only ``(pk,)`` (no texts: less memory)."""
+    fields = ("pk", "text", "valid_rating_count", "target_ratings") if full else ("pk",)
     rows = CandidateAnswer.objects.filter(
         question_version__question__benchmark=benchmark, lalm_id__in=lalm_ids,
         question_version=F("question_version__question__current_version"),
-    ).values_list("question_version_id", "lalm_id", "pk", "text", "valid_rating_count", "target_ratings")
+    ).values_list("question_version_id", "lalm_id", *fields)
     return {(v, lalm): rest for v, lalm, *rest in rows.iterator(chunk_size=5000)}
 
 
@@ -607,36 +628,35 @@ def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMappin
                       lalms: dict[str, LALM], accounts: dict, summary: TableImportSummary) -> None:
     """Create or update the candidate answers and their imported ratings, with their rating counts and, for rated
     answers, their own k (``imported_ratings``: ``complete`` = the ratings they have; ``need_k`` = their imported
-    ratings + the benchmark's k)."""
+    ratings + the benchmark's k). New rows go in by ``COPY`` straight from the plan (no list of 100,000 tuples)."""
     k = benchmark_target_ratings(benchmark)
     need_k = mapping.imported_ratings == "need_k"
     lalm_ids = [lalm.pk for lalm in lalms.values()]
-    existing = _current_candidates(benchmark, lalm_ids)
-    account_ids = [user.pk for user in accounts.values()]
+    existing = _current_candidates(benchmark, lalm_ids, full=True) if not summary.benchmark_created else {}
     old_ratings: dict[tuple[int, int], tuple] = {}
     imported_counts: dict[int, int] = {}
     if existing:
         ratings = Rating.objects.filter(candidate__question_version__question__benchmark=benchmark,
                                         candidate__lalm_id__in=lalm_ids)
-        if account_ids:
-            for pk, cid, aid, score, codes, comment in ratings.filter(annotator_id__in=account_ids).values_list(
+        if accounts:
+            for pk, cid, aid, score, codes, comment in ratings.filter(
+                    annotator_id__in=[user.pk for user in accounts.values()]).values_list(
                     "pk", "candidate_id", "annotator_id", "score", "codes", "comment").iterator(chunk_size=5000):
                 old_ratings[(cid, aid)] = (pk, score, codes, comment)
-        imported_counts = dict(ratings.filter(source=Rating.Source.IMPORT, is_valid=True).values(
-            "candidate_id").annotate(n=Count("pk")).values_list("candidate_id", "n"))
+        if need_k:
+            imported_counts = dict(ratings.filter(source=Rating.Source.IMPORT, is_valid=True).values(
+                "candidate_id").annotate(n=Count("pk")).values_list("candidate_id", "n"))
 
-    new_rows, new_ratings, text_changes, conflicts = [], [], {}, []
-    updated_ratings, increments, targets = [], defaultdict(list), {}
+    def where(planned: _Candidate) -> tuple[int, int]:
+        return questions[planned.question].current_version_id, lalms[planned.lalm].pk
+
+    new_ratings, text_changes, updated_ratings = [], {}, []
+    increments, targets = defaultdict(list), {}
     for planned in plan.candidates.values():
-        version_id = questions[planned.question].current_version_id
-        lalm_id = lalms[planned.lalm].pk
-        found = existing.get((version_id, lalm_id))
-        n_rated = len(planned.ratings)
+        found = existing.get(where(planned))
         if found is None:
-            target = (n_rated + k if need_k else n_rated) if n_rated else None
-            new_rows.append((version_id, lalm_id, planned.text, None, target, 0, n_rated))
             summary.candidates_created += 1
-            summary.ratings_created += n_rated
+            summary.ratings_created += len(planned.ratings)
             continue
         pk, text, valid_count, target = found
         if text != planned.text:
@@ -644,10 +664,11 @@ def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMappin
         else:
             summary.candidates_unchanged += 1
         fresh = 0
-        for rater, rating in planned.ratings.items():
-            old = old_ratings.get((pk, accounts[rater].pk))
+        for rating in planned.ratings:
+            account = accounts[rating.rater].pk
+            old = old_ratings.get((pk, account))
             if old is None:
-                new_ratings.append((pk, version_id, accounts[rater].pk, rating))
+                new_ratings.append((pk, where(planned)[0], account, rating))
                 fresh += 1
             elif old[1:] != (rating.score, rating.codes, rating.comment):
                 updated_ratings.append(Rating(pk=old[0], score=rating.score, codes=rating.codes,
@@ -657,35 +678,44 @@ def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMappin
         summary.ratings_created += fresh
         if fresh:
             increments[fresh].append(pk)
-        if n_rated:
+        if planned.ratings:
             wanted = imported_counts.get(pk, 0) + fresh + k if need_k else valid_count + fresh
             if wanted != target:
                 targets[pk] = wanted
+    _refuse_rated_changes(text_changes, summary.file)
     if text_changes:
-        rated = set(Rating.objects.filter(candidate_id__in=list(text_changes)).values_list("candidate_id", flat=True))
-        for pk, planned in text_changes.items():
-            if pk in rated:
-                conflicts.append(ImportProblem(
-                    row=planned.row, column=planned.column, value=shown(planned.text),
-                    reason=f"differs from the stored candidate answer of LALM {planned.lalm!r}, which was rated "
-                           "already (it is not overwritten)"))
-        if conflicts:
-            raise TableImportError(file=summary.file, problems=conflicts)
         CandidateAnswer.objects.bulk_update(
             [CandidateAnswer(pk=pk, text=planned.text) for pk, planned in text_changes.items()], ["text"],
             batch_size=_BULK_BATCH)
         summary.candidates_updated = len(text_changes)
 
-    _rows_insert(CandidateAnswer, ["question_version_id", "lalm_id", "text", "source_job_id", "target_ratings",
-                                   "priority", "valid_rating_count"], new_rows, now_fields=["created_at"])
-    if new_rows:
-        created = _current_candidates(benchmark, lalm_ids)
+    def new_candidate_rows():
         for planned in plan.candidates.values():
-            version_id = questions[planned.question].current_version_id
-            pk = created[(version_id, lalms[planned.lalm].pk)][0]
-            if (version_id, lalms[planned.lalm].pk) not in existing:
-                new_ratings += [(pk, version_id, accounts[rater].pk, rating)
-                                for rater, rating in planned.ratings.items()]
+            version_id, lalm_id = where(planned)
+            if (version_id, lalm_id) not in existing:
+                n = len(planned.ratings)
+                target = (n + k if need_k else n) if n else None
+                yield version_id, lalm_id, planned.text, None, target, 0, n
+
+    if summary.candidates_created:
+        _rows_insert(CandidateAnswer, ["question_version_id", "lalm_id", "text", "source_job_id", "target_ratings",
+                                       "priority", "valid_rating_count"], new_candidate_rows(),
+                     now_fields=["created_at"])
+    created = _current_candidates(benchmark, lalm_ids, full=False) if summary.candidates_created else {}
+
+    def new_rating_rows():
+        for cid, vid, aid, r in new_ratings:
+            yield cid, vid, aid, r.score, r.codes, r.comment, None, None, Rating.Source.IMPORT, True, ""
+        for planned in plan.candidates.values():
+            key = where(planned)
+            if planned.ratings and key not in existing:
+                for r in planned.ratings:
+                    yield (created[key][0], key[0], accounts[r.rater].pk, r.score, r.codes, r.comment, None, None,
+                           Rating.Source.IMPORT, True, "")
+
+    _rows_insert(Rating, ["candidate_id", "question_version_id", "annotator_id", "score", "codes", "comment",
+                          "seconds_on_task", "audio_seconds_played", "source", "is_valid", "invalid_reason"],
+                 new_rating_rows(), now_fields=["created_at", "updated_at"])
     for n, pks in increments.items():
         for start in range(0, len(pks), _BULK_BATCH):
             CandidateAnswer.objects.filter(pk__in=pks[start:start + _BULK_BATCH]).update(
@@ -693,12 +723,23 @@ def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMappin
     if targets:
         CandidateAnswer.objects.bulk_update([CandidateAnswer(pk=pk, target_ratings=t) for pk, t in targets.items()],
                                             ["target_ratings"], batch_size=_BULK_BATCH)
-    _rows_insert(Rating, ["candidate_id", "question_version_id", "annotator_id", "score", "codes", "comment",
-                          "seconds_on_task", "audio_seconds_played", "source", "is_valid", "invalid_reason"],
-                 ((cid, vid, aid, r.score, r.codes, r.comment, None, None, Rating.Source.IMPORT, True, "")
-                  for cid, vid, aid, r in new_ratings), now_fields=["created_at", "updated_at"])
     Rating.objects.bulk_update(updated_ratings, ["score", "codes", "comment", "updated_at"], batch_size=_BULK_BATCH)
     summary.ratings_updated = len(updated_ratings)
+
+
+def _refuse_rated_changes(text_changes: dict[int, _Candidate], file: str) -> None:
+    """Raise :class:`TableImportError` for every changed answer (``{candidate pk: planned}``) someone rated."""
+    if not text_changes:
+        return
+    rated = set(Rating.objects.filter(candidate_id__in=list(text_changes)).values_list("candidate_id", flat=True))
+    conflicts = [
+        ImportProblem(row=planned.row, column=planned.column, value=shown(planned.text),
+                      reason=f"differs from the stored candidate answer of LALM {planned.lalm!r}, which was rated "
+                             "already (it is not overwritten)")
+        for pk, planned in text_changes.items() if pk in rated
+    ]
+    if conflicts:
+        raise TableImportError(file=file, problems=conflicts)
 
 
 # --- the service -------------------------------------------------------------------------------------------------
@@ -763,8 +804,10 @@ def table_import(
             raise TableImportError(file=path.name, problems=problems)
         if not plan.candidates and not plan.questions:
             raise TableImportError(file=path.name, problems=[ImportProblem(reason="the table has no rows")])
+        names, file_format = table.names, table.file_format
+        del table  # the plan holds what is needed; the read table's memory goes back before the writes
         if progress is not None:
-            progress("writing", table.n_rows, table.n_rows)
+            progress("writing", summary.rows, summary.rows)
         with transaction.atomic():
             benchmark = _write(plan=plan, mapping=mapping, benchmark_name=name, file_name=path.name,
                                located=located, dry_run=dry_run, summary=summary, stored=stored)
@@ -772,7 +815,8 @@ def table_import(
                 transaction.set_rollback(True)
             else:
                 _record(record=record, mapping=mapping, benchmark=benchmark, summary=summary, path=path,
-                        table=table, audio_root=audio_root, source=source, created_by=created_by)
+                        columns=names, file_format=file_format, audio_root=audio_root, source=source,
+                        created_by=created_by)
     except BaseException:
         _delete_stored_files(stored)  # the rows are rolled back; their copied files must go too
         raise
@@ -785,7 +829,7 @@ def table_import(
 
 
 def _record(*, record: TableImport | None, mapping: TableMapping, benchmark: Benchmark, summary, path: Path,
-            table: Table, audio_root, source: str, created_by) -> None:
+            columns: list[str], file_format: str, audio_root, source: str, created_by) -> None:
     """Save the mapping and the summary with the import (a new ``TableImport`` row when none is given) and audit."""
     from annotation.services.audit import audit_record
 
@@ -794,7 +838,7 @@ def _record(*, record: TableImport | None, mapping: TableMapping, benchmark: Ben
         record = TableImport(source_kind=TableImport.SourceKind.PATH, source=source or str(path),
                              file_path=str(path), created_by=created_by)
     record.benchmark_name, record.benchmark = benchmark.name, benchmark
-    record.file_format, record.columns, record.rows = table.file_format, table.names, table.n_rows
+    record.file_format, record.columns, record.rows = file_format, columns, summary.rows
     record.audio_root = str(audio_root or "")
     record.mapping, record.summary, record.imported_at = mapping.document(), summary.as_dict(), now
     record.save()
@@ -828,8 +872,7 @@ def table_preview(*, path: Path, mapping: TableMapping | dict, benchmark_name: s
     out = []
     for candidate in plan.candidates.values():
         question = plan.questions[candidate.question]
-        ratings = list(candidate.ratings.items()) or [("", None)]
-        for rater, rating in ratings:
+        for rating in candidate.ratings or [None]:
             out.append({
                 "row": rating.row if rating else candidate.row,
                 "question_id": candidate.question,
@@ -841,7 +884,7 @@ def table_preview(*, path: Path, mapping: TableMapping | dict, benchmark_name: s
                 "lalm": candidate.lalm,
                 "candidate": candidate.text,
                 "score": rating.score if rating else None,
-                "rater": rater,
+                "rater": rating.rater if rating else "",
             })
     out.sort(key=lambda r: r["row"])
     return out[:rows], plan.problems
@@ -860,7 +903,7 @@ def table_audio_locate(*, path: Path, mapping: TableMapping | dict, row: int, au
     columns, _, problems = mapping.resolve(table.names)
     if problems or "audio" not in columns or not 1 <= row <= table.n_rows:
         raise ValueError("this row has no audio")
-    value = table.column(columns["audio"])[row - 1]
+    value = table.column(columns["audio"], row - 1, row)[0]
     if is_missing(value):
         raise ValueError("this row has no audio")
     locator = AudioLocator(root=audio_root, workdir=workdir, max_bytes=settings.AUDIO_UPLOAD_MAX_BYTES)

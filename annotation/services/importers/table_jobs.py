@@ -138,7 +138,7 @@ def _guessed_mapping(table) -> dict:
     columns = mapping_guess(table.names)
     document: dict = {"layout": "long", "columns": columns, "imported_ratings": "complete"}
     if "rating" in columns:
-        scale = rating_scale_guess(table.column(columns["rating"])[:5000])
+        scale = rating_scale_guess(table.column(columns["rating"], 0, 5000))
         if scale is not None:
             document["rating_scale"] = scale
     return document

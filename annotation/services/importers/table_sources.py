@@ -2,7 +2,7 @@
 Face ``datasets`` folder saved with ``save_to_disk``) as named columns, and the audio a cell names (a path under
 an audio root folder or zip file, an http(s) URL, a key in the file storage, or the audio's bytes).
 
-CSV and TSV are read by pandas as text (nothing is guessed: ``0.5`` stays the text ``"0.5"``, an empty cell is
+CSV and TSV are read by pyarrow as text (nothing is guessed: ``0.5`` stays the text ``"0.5"``, an empty cell is
 ``""``); JSON and JSONL keep their values (numbers, lists, nested objects, whose keys become columns ``a.b``);
 Parquet and ``datasets`` folders are read by pyarrow (struct columns flattened to ``a.b``; a ``datasets`` Audio
 column gives ``audio.bytes`` and ``audio.path``).
@@ -71,16 +71,18 @@ class Table:
     file_format: str
     names: list[str]
     n_rows: int
-    _column: Callable[[str], list]
+    _column: Callable[[str, int, int], list]
 
-    def column(self, name: str) -> list:
+    def column(self, name: str, start: int = 0, stop: int | None = None) -> list:
+        """The values of rows ``start`` to ``stop`` (default: to the end) of column ``name``."""
+        stop = self.n_rows if stop is None else min(stop, self.n_rows)
         if name == ROW_COLUMN:
-            return list(range(self.n_rows))
-        return self._column(name)
+            return list(range(start, stop))
+        return self._column(name, start, stop)
 
     def head(self, n: int) -> list[dict]:
         n = min(n, self.n_rows)
-        columns = {name: self.column(name)[:n] for name in self.names}
+        columns = {name: self.column(name, 0, n) for name in self.names}
         return [{name: values[i] for name, values in columns.items()} for i in range(n)]
 
 
@@ -91,28 +93,56 @@ def _open_text(path: Path):
 
 
 def _read_delimited(path: Path, *, sep: str, nrows: int | None) -> Table:
-    import pandas as pd
+    """CSV or TSV through pyarrow's reader: every column as text (an empty cell is ``""``), quoted values may
+    span lines, a UTF-8 byte order mark is skipped; rows with the wrong number of cells are all reported."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
 
+    kind = "TSV" if sep == "\t" else "CSV"
     try:
         with _open_text(path) as fh:
             header = next(csv.reader(fh, delimiter=sep), [])
-        seen = set()
-        for name in header:
-            if name in seen:
-                raise ImportFormatError(file=path.name, where="line 1", problem=f"column {name!r} appears twice")
-            seen.add(name)
-        frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_filter=False, nrows=nrows,
-                            encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ImportFormatError(file=path.name, problem=f"not UTF-8 text ({exc.reason})") from exc
-    except pd.errors.EmptyDataError as exc:
-        raise ImportFormatError(file=path.name, problem="the file is empty") from exc
-    except pd.errors.ParserError as exc:
-        raise ImportFormatError(file=path.name, problem=f"not a valid {'TSV' if sep == chr(9) else 'CSV'} "
-                                f"file: {exc}") from exc
-    names = [str(c) for c in frame.columns]
-    return Table(path.name, "tsv" if sep == "\t" else "csv", names, len(frame),
-                 lambda name: frame[name].tolist())
+    if not header:
+        raise ImportFormatError(file=path.name, problem="the file is empty")
+    seen = set()
+    for name in header:
+        if name in seen:
+            raise ImportFormatError(file=path.name, where="line 1", problem=f"column {name!r} appears twice")
+        seen.add(name)
+    bad_rows: list[str] = []
+
+    def invalid(row) -> str:
+        where = f"line {row.number}" if row.number is not None else "a row"
+        bad_rows.append(f"{where}: expected {row.expected_columns} cells, got {row.actual_columns}: "
+                        f"{row.text[:80]!r}")
+        return "skip"
+
+    parse = pacsv.ParseOptions(delimiter=sep, newlines_in_values=True, invalid_row_handler=invalid)
+    convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in header}, strings_can_be_null=False,
+                                   quoted_strings_can_be_null=False)
+    try:
+        if nrows is None:
+            table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
+        else:
+            reader = pacsv.open_csv(path, parse_options=parse, convert_options=convert)
+            batches, count = [], 0
+            for batch in reader:
+                batches.append(batch)
+                count += batch.num_rows
+                if count >= nrows:
+                    break
+            table = pa.Table.from_batches(batches, schema=reader.schema).slice(0, nrows)
+    except pa.ArrowInvalid as exc:
+        message = str(exc)
+        if "UTF8" in message:
+            raise ImportFormatError(file=path.name, problem=f"not UTF-8 text ({message})") from exc
+        raise ImportFormatError(file=path.name, problem=f"not a valid {kind} file: {message}") from exc
+    if bad_rows:
+        raise ImportFormatError(file=path.name, problem=f"not a valid {kind} file: " + "; ".join(bad_rows[:20])
+                                + (f"; and {len(bad_rows) - 20} more rows" if len(bad_rows) > 20 else ""))
+    return _arrow_columns(path.name, "tsv" if sep == "\t" else "csv", list(header), table)
 
 
 def _flatten_keys(record: dict, prefix: str, out: dict) -> None:
@@ -132,12 +162,12 @@ def _records_table(file: str, file_format: str, records: list) -> Table:
     for record in records:
         _flatten_keys(record, "", names)
 
-    def column(name: str) -> list:
+    def column(name: str, start: int, stop: int) -> list:
         if name in names and "." not in name:
-            return [record.get(name) for record in records]
+            return [record.get(name) for record in records[start:stop]]
         path = name.split(".")
         values = []
-        for record in records:
+        for record in records[start:stop]:
             value = record.get(name)  # a key that itself holds a dot
             if value is None:
                 value = record
@@ -192,7 +222,13 @@ def _arrow_table(file: str, file_format: str, table, nrows: int | None) -> Table
     names = list(table.column_names)
     if len(set(names)) != len(names):
         raise ImportFormatError(file=file, problem="two columns have the same name")
-    return Table(file, file_format, names, table.num_rows, lambda name: table.column(name).to_pylist())
+    return _arrow_columns(file, file_format, names, table)
+
+
+def _arrow_columns(file: str, file_format: str, names: list[str], table) -> Table:
+    """A :class:`Table` over a pyarrow table: a column's rows become Python values only when asked for."""
+    return Table(file, file_format, names, table.num_rows,
+                 lambda name, start, stop: table.column(name).slice(start, stop - start).to_pylist())
 
 
 def _read_parquet(path: Path, *, nrows: int | None) -> Table:
