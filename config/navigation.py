@@ -79,8 +79,8 @@ NAVIGATION: tuple[Group, ...] = (
         Entry("Routing", "modelling:routing", STAFF),
     )),
     Group("data", "Data", (
-        Entry("New benchmark / Add data", "annotation:imports", ADMINS, also=("annotation:import",)),
         Entry("Rating overview", "annotation:overview", STAFF),
+        Entry("New benchmark / Add data", "annotation:imports", ADMINS, also=("annotation:import",)),
         Entry("Exports", "annotation:exports", ADMINS, also=("annotation:export",)),
         Entry("Annotator quality", "modelling:quality", ADMINS, also=("modelling:quality_annotator",)),
         Entry("Audit log", "annotation:audit", ADMINS),

@@ -88,6 +88,13 @@ def _label(key: str) -> str:
         key, key.replace("_", " ").capitalize())
 
 
+def _scale_order(item: tuple[str, int]) -> tuple:
+    try:
+        return (0, float(item[0]), item[0])
+    except ValueError:
+        return (1, 0.0, item[0])
+
+
 def _first_present(value, columns: list[str]) -> str:
     options = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     return next((o for o in options if o in columns or o == ROW_COLUMN), "")
@@ -189,7 +196,8 @@ class MappingForm(forms.Form):
         if set(scale) == {"min", "max"}:
             initial.update(scale_min=scale["min"], scale_max=scale["max"])
         elif scale:
-            initial["scale_table"] = ", ".join(f"{k}={v}" for k, v in scale.items())
+            # PostgreSQL's jsonb keeps keys in its own order: show the raw values from low to high.
+            initial["scale_table"] = ", ".join(f"{k}={v}" for k, v in sorted(scale.items(), key=_scale_order))
         lalms = doc.get("lalms") or {}
         initial["wide_lalms"] = [spec if isinstance(spec, str) else spec.get("candidate") for spec in lalms.values()]
         for index, column in enumerate(c for c in columns if c in initial["wide_lalms"]):

@@ -137,7 +137,10 @@ class RatingScale:
                 raise ValueError(f"{raw!r} maps to {score!r}; every value must be an integer 1–5")
             table[_scale_key(raw)] = score
             self.shown[_scale_key(raw)] = str(raw)
-        self.table = table
+        # Low to high whatever order the document had (PostgreSQL's jsonb reorders keys).
+        order = sorted(table, key=lambda k: (isinstance(k, str), k if isinstance(k, str) else float(k), str(k)))
+        self.table = {k: table[k] for k in order}
+        self.shown = {k: self.shown[k] for k in order}
 
     def score(self, value) -> int:
         """The 1–5 score of a raw value. Raises ``ValueError`` (the reason) for a value outside the scale."""
@@ -210,8 +213,10 @@ class TableMapping:
         doc: dict = {"layout": self.layout,
                      "columns": {k: (v[0] if len(v) == 1 else list(v)) for k, v in self.columns.items()}}
         if self.lalms:
-            doc["lalms"] = {name: {k: (v[0] if len(v) == 1 else list(v)) for k, v in spec.items()}
-                            for name, spec in self.lalms.items()}
+            doc["lalms"] = {}
+            for name, spec in self.lalms.items():
+                columns = {k: (v[0] if len(v) == 1 else list(v)) for k, v in spec.items()}
+                doc["lalms"][name] = columns["candidate"] if set(columns) == {"candidate"} else columns
         if self.defaults:
             doc["defaults"] = dict(self.defaults)
         if self.rating_scale is not None:
