@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.models import Job, Modality
+from annotation.models import Job, Modality, TableImport
 from config.navigation import navigation_for
 from modelling.models import TrainingRun
 from refinement.models import CorrectionItem, Queue
@@ -25,6 +25,7 @@ from tests.factories import (
     RatingFactory,
     UserFactory,
 )
+from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_MAPPING, NEWCOMER_ROWS, write_csv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
 
@@ -77,7 +78,14 @@ def site(settings, tmp_path):
                    f"/refinement/item/{questions[0].pk}/correct/", f"/refinement/item/{questions[0].pk}/history/",
                    "/modelling/agreement/?level=interval"],
     }
-    details["admin"] = details["expert"]
+    # A table import being mapped (the "New benchmark / Add data" page's second step).
+    settings.IMPORT_DIR = tmp_path / "media" / "imports"
+    table = write_csv(tmp_path / "my_benchmark.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS)
+    draft = TableImport.objects.create(
+        benchmark_name="My benchmark", source_kind=TableImport.SourceKind.UPLOAD, source=table.name,
+        file_path=str(table), file_format="csv", columns=list(NEWCOMER_COLUMNS), rows=len(NEWCOMER_ROWS),
+        mapping=NEWCOMER_MAPPING)
+    details["admin"] = [*details["expert"], f"/imports/{draft.pk}/"]
     return {"users": users, "details": details}
 
 
