@@ -494,7 +494,8 @@ def test_the_command_prints_what_it_created_and_a_dry_run_writes_nothing(tmp_pat
     text = out.getvalue()
     assert "my_benchmark.csv -> benchmark 'My benchmark' (new)" in text
     assert "LALMs: 3 (Gemini, Qwen2-Audio, SALMONN); new: Gemini, Qwen2-Audio, SALMONN" in text
-    assert "ratings: 9 created, 0 updated, 0 unchanged, from 1 raters (1 new import-only accounts)" in text
+    assert "ratings: 9 created, 0 updated, 0 unchanged, from 1 rater (1 new import-only account)" in text
+    assert "audio: 3 files, newly linked to 3 questions" in text
     out = StringIO()
     call_command("import_table", str(newcomer_csv), "--benchmark", "My benchmark", "--mapping", str(mapping_file),
                  "--audio-root", str(wavs), stdout=out)

@@ -119,8 +119,9 @@ class TableImportSummary:
             f"{self.candidates_unchanged} unchanged",
             f"LALMs: {len(self.lalms)} ({', '.join(self.lalms)}); new: {', '.join(self.lalms_created) or 'none'}",
             f"ratings: {self.ratings_created} created, {self.ratings_updated} updated, {self.ratings_unchanged} "
-            f"unchanged, from {self.raters} raters ({self.rater_accounts_created} new import-only accounts)",
-            f"audio: {self.audio_files} files, linked to {self.audio_linked} questions",
+            f"unchanged, from {_count(self.raters, 'rater')} ({self.rater_accounts_created} new import-only "
+            f"account{'s' if self.rater_accounts_created != 1 else ''})",
+            f"audio: {_count(self.audio_files, 'file')}, newly linked to {_count(self.audio_linked, 'question')}",
         ]
 
     def __str__(self) -> str:
@@ -128,6 +129,10 @@ class TableImportSummary:
 
     def as_dict(self) -> dict:
         return dict(vars(self))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # --- phase 1: rows -> plan -------------------------------------------------------------------------------------
