@@ -86,6 +86,18 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:job", "GET"): row(STAFF, "job_pk"),
     ("annotation:job-retry", "POST"): row(ADMIN, "job_pk"),
     ("annotation:job-cancel", "POST"): row(ADMIN, "job_pk"),
+    # Admin pages: table imports ("New benchmark / Add data").
+    ("annotation:imports", "GET"): row(ADMIN),
+    ("annotation:imports", "POST"): row(ADMIN),
+    ("annotation:import", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-preview", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-validate", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-run", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-job", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-mapping", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-mapping", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-audio", "GET"): row(ADMIN, "table_import_pk", "table_import_row"),
     # Admin pages: exports and the audit log.
     ("annotation:exports", "GET"): row(ADMIN),
     ("annotation:export", "GET"): row(ADMIN, "export_pk"),
@@ -264,6 +276,16 @@ def world(tmp_path, settings):
                                            upstream_path="/nonexistent-upstream")
     study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X")
+    from annotation.models import TableImport
+    from tests.table_files import write_csv, write_wav
+
+    write_wav(tmp_path / "a.wav")
+    draft = TableImport.objects.create(
+        benchmark_name="m-import", source_kind="upload", source="t.csv", file_format="csv", rows=1,
+        file_path=str(write_csv(tmp_path / "t.csv", ["q", "ref", "answer", "audio"], [("Q", "R", "A", "a.wav")])),
+        columns=["q", "ref", "answer", "audio"], audio_root=str(tmp_path),
+        mapping={"columns": {"question": "q", "reference": "ref", "candidate": "answer", "audio": "audio"},
+                 "defaults": {"lalm": "m"}})
     objects = {
         "assignment_pk": assignment.pk, "clip_pk": clip.pk, "job_pk": job.pk, "export_pk": export.pk,
         "queue": item.queue, "question_id": question.pk, "item_id": item.pk, "suggestion_id": suggestion.pk,
@@ -273,6 +295,7 @@ def world(tmp_path, settings):
         "snapshot_pk": snapshot.pk, "model_version_pk": model_version.pk, "prediction_pk": prediction.pk,
         "annotator_pk": users["annotator"].pk, "study_slug": study.slug, "study_pk": study.pk,
         "crossfit_pk": CrossFitRun.objects.create(folds=2).pk, "imported_model_pk": imported.pk,
+        "table_import_pk": draft.pk, "table_import_row": 1,
     }
     return users, objects
 

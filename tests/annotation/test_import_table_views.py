@@ -202,3 +202,22 @@ def test_a_large_table_is_imported_by_a_worker(admin_client, settings, newcomer_
     assert job.status == Job.Status.DONE and job.params["phase"] == "done"
     page = admin_client.get(reverse("annotation:import-job", args=[record.pk])).content.decode()
     assert "ratings: 9 created" in page and "hx-trigger=\"every 1s\"" not in page
+
+
+def test_a_running_import_whose_worker_went_silent_is_failed_and_a_duplicate_message_does_nothing(settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.services.importers.table_jobs import table_import_run, table_imports_fail_stale
+
+    now = timezone.now()
+    silent = Job.objects.create(kind=Job.Kind.IMPORT, status=Job.Status.RUNNING,
+                                heartbeat_at=now - timedelta(seconds=settings.IMPORT_LEASE_S + 1))
+    alive = Job.objects.create(kind=Job.Kind.IMPORT, status=Job.Status.RUNNING, heartbeat_at=now)
+    assert table_imports_fail_stale(now=now) == 1
+    silent.refresh_from_db()
+    alive.refresh_from_db()
+    assert silent.status == Job.Status.FAILED and "nothing was written" in silent.error
+    assert alive.status == Job.Status.RUNNING
+    assert table_import_run(job_pk=silent.pk) == ""  # not queued: a redelivered message is not claimed
