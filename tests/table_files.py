@@ -4,8 +4,11 @@
 or 1) plus the audio file of each question, in a folder of WAV files.
 """
 import csv
+import http.server
 import json
+import threading
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +106,28 @@ def file_means(rows, *, model: int = 2, score: int = 4) -> dict[str, float]:
     for row in rows:
         sums.setdefault(row[model], []).append(float(row[score]))
     return {name: sum(values) / len(values) for name, values in sums.items()}
+
+
+@contextmanager
+def serving(files: dict[str, bytes]):
+    """A local HTTP server on 127.0.0.1 answering ``GET <path>`` with ``files[path]`` (404 otherwise); yields
+    its base URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            data = files.get(self.path)
+            self.send_response(200 if data is not None else 404)
+            self.end_headers()
+            if data is not None:
+                self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -420,6 +421,8 @@ def import_audio(request: HttpRequest, pk: int, row: int) -> HttpResponse:
         path = table_audio_locate(path=Path(record.file_path), mapping=record.mapping, row=row,
                                   audio_root=Path(record.audio_root) if record.audio_root else None,
                                   workdir=workdir)
+        if path.stat().st_size > settings.AUDIO_UPLOAD_MAX_BYTES:
+            raise ValueError("the audio file is too large to preview")
         data = path.read_bytes()
     except (ValueError, ImportFormatError, OSError) as error:
         raise Http404(str(error)) from None

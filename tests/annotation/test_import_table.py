@@ -1,9 +1,7 @@
 """The table importer (annotation.services.importers.table) and ``manage.py import_table``: every format, both
 layouts, the mapping's errors with row and column and nothing written, idempotent re-import, audio from a folder,
 a zip, a URL, the file storage and bytes, and imported ratings from import-only accounts."""
-import http.server
 import json
-import threading
 from io import StringIO
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from tests.table_files import (
     NEWCOMER_COLUMNS,
     NEWCOMER_MAPPING,
     NEWCOMER_ROWS,
+    serving,
     write_csv,
     write_table,
     write_wav,
@@ -396,28 +395,10 @@ def test_missing_unreadable_and_escaping_audio_paths_are_refused_per_row(tmp_pat
     assert Question.objects.count() == 0
 
 
-class _WavServer(http.server.BaseHTTPRequestHandler):
-    files: dict[str, bytes] = {}
-
-    def do_GET(self):  # noqa: N802 - http.server's name
-        data = self.files.get(self.path)
-        self.send_response(200 if data else 404)
-        self.end_headers()
-        if data:
-            self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def wav_server(tmp_path):
-    _WavServer.files = {"/clips/tone.wav": write_wav(tmp_path / "tone.wav").read_bytes()}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WavServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving({"/clips/tone.wav": write_wav(tmp_path / "tone.wav").read_bytes()}) as base:
+        yield base
 
 
 def test_audio_from_urls_file_storage_keys_and_bytes(tmp_path, wav_server):

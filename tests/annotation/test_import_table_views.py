@@ -221,3 +221,44 @@ def test_a_running_import_whose_worker_went_silent_is_failed_and_a_duplicate_mes
     assert silent.status == Job.Status.FAILED and "nothing was written" in silent.error
     assert alive.status == Job.Status.RUNNING
     assert table_import_run(job_pk=silent.pk) == ""  # not queued: a redelivered message is not claimed
+
+
+def test_a_zip_of_a_datasets_folder_or_of_one_table_file_is_read_from_inside(admin_client, tmp_path):
+    import zipfile
+
+    from tests.table_files import write_table
+
+    folder = write_table(tmp_path / "hf", "hf", NEWCOMER_COLUMNS, NEWCOMER_ROWS)
+    archive = tmp_path / "dataset.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, arcname=f"my_dataset/{path.relative_to(folder)}")
+    assert _upload(admin_client, archive).status_code == 302
+    record = TableImport.objects.get()
+    assert (record.file_format, record.rows, record.columns) == ("hf", 9, list(NEWCOMER_COLUMNS))
+    single = tmp_path / "one.zip"
+    with zipfile.ZipFile(single, "w") as zf:
+        zf.write(write_csv(tmp_path / "t.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS), arcname="data/t.csv")
+    assert _upload(admin_client, single).status_code == 302
+    assert TableImport.objects.latest("pk").file_format == "csv"
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("../../escape.csv", "a,b\n1,2\n")
+    page = _upload(admin_client, evil).content.decode()
+    assert "leaves the zip file&#x27;s folder" in page
+
+
+def test_a_table_from_a_url(admin_client, tmp_path):
+    from tests.table_files import serving
+
+    table = write_csv(tmp_path / "remote.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS).read_bytes()
+    with serving({"/data/remote.csv": table}) as base:
+        url = reverse("annotation:imports")
+        response = admin_client.post(url, {"benchmark_name": "B", "url": f"{base}/data/remote.csv"})
+        assert response.status_code == 302
+        record = TableImport.objects.get()
+        assert (record.source_kind, record.source, record.rows) == ("url", f"{base}/data/remote.csv", 9)
+        page = admin_client.post(url, {"benchmark_name": "B", "url": f"{base}/gone.csv"}).content.decode()
+        assert "The URL answered HTTP 404." in page
+        page = admin_client.post(url, {"benchmark_name": "B", "url": "file:///etc/passwd"}).content.decode()
+        assert "Give an http:// or https:// URL." in page

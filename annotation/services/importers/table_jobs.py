@@ -112,6 +112,8 @@ def _unzipped_table(path: Path, field: str) -> Path:
             for member in archive.namelist():
                 if member.startswith("/") or ".." in PurePosixPath(member).parts:
                     raise ValidationError({field: f"{path.name}: the member {member!r} leaves the zip file's folder."})
+            if sum(info.file_size for info in archive.infolist()) > settings.IMPORT_UPLOAD_MAX_BYTES:
+                raise ValidationError({field: f"{path.name} unpacks to more than IMPORT_UPLOAD_MAX_BYTES."})
             archive.extractall(folder)
     except zipfile.BadZipFile as exc:
         raise ValidationError({field: f"{path.name} is not a valid zip file."}) from exc

@@ -338,7 +338,7 @@ class AudioLocator:
             except zipfile.BadZipFile as exc:
                 raise ImportFormatError(file=self.root.name, problem="the audio root is neither a folder nor a "
                                         "zip file") from exc
-            self._members = {info.filename: info.filename for info in self._zip.infolist() if not info.is_dir()}
+            self._members = {info.filename: info for info in self._zip.infolist() if not info.is_dir()}
         elif self.root is not None and not self.root.is_dir():
             raise ImportFormatError(file=str(self.root), problem="the audio root does not exist")
 
@@ -415,6 +415,8 @@ class AudioLocator:
             if not ends:
                 return None
             member = ends[0]
+        if self._members[member].file_size > self.max_bytes:
+            raise ValueError(f"{member} in the zip file is over the limit of {self.max_bytes} bytes")
         path = self.workdir / "zip" / member
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
