@@ -297,6 +297,174 @@ def _rows_in_chunks(table: Table, columns: dict[str, str], lalm_columns: dict[st
             yield start + i, i, values, wide
 
 
+class _RowReader:
+    """Reads one row at a time into the plan (see :func:`_plan_table`); problems go to the plan, named by row,
+    column and value."""
+
+    def __init__(self, *, plan: _Plan, mapping: TableMapping, context: _Context, columns: dict[str, str],
+                 lalm_columns: dict[str, dict[str, str]], locator: AudioLocator | None):
+        self.plan, self.mapping, self.context, self.locator = plan, mapping, context, locator
+        self.columns, self.lalm_columns = columns, lalm_columns
+        self.constant: dict = {}  # question fields every row gets from the mapping's defaults
+        if "modality" not in columns and mapping.defaults.get("modality"):
+            self.constant["modality"] = (mapping.defaults["modality"], mapping.defaults["modality"])
+        if "category" not in columns and mapping.defaults.get("category"):
+            self.constant["category"] = mapping.defaults["category"]
+        self.id_length = _max_length(Question, "external_id")
+        self.audio_length = _max_length(Question, "audio_ref")
+        self.lalm_length = _max_length(LALM, "name")
+
+    def bad(self, row: int, f: str, reason: str, value=None) -> None:
+        self.plan.problem(reason, row=row, column=self.columns.get(f, f), value=value)
+
+    def row(self, row: int, values: dict, i: int, wide: dict) -> None:
+        """Read data row ``row`` (1-based): cell ``values[field][i]``, the wide layout's ``wide[LALM][...][i]``."""
+        key = self._question(row, values, i)
+        if key is None:
+            return
+        if self.mapping.layout == "long":
+            lalm = self.mapping.defaults.get("lalm", "")
+            if "lalm" in values:
+                lalm = _required(values["lalm"][i], max_length=self.lalm_length, what="its LALM",
+                                 complain=lambda reason, value: self.bad(row, "lalm", reason, value))
+                if lalm is None:
+                    return
+            answers = [(lalm, values["candidate"][i], self.columns["candidate"],
+                        values["rating"][i] if "rating" in values else None, self.columns.get("rating", ""))]
+        else:
+            answers = [(name, cells["candidate"][i], self.lalm_columns[name]["candidate"],
+                        cells["rating"][i] if "rating" in cells else None,
+                        self.lalm_columns[name].get("rating", ""))
+                       for name, cells in wide.items() if not is_missing(cells["candidate"][i])]
+        for lalm, value, column, rating_value, rating_column in answers:
+            candidate = self._candidate(row, key, lalm, value, column)
+            if candidate is not None and not is_missing(rating_value):
+                self._rating(row, values, i, candidate, rating_value, rating_column)
+
+    def _question(self, row: int, values: dict, i: int) -> str | None:
+        """The key of the row's question, planned or checked against its earlier rows; None after a problem."""
+        question_values: dict = dict(self.constant)
+        ok = True
+        for f, read in (*_QUESTION_READERS.items(), ("modality", _modality)):
+            if f in values and not is_missing(value := values[f][i]):
+                try:
+                    question_values[f] = read(value)
+                except _Bad as exc:
+                    self.bad(row, f, str(exc), value)
+                    ok = False
+        audio_value = values["audio"][i] if "audio" in values else None
+        if not is_missing(audio_value) and self.locator is not None:
+            try:
+                question_values["audio"] = self.locator.key(audio_value)
+                if len(question_values["audio"]) > self.audio_length:
+                    raise _Bad(f"longer than {self.audio_length} characters")
+            except ValueError as exc:
+                self.bad(row, "audio", str(exc), audio_value)
+                ok = False
+        key = self._key(row, values, i, question_values) if ok else None
+        if key is None:
+            return None
+        question = self.plan.questions.get(key)
+        if question is None:
+            if key not in self.context.external_ids:
+                for f in ("question", "reference"):
+                    if not question_values.get(f, "").strip():
+                        self.bad(row, f, f"no question {key!r} in the benchmark yet, and its {f} is "
+                                         f"{'empty' if f in values else 'not mapped'}",
+                                 values[f][i] if f in values else None)
+                        ok = False
+            if not ok:
+                return None
+            self.plan.questions[key] = _Question(key=key, row=row, values=question_values, audio_value=audio_value)
+            return key
+        for f, value in question_values.items():
+            if question.values.get(f, value) != value:
+                self.bad(row, f, f"differs from row {question.row} of the same question "
+                                 f"({shown(question.values[f])})", values[f][i] if f in values else value)
+        if question.values.keys() - question_values.keys():
+            missing = sorted(question.values.keys() - question_values.keys())
+            self.bad(row, missing[0], f"missing, but row {question.row} of the same question has it")
+        return key
+
+    def _key(self, row: int, values: dict, i: int, question_values: dict) -> str | None:
+        """What identifies the row's question: its id, the id at its position, or the hash of its audio and text."""
+        if "question_id" in values:
+            return _required(values["question_id"][i], max_length=self.id_length, what="its question's id",
+                             complain=lambda reason, value: self.bad(row, "question_id", reason, value))
+        if "position" in values:
+            value = values["position"][i]
+            positions = self.context.positions
+            try:
+                position = _position(value)
+                if not 0 <= position < len(positions):
+                    raise _Bad(f"no question at this position: the benchmark has {len(positions)} "
+                               "(positions count from 0)")
+            except _Bad as exc:
+                self.bad(row, "position", str(exc), value)
+                return None
+            return positions[position]
+        text = question_values.get("question", "")
+        if not text.strip():
+            self.bad(row, "question", "empty: without question_id the question text identifies the question",
+                     values["question"][i])
+            return None
+        identity = f"{question_values.get('audio', '')}\x00{text}"
+        return "q-" + hashlib.sha256(identity.encode()).hexdigest()[:20]
+
+    def _candidate(self, row: int, key: str, lalm: str, value, column: str) -> _Candidate | None:
+        """The planned candidate answer of ``lalm`` to question ``key`` (one per pair; every row must agree)."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            self.plan.problem("missing: every row needs its candidate answer", row=row, column=column)
+            return None
+        try:
+            text = _text(value)
+        except _Bad as exc:
+            self.plan.problem(str(exc), row=row, column=column, value=value)
+            return None
+        candidate = self.plan.candidates.get((key, lalm))
+        if candidate is None:
+            candidate = self.plan.candidates[(key, lalm)] = _Candidate(question=key, lalm=lalm, text=text,
+                                                                       row=row, column=column)
+        elif candidate.text != text:
+            self.plan.problem(f"differs from the candidate answer of LALM {lalm!r} to the same question in row "
+                              f"{candidate.row}", row=row, column=column, value=value)
+            return None
+        return candidate
+
+    def _rating(self, row: int, values: dict, i: int, candidate: _Candidate, value, column: str) -> None:
+        """Add the row's rating of ``candidate`` (its score on 1–5, rater, codes and comment)."""
+        try:
+            score = self.mapping.rating_scale.score(value)
+        except ValueError as exc:
+            self.plan.problem(str(exc), row=row, column=column, value=value)
+            return
+        cells = {f: values[f][i] for f in ("rater", "codes", "comment") if f in values}
+        try:
+            rater = _text(cells["rater"], strip=True) if not is_missing(cells.get("rater")) else ""
+            if "rater" in cells and not rater:
+                raise _Bad("empty: a rating needs its rater when the rater column is mapped")
+        except _Bad as exc:
+            self.bad(row, "rater", str(exc), cells.get("rater"))
+            return
+        texts = {}
+        for f in ("codes", "comment"):
+            try:
+                texts[f] = _text(cells[f], strip=True) if not is_missing(cells.get(f)) else ""
+                if f == "codes":
+                    texts[f] = normalize_codes(texts[f])
+            except (_Bad, UnknownCodeError) as exc:
+                self.bad(row, f, str(exc), cells.get(f))
+                return
+        earlier = next((r for r in candidate.ratings if r.rater == rater), None)
+        if earlier is not None:
+            who = f"rater {rater!r}" if rater else "the file (no rater column: one import account)"
+            self.plan.problem(f"a second rating of LALM {candidate.lalm!r}'s answer by {who} (first in row "
+                              f"{earlier.row})", row=row, column=column, value=value)
+            return
+        candidate.ratings.append(_Rating(rater=rater, score=score, codes=texts["codes"], comment=texts["comment"],
+                                         row=row))
+
+
 def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator: AudioLocator | None,
                 progress: Progress | None = None) -> _Plan:
     """Check every row of ``table`` against ``mapping`` and group them into questions, candidate answers and
@@ -308,8 +476,7 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
     if problems:
         return plan
     cols = mapping.columns
-    creating = not ({"question", "reference"} <= set(cols))
-    if creating and not context.exists and "position" not in cols:
+    if not ({"question", "reference"} <= set(cols)) and not context.exists and "position" not in cols:
         missing = " and ".join(k for k in ("question", "reference") if k not in cols)
         plan.problem(f"unmapped required field: {missing} (the benchmark is new, so its questions are created "
                      "from the table)", key=f"columns.{'question' if 'question' not in cols else 'reference'}")
@@ -318,161 +485,12 @@ def _plan_table(table: Table, mapping: TableMapping, context: _Context, locator:
         plan.problem("questions by position need an existing benchmark: import the benchmark first",
                      key="columns.position")
         return plan
-    constant: dict = {}  # question fields every row gets from the mapping's defaults
-    if "modality" not in columns and mapping.defaults.get("modality"):
-        constant["modality"] = (mapping.defaults["modality"], mapping.defaults["modality"])
-    if "category" not in columns and mapping.defaults.get("category"):
-        constant["category"] = mapping.defaults["category"]
-    scale = mapping.rating_scale
-    default_lalm = mapping.defaults.get("lalm", "")
-    id_length = _max_length(Question, "external_id")
-    audio_length = _max_length(Question, "audio_ref")
-    lalm_length = _max_length(LALM, "name")
-
+    reader = _RowReader(plan=plan, mapping=mapping, context=context, columns=columns, lalm_columns=lalm_columns,
+                        locator=locator)
     for index, i, values, wide in _rows_in_chunks(table, columns, lalm_columns):
-        row = index + 1
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress("checking rows", index, table.n_rows)
-
-        def bad(f: str, reason: str, value=None, row=row) -> None:
-            plan.problem(reason, row=row, column=columns.get(f, f), value=value)
-
-        # The question this row is about.
-        question_values: dict = dict(constant)
-        ok = True
-        for f, read in _QUESTION_READERS.items():
-            if f in values and not is_missing(value := values[f][i]):
-                try:
-                    question_values[f] = read(value)
-                except _Bad as exc:
-                    bad(f, str(exc), value)
-                    ok = False
-        if "modality" in values and not is_missing(value := values["modality"][i]):
-            try:
-                question_values["modality"] = _modality(value)
-            except _Bad as exc:
-                bad("modality", str(exc), value)
-                ok = False
-        audio_value = values["audio"][i] if "audio" in values else None
-        if not is_missing(audio_value) and locator is not None:
-            try:
-                question_values["audio"] = locator.key(audio_value)
-                if len(question_values["audio"]) > audio_length:
-                    raise _Bad(f"longer than {audio_length} characters")
-            except ValueError as exc:
-                bad("audio", str(exc), audio_value)
-                ok = False
-        key = None
-        if "question_id" in values:
-            key = _required(values["question_id"][i], max_length=id_length, what="its question's id",
-                            complain=lambda reason, value: bad("question_id", reason, value))
-        elif "position" in values:
-            value = values["position"][i]
-            try:
-                position = _position(value)
-                if not 0 <= position < len(context.positions):
-                    raise _Bad(f"no question at this position: the benchmark has {len(context.positions)} "
-                               "(positions count from 0)")
-                key = context.positions[position]
-            except _Bad as exc:
-                bad("position", str(exc), value)
-        elif ok:
-            text = question_values.get("question", "")
-            if not text.strip():
-                bad("question", "empty: without question_id the question text identifies the question",
-                    values["question"][i])
-            else:
-                identity = f"{question_values.get('audio', '')}\x00{text}"
-                key = "q-" + hashlib.sha256(identity.encode()).hexdigest()[:20]
-        if key is None or not ok:
-            continue
-        question = plan.questions.get(key)
-        if question is None:
-            if key not in context.external_ids:
-                for f in ("question", "reference"):
-                    if not question_values.get(f, "").strip():
-                        bad(f, f"no question {key!r} in the benchmark yet, and its {f} is "
-                               f"{'empty' if f in cols else 'not mapped'}", values[f][i] if f in values else None)
-                        ok = False
-            if not ok:
-                continue
-            plan.questions[key] = _Question(key=key, row=row, values=question_values, audio_value=audio_value)
-        else:
-            for f, value in question_values.items():
-                if question.values.get(f, value) != value:
-                    bad(f, f"differs from row {question.row} of the same question "
-                           f"({shown(question.values[f])})", values[f][i] if f in values else value)
-            if question.values.keys() - question_values.keys():
-                missing = sorted(question.values.keys() - question_values.keys())
-                bad(missing[0], f"missing, but row {question.row} of the same question has it")
-
-        # The row's candidate answers (long: one; wide: one per LALM column with an answer) and their ratings.
-        if mapping.layout == "long":
-            lalm = default_lalm
-            if "lalm" in values:
-                lalm = _required(values["lalm"][i], max_length=lalm_length, what="its LALM",
-                                 complain=lambda reason, value: bad("lalm", reason, value))
-                if lalm is None:
-                    continue
-            answers = [(lalm, values["candidate"][i], columns["candidate"],
-                        values["rating"][i] if "rating" in values else None, columns.get("rating", ""))]
-        else:
-            answers = [(name, cells["candidate"][i], lalm_columns[name]["candidate"],
-                        cells["rating"][i] if "rating" in cells else None, lalm_columns[name].get("rating", ""))
-                       for name, cells in wide.items() if not is_missing(cells["candidate"][i])]
-        for lalm, value, column, rating_value, rating_column in answers:
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                plan.problem("missing: every row needs its candidate answer", row=row, column=column)
-                continue
-            try:
-                text = _text(value)
-            except _Bad as exc:
-                plan.problem(str(exc), row=row, column=column, value=value)
-                continue
-            candidate = plan.candidates.get((key, lalm))
-            if candidate is None:
-                candidate = plan.candidates[(key, lalm)] = _Candidate(question=key, lalm=lalm, text=text, row=row,
-                                                                      column=column)
-            elif candidate.text != text:
-                plan.problem(f"differs from the candidate answer of LALM {lalm!r} to the same question in row "
-                             f"{candidate.row}", row=row, column=column, value=value)
-                continue
-            if is_missing(rating_value):
-                continue
-            try:
-                score = scale.score(rating_value)
-            except ValueError as exc:
-                plan.problem(str(exc), row=row, column=rating_column, value=rating_value)
-                continue
-            rater = ""
-            if "rater" in values:
-                try:
-                    rater = _text(values["rater"][i], strip=True) if not is_missing(values["rater"][i]) else ""
-                    if not rater:
-                        raise _Bad("empty: a rating needs its rater when the rater column is mapped")
-                except _Bad as exc:
-                    bad("rater", str(exc), values["rater"][i])
-                    continue
-            codes, comment = "", ""
-            if "codes" in values and not is_missing(values["codes"][i]):
-                try:
-                    codes = normalize_codes(_text(values["codes"][i], strip=True))
-                except (_Bad, UnknownCodeError) as exc:
-                    bad("codes", str(exc), values["codes"][i])
-                    continue
-            if "comment" in values and not is_missing(values["comment"][i]):
-                try:
-                    comment = _text(values["comment"][i], strip=True)
-                except _Bad as exc:
-                    bad("comment", str(exc), values["comment"][i])
-                    continue
-            earlier = next((r for r in candidate.ratings if r.rater == rater), None)
-            if earlier is not None:
-                who = f"rater {rater!r}" if rater else "the file (no rater column: one import account)"
-                plan.problem(f"a second rating of LALM {lalm!r}'s answer by {who} (first in row {earlier.row})",
-                             row=row, column=rating_column, value=rating_value)
-                continue
-            candidate.ratings.append(_Rating(rater=rater, score=score, codes=codes, comment=comment, row=row))
+        reader.row(index + 1, values, i, wide)
     return plan
 
 
