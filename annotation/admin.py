@@ -15,12 +15,14 @@ from .models import (
     AudioClip,
     Benchmark,
     CandidateAnswer,
+    ImportAccount,
     Job,
     Judge,
     JudgeRating,
     Question,
     QuestionVersion,
     Rating,
+    TableImport,
 )
 from .services.versions import QUESTION_DETAIL_FIELDS, question_details_set
 
@@ -147,5 +149,25 @@ class JobAdmin(ReadOnlyAdmin):
 
     list_display = ["id", "kind", "status", "benchmark", "done", "failed", "total", "created_at"]
     list_filter = ["kind", "status"]
+
+
+@admin.register(TableImport)
+class TableImportAdmin(admin.ModelAdmin):
+    """Table imports: mapped on the "New benchmark / Add data" page, recorded by ``import_table`` too."""
+
+    list_display = ["id", "source", "benchmark_name", "file_format", "rows", "imported_at", "created_by"]
+    list_filter = ["file_format", "source_kind"]
+    search_fields = ["source", "benchmark_name"]
+    raw_id_fields = ["benchmark", "job", "created_by"]
+    readonly_fields = ["columns", "summary", "imported_at"]
+
+
+@admin.register(ImportAccount)
+class ImportAccountAdmin(admin.ModelAdmin):
+    """Import-only accounts: pseudonyms of raters whose ratings came from a file (they cannot log in)."""
+
+    list_display = ["user", "namespace", "created_at"]
+    search_fields = ["user__username", "namespace"]
+    readonly_fields = ["user", "key", "namespace", "created_at"]
 
 from annotation.crowd import admin as _quality_admin  # noqa: E402,F401  (registers the quality admin)

@@ -12,3 +12,4 @@ class AnnotationConfig(AppConfig):
         # The job kinds register their item work and Celery task when their service modules are imported; importing
         # them here makes every kind known in every process (web, worker, shell) before a job is started or worked.
         from annotation.services import endpoints, exports, jobs, judging  # noqa: F401
+        from annotation.services.importers import table_jobs  # noqa: F401

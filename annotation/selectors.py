@@ -171,7 +171,9 @@ def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
 @dataclass(frozen=True)
 class AnnotatorThroughput:
     """One annotator's pace: ratings ``total``, ``today`` and in the ``last_7_days``; ``median_s`` the median
-    seconds on task per item (None when no timing was recorded); ``per_hour`` = 3600 / median_s."""
+    seconds on task per item (None when no timing was recorded); ``per_hour`` = 3600 / median_s. ``imported``:
+    how many of the ratings came from a file (an import-only account's are all imported); ``today`` and
+    ``last_7_days`` count only ratings made here."""
 
     username: str
     total: int
@@ -179,13 +181,15 @@ class AnnotatorThroughput:
     last_7_days: int
     median_s: float | None
     per_hour: float | None
+    imported: int = 0
 
 
 @dataclass(frozen=True)
 class RatingOverview:
     """Queue state for experts/admins: ``histogram`` = [(valid ratings, candidate answers)] over rateable
     candidates (current versions of active questions), ``complete``/``incomplete`` counts against each
-    candidate's k, ``ratings`` (valid) and ``annotators`` (throughput rows, busiest first)."""
+    candidate's k, ``ratings`` (valid; ``imported`` of them came from files) and ``annotators`` (throughput rows,
+    busiest first)."""
 
     histogram: list[tuple[int, int]]
     max_count: int
@@ -193,6 +197,7 @@ class RatingOverview:
     incomplete: int
     ratings: int
     annotators: list[AnnotatorThroughput]
+    imported: int = 0
 
 
 def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime | None = None) -> RatingOverview:
@@ -226,11 +231,14 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     # Counts in SQL; only the seconds travel to Python, for the median (portable to SQLite, which has no
     # percentile aggregate). Reading every rating's timestamps here made the page grow slow with the ratings.
     per_user: dict[str, dict] = {
-        row["annotator__username"]: {"total": row["total"], "today": row["today"], "week": row["week"], "seconds": []}
+        row["annotator__username"]: {"total": row["total"], "today": row["today"], "week": row["week"], "seconds": [],
+                                     "imported": row["imported"]}
         for row in ratings.values("annotator__username").annotate(
             total=Count("pk"),
-            today=Count("pk", filter=Q(created_at__gte=start_of_day)),
-            week=Count("pk", filter=Q(created_at__gte=week_ago)),
+            # An import's ratings were made elsewhere, at other times: they are no one's pace today.
+            today=Count("pk", filter=Q(created_at__gte=start_of_day) & ~Q(source=Rating.Source.IMPORT)),
+            week=Count("pk", filter=Q(created_at__gte=week_ago) & ~Q(source=Rating.Source.IMPORT)),
+            imported=Count("pk", filter=Q(source=Rating.Source.IMPORT)),
         ).order_by()
     }
     for username, seconds in ratings.filter(seconds_on_task__isnull=False).values_list(
@@ -243,7 +251,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
         annotators.append(AnnotatorThroughput(
             username=username, total=row["total"], today=row["today"], last_7_days=row["week"],
             median_s=round(median, 1) if median is not None else None,
-            per_hour=round(3600 / median, 1) if median else None,
+            per_hour=round(3600 / median, 1) if median else None, imported=row["imported"],
         ))
     annotators.sort(key=lambda a: (-a.last_7_days, -a.total, a.username))
     return RatingOverview(
@@ -253,6 +261,7 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
         incomplete=done["incomplete"],
         ratings=ratings.count(),
         annotators=annotators,
+        imported=sum(row["imported"] for row in per_user.values()),
     )
 
 

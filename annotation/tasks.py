@@ -5,6 +5,7 @@ from annotation.jobs.items import job_item_process, job_items_process, job_items
 from annotation.services.assignment import assignment_expire_stale
 from annotation.services.endpoints import connection_test_run
 from annotation.services.exports import export_run, exports_reclaim_stale
+from annotation.services.importers.table_jobs import table_import_run, table_imports_fail_stale
 
 
 @shared_task(ignore_result=True)
@@ -62,3 +63,18 @@ def connection_test_task(self, connection_test_pk: int) -> str:
     button); returns the test's final status, or "gone" for a duplicate message or a deleted row."""
     test = connection_test_run(test_pk=connection_test_pk, task_id=self.request.id)
     return test.status if test is not None else "gone"
+
+
+@shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
+def table_import_job_task(job_pk: int) -> str:
+    """Run one table validation or import job (``Job(kind="import")``); returns its final status.
+
+    Re-runnable: the service claims the job with a conditional update, so a duplicate message does nothing.
+    """
+    return table_import_run(job_pk=job_pk)
+
+
+@shared_task(ignore_result=True)
+def table_imports_fail_stale_task() -> int:
+    """Fail table imports whose worker went silent past ``IMPORT_LEASE_S`` (beat, every 5 minutes)."""
+    return table_imports_fail_stale()

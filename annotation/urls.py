@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import audio, audit, endpoints, exports, jobs, judges, overview, rating
+from annotation.views import audio, audit, endpoints, exports, imports, jobs, judges, overview, rating
 
 app_name = "annotation"
 
@@ -37,4 +37,13 @@ urlpatterns: list = [
     path("exports/<int:job_pk>/", exports.export_detail, name="export"),
     path("exports/<int:job_pk>/download/", exports.export_download, name="export-download"),
     path("audit/", audit.audit_log, name="audit"),
+    # Admin: "New benchmark / Add data" — table imports (source, mapping, preview, validation, import job).
+    path("imports/", imports.import_list, name="imports"),
+    path("imports/<int:pk>/", imports.import_detail, name="import"),
+    path("imports/<int:pk>/preview/", imports.import_preview, name="import-preview"),
+    path("imports/<int:pk>/validate/", imports.import_validate, name="import-validate"),
+    path("imports/<int:pk>/run/", imports.import_run, name="import-run"),
+    path("imports/<int:pk>/job/", imports.import_job, name="import-job"),
+    path("imports/<int:pk>/mapping.json", imports.import_mapping, name="import-mapping"),
+    path("imports/<int:pk>/audio/<int:row>/", imports.import_audio, name="import-audio"),
 ]

@@ -81,6 +81,7 @@ NAVIGATION: tuple[Group, ...] = (
     )),
     Group("data", "Data", (
         Entry("Rating overview", "annotation:overview", STAFF),
+        Entry("New benchmark / Add data", "annotation:imports", ADMINS, also=("annotation:import",)),
         Entry("Exports", "annotation:exports", ADMINS, also=("annotation:export",)),
         Entry("Annotator quality", "modelling:quality", ADMINS, also=("modelling:quality_annotator",)),
         Entry("Audit log", "annotation:audit", ADMINS),

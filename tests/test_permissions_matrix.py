@@ -114,6 +114,18 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("password-set", "GET"): row(ALL, "uidb64", "token"),
     ("password-set", "POST"): row(ALL, "uidb64", "token"),
     ("password-set-done", "GET"): row(ALL),
+    # Admin pages: table imports ("New benchmark / Add data").
+    ("annotation:imports", "GET"): row(ADMIN),
+    ("annotation:imports", "POST"): row(ADMIN),
+    ("annotation:import", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-preview", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-validate", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-run", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-job", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-mapping", "GET"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-mapping", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-audio", "GET"): row(ADMIN, "table_import_pk", "table_import_row"),
     # Admin pages: exports and the audit log.
     ("annotation:exports", "GET"): row(ADMIN),
     ("annotation:export", "GET"): row(ADMIN, "export_pk"),
@@ -309,6 +321,16 @@ def world(tmp_path, settings):
     study = Study.objects.create(name="m-study", slug="m-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X", external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     judge_row = Judge.objects.create(name="m-judge", provider="openai", model="m")
+    from annotation.models import TableImport
+    from tests.table_files import write_csv, write_wav
+
+    write_wav(tmp_path / "a.wav")
+    draft = TableImport.objects.create(
+        benchmark_name="m-import", source_kind="upload", source="t.csv", file_format="csv", rows=1,
+        file_path=str(write_csv(tmp_path / "t.csv", ["q", "ref", "answer", "audio"], [("Q", "R", "A", "a.wav")])),
+        columns=["q", "ref", "answer", "audio"], audio_root=str(tmp_path),
+        mapping={"columns": {"question": "q", "reference": "ref", "candidate": "answer", "audio": "audio"},
+                 "defaults": {"lalm": "m"}})
     objects = {
         "assignment_pk": assignment.pk, "clip_pk": clip.pk, "job_pk": job.pk, "export_pk": export.pk,
         "queue": item.queue, "question_id": question.pk, "item_id": item.pk, "suggestion_id": suggestion.pk,
@@ -322,6 +344,7 @@ def world(tmp_path, settings):
         "crossfit_pk": CrossFitRun.objects.create(folds=2).pk, "imported_model_pk": imported.pk,
         "judge_pk": judge_row.pk, "connection_test_pk": ConnectionTest.objects.create(judge=judge_row).pk,
         "uidb64": "MQ", "token": "set-password",
+        "table_import_pk": draft.pk, "table_import_row": 1,
     }
     return users, objects
 

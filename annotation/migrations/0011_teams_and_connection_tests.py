@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0008_judge_probability_modes'),
+        ('annotation', '0010_table_imports'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

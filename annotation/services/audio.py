@@ -23,12 +23,27 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def audio_clip_from_path(*, path: Path) -> AudioClip:
+def audio_file_info(*, path: Path):
+    """The header of an audio file as libsndfile reads it (``soundfile.info``: ``frames``, ``samplerate``,
+    ``channels``, ``format``), without storing anything.
+
+    Raises:
+        AudioReadError: soundfile cannot read the file as audio.
+    """
+    try:
+        return soundfile.info(str(path))
+    except RuntimeError as exc:  # soundfile.LibsndfileError subclasses RuntimeError
+        raise AudioReadError(f"{Path(path).name}: not readable as audio ({exc})") from exc
+
+
+def audio_clip_from_path(*, path: Path, stored_name: str = "") -> AudioClip:
     """Return the ``AudioClip`` holding the bytes of ``path``, copying the file into storage if it is new.
 
     Clips are deduplicated by the SHA-256 of the file's bytes: a file already stored (under any name) returns the
     existing row unchanged. A new clip gets ``duration_s`` (seconds, float), ``sample_rate`` (Hz) and ``channels``
-    from the file's header, and ``original_name`` = the file's name.
+    from the file's header, and ``original_name`` = the file's name. ``stored_name``: the file already is in the
+    storage under this name (a table import's object-storage key; ``path`` is a local copy), so the clip points
+    at it instead of storing a second copy.
 
     Call inside the caller's transaction; note that a rollback does not remove a copied file from storage (the
     importers delete the files of clips they created when their import fails).
@@ -42,10 +57,7 @@ def audio_clip_from_path(*, path: Path) -> AudioClip:
     existing = AudioClip.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing
-    try:
-        info = soundfile.info(str(path))
-    except RuntimeError as exc:  # soundfile.LibsndfileError subclasses RuntimeError
-        raise AudioReadError(f"{path.name}: not readable as audio ({exc})") from exc
+    info = audio_file_info(path=path)
     clip = AudioClip(
         original_name=path.name,
         sha256=sha256,
@@ -53,8 +65,11 @@ def audio_clip_from_path(*, path: Path) -> AudioClip:
         sample_rate=info.samplerate,
         channels=info.channels,
     )
-    with path.open("rb") as fh:
-        clip.file.save(path.name, File(fh), save=False)
+    if stored_name:
+        clip.file.name = stored_name
+    else:
+        with path.open("rb") as fh:
+            clip.file.save(path.name, File(fh), save=False)
     clip.save()
     return clip
 

@@ -170,6 +170,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.exports_reclaim_stale_task",
         "schedule": 300.0,
     },
+    # Table imports whose worker died while they ran (annotation.services.importers.table_jobs): failed, since an
+    # import writes in one transaction (nothing of it was kept) and can simply be started again.
+    "fail-stale-table-imports": {
+        "task": "annotation.tasks.table_imports_fail_stale_task",
+        "schedule": 300.0,
+    },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
     "agreement-snapshot-when-due": {
         "task": "modelling.tasks.agreement_snapshot_task",
@@ -273,6 +279,18 @@ EXPORT_INLINE_MAX_CANDIDATES = env.int("EXPORT_INLINE_MAX_CANDIDATES", default=2
 # Seconds without a heartbeat after which a running export is sent again; longer than the export task's hard time
 # limit (3700 s), so the old execution is gone.
 EXPORT_LEASE_S = env.int("EXPORT_LEASE_S", default=3900)
+# Table imports (annotation/services/importers/table.py, the "New benchmark / Add data" page): uploaded tables and
+# audio zip files are kept under IMPORT_DIR (shared by web and workers, like EXPORT_DIR); a table of more rows than
+# IMPORT_INLINE_MAX_ROWS is checked and imported by a Celery worker (Job kind "import"), smaller ones in the request.
+IMPORT_DIR = Path(env("IMPORT_DIR", default=str(MEDIA_ROOT / "imports")))
+IMPORT_INLINE_MAX_ROWS = env.int("IMPORT_INLINE_MAX_ROWS", default=2000)
+# Largest table (or zip of audio) an admin may upload or fetch from a URL, in bytes.
+IMPORT_UPLOAD_MAX_BYTES = env.int("IMPORT_UPLOAD_MAX_BYTES", default=2 * 1024**3)
+# Folders of this server whose files an admin may name on the import page (a table, an audio folder or zip);
+# empty: none (upload or give a URL instead). The import_table command reads any path its user can.
+IMPORT_SERVER_DIRS = [Path(p) for p in env.list("IMPORT_SERVER_DIRS", default=[])]
+# Seconds without a heartbeat after which a running import is failed (its worker died); > the task's 3700 s limit.
+IMPORT_LEASE_S = env.int("IMPORT_LEASE_S", default=3900)
 
 # --- Annotation ---------------------------------------------------------------------------------------------
 # k: how many distinct annotators rate each candidate answer unless its benchmark or the candidate says otherwise.

@@ -370,10 +370,12 @@ def test_a_new_rationale_on_a_rated_question_works_like_a_correction(
 def test_every_job_kind_is_registered_and_an_unknown_one_is_named():
     from annotation.jobs.registry import enqueue, kind_task
 
-    assert {kind: kind_task(kind) for kind in ("transcribe", "judge", "export", "training_run", "suggestion")} == {
+    kinds = ("transcribe", "judge", "export", "import", "training_run", "suggestion")
+    assert {kind: kind_task(kind) for kind in kinds} == {
         "transcribe": "annotation.tasks.job_item_task",
         "judge": "annotation.tasks.job_item_task",
         "export": "annotation.tasks.export_job_task",
+        "import": "annotation.tasks.table_import_job_task",
         "training_run": "modelling.tasks.training_run_task",
         "suggestion": "refinement.tasks.suggestion_generate_task",
     }

@@ -10,7 +10,7 @@ import pytest
 
 from annotation.crowd.items import benchmark_quality_set, gold_item_mark
 from annotation.crowd.models import Study
-from annotation.models import ConnectionTest, Job, Judge, Modality
+from annotation.models import ConnectionTest, Job, Judge, Modality, TableImport
 from config.navigation import navigation_for
 from modelling.models import TrainingRun
 from refinement.models import CorrectionItem, Queue
@@ -27,6 +27,7 @@ from tests.factories import (
     RatingFactory,
     UserFactory,
 )
+from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_MAPPING, NEWCOMER_ROWS, write_csv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
 
@@ -75,6 +76,14 @@ def site(settings, tmp_path):
         f"/lalms/{lalms[0].pk}/", "/lalms/new/", f"/judges/{judge.pk}/", "/judges/new/",
         f"/connection-tests/{failed.pk}/", f"/connection-tests/{answered.pk}/",
     ]
+    # A table import being mapped (the "New benchmark / Add data" page's second step).
+    settings.IMPORT_DIR = tmp_path / "media" / "imports"
+    table = write_csv(tmp_path / "my_benchmark.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS)
+    draft = TableImport.objects.create(
+        benchmark_name="My benchmark", source_kind=TableImport.SourceKind.UPLOAD, source=table.name,
+        file_path=str(table), file_format="csv", columns=list(NEWCOMER_COLUMNS), rows=len(NEWCOMER_ROWS),
+        mapping=NEWCOMER_MAPPING)
+    details["admin"].append(f"/imports/{draft.pk}/")
     # Crowd studies and quality items (admins' pages without their own navigation entry).
     study = Study.objects.create(
         name="Pilot", slug="pilot", benchmark=bench, is_enabled=True, quota=2, completion_code="CQX7Z2",

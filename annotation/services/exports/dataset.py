@@ -98,11 +98,13 @@ def dataset_export(
     Fields (``TABLE_COLUMNS``): id ``<external_id>_<LALM>``, benchmark, question_id, question_version (number),
     is_current_version, question, choices, reference, rationale, transcription, candidate, lalm, modality,
     category, sub_category, ratings (1–5 or null, rating id order), codes (subset of QARUE per rating), comments,
-    annotators (pseudonyms ``annotator-<n>``), n_ratings, mean_score (mean of the scores, 1–5, null if none),
+    annotators (pseudonyms ``annotator-<n>``), imported (per rating: true when it came from a file, e.g. a
+    table import of ratings collected elsewhere, false when it was made on this platform), n_ratings, mean_score
+    (mean of the scores, 1–5, null if none),
     judge_scores ([{judge, prompt_variant, mode, score 1–5 | null}]; mode ``generate``, ``probability`` or
     ``probability_yesno``), orca_model / orca_mu (0–1) / orca_variance
     (0–0.25) of the latest ORCA prediction (null when none), invalidated ([{score, codes, comment, annotator,
-    reason}]).
+    reason, imported}]).
 
     Files per split (``dataset`` unsplit, else ``train``/``dev``/``test``): ``<split>.jsonl`` (ORCA JSONL: the
     seed-108 fields id, question, reference, rationale, transcription, candidate, ratings, feedback first, then

@@ -122,7 +122,9 @@ def _datasheet(
         "trainer's input; the other keys are extras. `<split>.csv` holds lists and objects as JSON text. "
         "`<split>.parquet` and `hf/` (`datasets.load_from_disk`) are typed.",
         "",
-        "Annotators are pseudonyms (`annotator-<n>`), stable within one platform.",
+        "Annotators are pseudonyms (`annotator-<n>`), stable within one platform. `imported` marks each rating "
+        "that came from a file (ratings collected elsewhere and imported, their raters import-only accounts) "
+        "rather than from this platform's annotators.",
         "",
     ]
     for section in DATASHEET_SECTIONS:

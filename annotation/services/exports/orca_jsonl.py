@@ -34,6 +34,7 @@ def _orca_row_curated(record: dict, *, include_invalid: bool) -> dict:
         codes=record["codes"],
         comments=record["comments"],
         annotators=record["annotators"],
+        imported=record["imported"],
         judge_scores=record["judge_scores"],
         orca_prediction=(
             {"model": record["orca_model"], "mu": record["orca_mu"], "variance": record["orca_variance"]}

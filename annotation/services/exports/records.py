@@ -134,9 +134,9 @@ def _iter_chunks(
     """Yield ``(candidate rows, after_pk, last_pk, ratings)`` chunk by chunk, in candidate id order.
 
     Candidate rows are tuples of ``fields`` (names of ``_CANDIDATE_FIELDS``, ``pk`` first); ``ratings`` maps a
-    candidate pk to its ratings ``(score, codes, comment, annotator_id, is_valid, invalid_reason)`` in rating id
-    order (valid ones only unless ``include_invalid``). Two queries per chunk, both bounded by the chunk's primary
-    key range ``after_pk < pk <= last_pk`` (index range scans; no long ``IN`` lists to send and parse).
+    candidate pk to its ratings ``(score, codes, comment, annotator_id, is_valid, invalid_reason, source)`` in
+    rating id order (valid ones only unless ``include_invalid``). Two queries per chunk, both bounded by the chunk's
+    primary key range ``after_pk < pk <= last_pk`` (index range scans; no long ``IN`` lists to send and parse).
     """
     # Choices come as JSON text, decoded by orjson in ``_record``: Django's JSONField converter costs more per row
     # than the rest of the row together.
@@ -160,7 +160,7 @@ def _iter_chunks(
         if not include_invalid:
             rating_rows = rating_rows.filter(is_valid=True)
         for candidate_pk, *rating in rating_rows.order_by("candidate_id", "id").values_list(
-            "candidate_id", "score", "codes", "comment", "annotator_id", "is_valid", "invalid_reason"
+            "candidate_id", "score", "codes", "comment", "annotator_id", "is_valid", "invalid_reason", "source"
         ):
             ratings[candidate_pk].append(rating)
         yield rows, after_pk, last_pk, ratings
@@ -218,7 +218,7 @@ def _feedback_entry(*, codes: str, comment: str) -> list[str] | None:
 
 
 def _record(row: dict, ratings: Collection[tuple], judges: list[dict], prediction: dict | None) -> dict:
-    valid, invalid, scores, codes, comments, annotators, scored = [], [], [], [], [], [], []
+    valid, invalid, scores, codes, comments, annotators, imported, scored = [], [], [], [], [], [], [], []
     for rating in ratings:
         if not rating[4]:
             invalid.append(rating)
@@ -229,6 +229,7 @@ def _record(row: dict, ratings: Collection[tuple], judges: list[dict], predictio
         codes.append(code)
         comments.append(comment)
         annotators.append(f"annotator-{annotator}")
+        imported.append(rating[6] == Rating.Source.IMPORT)
         if score is not None:
             scored.append(score)
     return {
@@ -252,6 +253,7 @@ def _record(row: dict, ratings: Collection[tuple], judges: list[dict], predictio
         "codes": codes,
         "comments": comments,
         "annotators": annotators,
+        "imported": imported,
         "n_ratings": len(valid),
         "mean_score": sum(scored) / len(scored) if scored else None,
         "judge_scores": judges,
@@ -259,7 +261,8 @@ def _record(row: dict, ratings: Collection[tuple], judges: list[dict], predictio
         "orca_mu": prediction["mu"] if prediction else None,
         "orca_variance": prediction["variance"] if prediction else None,
         "invalidated": [
-            {"score": r[0], "codes": r[1], "comment": r[2], "annotator": f"annotator-{r[3]}", "reason": r[5]}
+            {"score": r[0], "codes": r[1], "comment": r[2], "annotator": f"annotator-{r[3]}", "reason": r[5],
+             "imported": r[6] == Rating.Source.IMPORT}
             for r in invalid
         ],
     }

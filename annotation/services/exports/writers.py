@@ -19,13 +19,14 @@ _FILE_NAMES = {"orca-jsonl": "{split}.jsonl", "csv": "{split}.csv", "parquet": "
 TABLE_COLUMNS = (
     "id", "benchmark", "question_id", "question_version", "is_current_version", "question", "choices", "reference",
     "rationale", "transcription", "candidate", "lalm", "modality", "category", "sub_category", "ratings", "codes",
-    "comments", "annotators", "n_ratings", "mean_score", "judge_scores", "orca_model", "orca_mu", "orca_variance",
-    "invalidated",
+    "comments", "annotators", "imported", "n_ratings", "mean_score", "judge_scores", "orca_model", "orca_mu",
+    "orca_variance", "invalidated",
 )
 
 
 #: TABLE_COLUMNS holding lists of values or objects, written to CSV as JSON text.
-_CSV_JSON_COLUMNS = frozenset({"choices", "ratings", "codes", "comments", "annotators", "judge_scores", "invalidated"})
+_CSV_JSON_COLUMNS = frozenset({"choices", "ratings", "codes", "comments", "annotators", "imported", "judge_scores",
+                               "invalidated"})
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
@@ -82,12 +83,14 @@ def _arrow_schema():
             ("reference", text), ("rationale", text), ("transcription", text), ("candidate", text), ("lalm", text),
             ("modality", text), ("category", text), ("sub_category", text), ("ratings", pa.list_(pa.int8())),
             ("codes", pa.list_(text)), ("comments", pa.list_(text)), ("annotators", pa.list_(text)),
+            ("imported", pa.list_(pa.bool_())),
             ("n_ratings", pa.int32()), ("mean_score", pa.float64()),
             ("judge_scores", pa.list_(pa.struct([("judge", text), ("prompt_variant", text), ("mode", text),
                                                  ("score", pa.float64())]))),
             ("orca_model", text), ("orca_mu", pa.float64()), ("orca_variance", pa.float64()),
             ("invalidated", pa.list_(pa.struct([
                 ("score", pa.int8()), ("codes", text), ("comment", text), ("annotator", text), ("reason", text),
+                ("imported", pa.bool_()),
             ]))),
         ]
     )

@@ -8,6 +8,8 @@ Sources: MMAU test-mini (Sakshi113/MMAU, ``mmau-test-mini.json``), MMAR (ddlBoJa
 human annotations (BUTSpeechFIT/ORCA, ``data/seed_108/*.json``; ORCA paper, section 3.2 and Appendix A).
 
 One module per job: :mod:`.reader` (files and their errors), :mod:`.benchmarks`, :mod:`.candidates`, :mod:`.orca`,
+the table importer (:mod:`.table`: any CSV, TSV, JSON, JSONL, Parquet or ``datasets`` table driven by a mapping
+document, :mod:`.table_mapping`, read by :mod:`.table_sources`, with evaluation-toolkit presets in :mod:`.presets`)
 and :mod:`.common` (what their write phases share). The names callers use are re-exported here.
 """
 from annotation.services.importers.benchmarks import (
@@ -26,9 +28,12 @@ from annotation.services.importers.orca import (
     ratings_import_orca_jsonl,
 )
 from annotation.services.importers.reader import ImportFormatError
+from annotation.services.importers.table import TableImportSummary, table_import
+from annotation.services.importers.table_mapping import TableImportError
 
 __all__ = [
     "BENCHMARK_FORMATS", "BENCHMARK_IMPORT_REASON", "ORCA_ANNOTATOR_USERNAME", "ORCA_KEY", "ORCA_TEXT_FIELDS",
     "BenchmarkImportSummary", "CandidateImportSummary", "ImportFormatError", "OrcaImportSummary", "benchmark_import",
-    "candidate_answers_import", "ratings_import_orca", "ratings_import_orca_jsonl",
+    "candidate_answers_import", "ratings_import_orca", "ratings_import_orca_jsonl", "TableImportError",
+    "TableImportSummary", "table_import",
 ]

@@ -8,9 +8,18 @@ from django.db import transaction
 from django.db.models import Max
 
 from annotation.benchmark_formats import BENCHMARK_FILE_FORMATS, BenchmarkFileFormat
-from annotation.models import AudioClip, Benchmark, Modality, Question, QuestionVersion
+from annotation.models import AudioClip, Benchmark, Question, QuestionVersion
 from annotation.services.audio import AUDIO_EXTENSIONS, AudioReadError, audio_clip_from_path
-from annotation.services.importers.common import _BULK_BATCH, _audit_import, _make_current, _next_version
+from annotation.services.importers.common import (
+    _BULK_BATCH,
+    _audit_import,
+    _delete_stored_files,
+    _last_import_versions,
+    _last_version_numbers,
+    _make_current,
+    _modality_parse,
+    _reimport_version,
+)
 from annotation.services.importers.reader import (
     ImportFormatError,
     _max_length,
@@ -40,23 +49,17 @@ class _BenchmarkItem:
     audio_ref: str
 
 
-_VERSION_TEXT_FIELDS = (
-    ("question_text", "question text"),
-    ("reference_answer", "reference answer"),
-    ("rationale", "rationale"),
-)
+_VERSION_TEXT_FIELDS = ("question_text", "reference_answer", "rationale")
 _QUESTION_META_FIELDS = ("modality", "modality_detail", "category", "sub_category", "choices", "extra", "audio_ref")
 
 
 def _modality(record: _Record, name: str) -> tuple[str, str]:
     """(speech|sound|music|mixed, the raw label); MMAR's ``mix-sound-speech`` etc. become mixed."""
     label = record.text(name, max_length=_max_length(Question, "modality_detail"))
-    normalised = label.strip().lower()
-    if normalised in (Modality.SPEECH, Modality.SOUND, Modality.MUSIC):
-        return normalised, label
-    if normalised == Modality.MIXED or normalised.startswith("mix-"):
-        return Modality.MIXED.value, label
-    raise record.error(name, f"unknown modality {label!r} (expected speech, sound, music or mix-...)")
+    try:
+        return _modality_parse(label)
+    except ValueError as exc:
+        raise record.error(name, str(exc)) from exc
 
 
 def _benchmark_item(record: _Record, fmt: BenchmarkFileFormat) -> _BenchmarkItem:
@@ -135,12 +138,6 @@ def _audio_files(*, audio_dir: Path, items: Iterable[_BenchmarkItem]) -> dict[st
     return found
 
 
-def _delete_stored_files(names: Iterable[str]) -> None:
-    storage = AudioClip._meta.get_field("file").storage
-    for name in names:
-        storage.delete(name)
-
-
 def benchmark_import(
     *, path: Path, file_format: str, name: str | None = None, audio_dir: Path | None = None
 ) -> BenchmarkImportSummary:
@@ -203,20 +200,8 @@ def _benchmark_write(
     summary = BenchmarkImportSummary(benchmark=benchmark)
     questions = Question.objects.filter(benchmark=benchmark).select_related("current_version")
     existing = {question.external_id: question for question in questions}
-    last_imported = {
-        version.question_id: version  # ordered by number: the last one wins
-        for version in QuestionVersion.objects.filter(
-            question__benchmark=benchmark,
-            source=QuestionVersion.Source.IMPORT,
-            reason__startswith=BENCHMARK_IMPORT_REASON,
-        ).order_by("question_id", "number")
-    }
-    last_number = dict(
-        QuestionVersion.objects.filter(question__benchmark=benchmark)
-        .values("question_id")
-        .annotate(n=Max("number"))
-        .values_list("question_id", "n")
-    )
+    last_imported = _last_import_versions(questions, reason_prefix=BENCHMARK_IMPORT_REASON)
+    last_number = _last_version_numbers(questions)
     clip_ids_before = AudioClip.objects.aggregate(m=Max("pk"))["m"] or 0
     reason = f"{BENCHMARK_IMPORT_REASON} {path.name} ({file_format})"
 
@@ -249,22 +234,11 @@ def _benchmark_write(
             question.audio = clip
             summary.audio_linked += 1
             changed = True
-        base = last_imported.get(question.pk) or question.current_version
-        text_changes = {
-            attr: label
-            for attr, label in _VERSION_TEXT_FIELDS
-            if base is None or getattr(base, attr) != getattr(item, attr)
-        }
-        if text_changes:
-            version = _next_version(
-                question,
-                number=last_number.get(question.pk, 0) + 1,
-                changes={attr: getattr(item, attr) for attr in text_changes},
-                reason=f"{reason}: changed {', '.join(text_changes.values())}",
-            )
-            if version is not None:
-                new_versions.append(version)
-                changed = True
+        version = _reimport_version(question, texts={attr: getattr(item, attr) for attr in _VERSION_TEXT_FIELDS},
+                                    last_imported=last_imported, last_number=last_number, reason=reason)
+        if version is not None:
+            new_versions.append(version)
+            changed = True
         if changed:
             changed_questions.append(question)
             summary.updated += 1

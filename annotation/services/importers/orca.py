@@ -8,12 +8,17 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Max
 
 from annotation.codes import UNABLE_CODES, UnknownCodeError, normalize_codes
 from annotation.models import LALM, Benchmark, CandidateAnswer, Question, QuestionVersion, Rating
 from annotation.services.accounts import user_create_with_role
-from annotation.services.importers.common import _BULK_BATCH, _audit_import, _make_current, _next_version
+from annotation.services.importers.common import (
+    _BULK_BATCH,
+    _audit_import,
+    _last_version_numbers,
+    _make_current,
+    _next_version,
+)
 from annotation.services.importers.reader import (
     ImportFormatError,
     _describe,
@@ -313,12 +318,7 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
     questions = _orca_questions(path=path, items=items, benchmark_name=benchmark_name, summary=summary)
 
     # Versions: one per question whose current texts differ from the file's.
-    last_number = dict(
-        QuestionVersion.objects.filter(question__in=[q.pk for q in questions.values()])
-        .values("question_id")
-        .annotate(n=Max("number"))
-        .values_list("question_id", "n")
-    )
+    last_number = _last_version_numbers([q.pk for q in questions.values()])
     texts = {item.question_id: item.texts for item in items}
     new_versions = []
     for question_id, question in questions.items():
