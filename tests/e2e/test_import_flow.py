@@ -8,17 +8,18 @@ from urllib.parse import quote
 import pytest
 
 from annotation.models import CandidateAnswer, Question, Rating, TableImport
-from tests.e2e.test_site_accessibility import _axe, axe_path  # noqa: F401 - axe_path is a fixture
+from tests.e2e.helpers import axe_violations as _axe
+from tests.e2e.helpers import login
+from tests.e2e.helpers import screenshot as _shot
 from tests.factories import UserFactory
 from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_ROWS, write_csv, write_wav_folder, zip_folder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
 
-SCREENSHOT = "/tmp/import_page.png"
 
 
 def test_an_admin_uploads_maps_previews_and_imports_and_the_leaderboard_shows_the_files_lalms(
-    live_server, page, browser, settings, tmp_path, axe_path  # noqa: F811
+    live_server, page, browser, settings, tmp_path, axe_path
 ):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.IMPORT_DIR = tmp_path / "media" / "imports"
@@ -28,11 +29,7 @@ def test_an_admin_uploads_maps_previews_and_imports_and_the_leaderboard_shows_th
     UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"])  # password "pw"
     page.set_default_timeout(30_000)
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("adm")
-    page.get_by_label("Password").fill("pw")
-    page.get_by_label("Password").press("Enter")
-    page.wait_for_url(re.compile(r".*/dashboard/$"))
+    login(page, live_server.url, "adm")
 
     # Step 1: the "Data" group leads to the import page.
     page.get_by_role("link", name="Data", exact=True).click()
@@ -69,7 +66,7 @@ def test_an_admin_uploads_maps_previews_and_imports_and_the_leaderboard_shows_th
     assert CandidateAnswer.objects.count() == 9 and Rating.objects.count() == 9
     record = TableImport.objects.get()
     assert record.imported_at is not None
-    page.screenshot(path=SCREENSHOT, full_page=True)
+    _shot(page, "admin", f"/imports/{record.pk}/imported")
 
     # The leaderboard shows the file's LALMs (the first page with statistics imports scipy: slow on a busy machine).
     page.goto(f"{live_server.url}/modelling/leaderboard/?benchmark={quote('My benchmark')}", timeout=120_000)
@@ -81,11 +78,7 @@ def test_an_admin_uploads_maps_previews_and_imports_and_the_leaderboard_shows_th
     checked = context.new_page()
     checked.set_default_timeout(30_000)
     try:
-        checked.goto(f"{live_server.url}/accounts/login/")
-        checked.get_by_label("Username").fill("adm")
-        checked.get_by_label("Password").fill("pw")
-        checked.get_by_label("Password").press("Enter")
-        checked.wait_for_url(re.compile(r".*/dashboard/$"))
+        login(checked, live_server.url, "adm")
         checked.goto(f"{live_server.url}/imports/")
         assert _axe(checked, axe_path) == []
         checked.goto(f"{live_server.url}/imports/{record.pk}/")
