@@ -116,7 +116,8 @@ def test_a_study_participant_rates_the_study_benchmark_even_when_a_team_owns_it(
     bench = BenchmarkFactory()
     candidates = _candidates(bench, n=2)
     membership_set(benchmark=bench, users=[AnnotatorFactory()], actor=admin)
-    study = Study.objects.create(name="s", slug="s", benchmark=bench, is_enabled=True, completion_code="C", quota=5)
+    study = Study.objects.create(name="s", slug="s", benchmark=bench, is_enabled=True, completion_code="C", quota=5,
+                                 external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     participant = AnnotatorFactory()
     StudyParticipant.objects.create(study=study, user=participant, participant_id="p1")
     assert sorted(_served(participant)) == sorted(c.pk for c in candidates)
