@@ -180,7 +180,7 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.display(description="Report")
     def report(self, obj):
-        return format_html('<a href="{}">report</a>', reverse("quality:study-report", args=[obj.pk]))
+        return format_html('<a href="{}">report</a>', reverse("crowd:study-report", args=[obj.pk]))
 
     def save_model(self, request, obj, form, change):
         saved = study_save(study=Study.objects.get(pk=obj.pk) if change else None,

@@ -2,7 +2,7 @@ from django.urls import path
 
 from annotation.crowd import views
 
-app_name = "quality"
+app_name = "crowd"
 
 urlpatterns = [
     # Participants: the entry link (welcome page, then "Start the study") and the completion code.

@@ -146,12 +146,12 @@ def study_done(request: HttpRequest) -> HttpResponse:
 
 def completion_redirect(*, user) -> str | None:
     """The completion page's URL when ``user`` is a study participant who reached the quota, else None."""
-    return reverse("quality:study-done") if study_completion_for(user=user) is not None else None
+    return reverse("crowd:study-done") if study_completion_for(user=user) is not None else None
 
 
 def _entry_link(request: HttpRequest, study: Study) -> str:
     return study_entry_link(study=study, base_url=request.build_absolute_uri(
-        reverse("quality:study-entry", args=[study.slug])))
+        reverse("crowd:study-entry", args=[study.slug])))
 
 
 # --- Admins: studies ------------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def _study_form_page(request: HttpRequest, *, study: Study | None) -> HttpRespon
             return f"Study “{saved.name}” saved{' and enabled' if saved.is_enabled else ''}."
 
         def report() -> str:
-            return reverse("quality:study-report", args=[form.instance.pk])
+            return reverse("crowd:study-report", args=[form.instance.pk])
 
         if done := _submitted(request, form, save, to=report):
             return done
@@ -227,8 +227,8 @@ def study_enable(request: HttpRequest, study_pk: int) -> HttpResponse:
     else:
         messages.success(request, f"“{study.name}” is {'enabled: its entry link works' if enabled else 'disabled'}.")
     if request.POST.get("next") == "report":
-        return HttpResponseRedirect(reverse("quality:study-report", args=[study.pk]))
-    return HttpResponseRedirect(reverse("quality:studies"))
+        return HttpResponseRedirect(reverse("crowd:study-report", args=[study.pk]))
+    return HttpResponseRedirect(reverse("crowd:studies"))
 
 
 @require_GET
@@ -246,7 +246,7 @@ def study_report_page(request: HttpRequest, study_pk: int) -> HttpResponse:
     if study.signed_links and links_form.is_valid():
         try:
             links = study_signed_links(study=study, participant_ids=links_form.cleaned_data["participant_ids"].split(
-                "\n"), base_url=request.build_absolute_uri(reverse("quality:study-entry", args=[study.slug])))
+                "\n"), base_url=request.build_absolute_uri(reverse("crowd:study-entry", args=[study.slug])))
         except ValidationError as exc:
             form_add_validation_error(links_form, exc)
     return render(request, "crowd/study_report.html", {
@@ -293,10 +293,10 @@ def quality_items(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if request.POST.get("kind") == "gold":
             gold_form = GoldItemForm(request.POST, prefix="gold")
-            done = _submitted(request, gold_form, _gold_save(request), to=reverse("quality:items"))
+            done = _submitted(request, gold_form, _gold_save(request), to=reverse("crowd:items"))
         else:
             attention_form = AttentionCheckForm(request.POST, prefix="attention")
-            done = _submitted(request, attention_form, _attention_save(request), to=reverse("quality:items"))
+            done = _submitted(request, attention_form, _attention_save(request), to=reverse("crowd:items"))
         if done:
             return done
         status = 400
@@ -323,7 +323,7 @@ def quality_item(request: HttpRequest, item_pk: int) -> HttpResponse:
             return (f"{item.get_kind_display()} #{item.pk} saved"
                     f"{'' if item.is_active else '; it is no longer handed out'}.")
 
-        if done := _submitted(request, form, save, to=reverse("quality:items")):
+        if done := _submitted(request, form, save, to=reverse("crowd:items")):
             return done
         return render(request, "crowd/item.html", {"item": item, "form": form}, status=400)
     form = QualityItemEditForm(initial={
@@ -352,7 +352,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
             def save(data: dict) -> str:
                 quality_policy_set(values={name: data[name] for name in POLICY_FIELDS}, by=request.user)
                 return "Quality policy saved."
-            done = _submitted(request, policy_form, save, to=reverse("quality:policy"))
+            done = _submitted(request, policy_form, save, to=reverse("crowd:policy"))
         else:
             rates_form = BenchmarkQualityForm(request.POST, prefix="rates")
 
@@ -361,7 +361,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
                                       attention_rate=data["attention_rate"], min_seconds=data["min_seconds"],
                                       training_feedback=data["training_feedback"], by=request.user)
                 return f"Quality settings of {data['benchmark'].name} saved."
-            done = _submitted(request, rates_form, save, to=reverse("quality:policy"))
+            done = _submitted(request, rates_form, save, to=reverse("crowd:policy"))
         if done:
             return done
         status = 400

@@ -581,29 +581,29 @@ def test_an_admin_finds_an_answer_and_adds_gold_items_and_attention_checks_on_th
     _admin_client(client)
     question = QuestionFactory(external_id="mmar-0042")
     candidate = CandidateAnswerFactory(question_version=question.current_version, text="A dog is barking loudly.")
-    found = client.get(reverse("quality:items"), {"q": "barking"}).content.decode()
+    found = client.get(reverse("crowd:items"), {"q": "barking"}).content.decode()
     assert f"?candidate={candidate.pk}" in found and f"?question={question.pk}" in found
-    assert f"?candidate={candidate.pk}" in client.get(reverse("quality:items"), {"q": "mmar-0042"}).content.decode()
-    prefilled = client.get(reverse("quality:items"), {"candidate": candidate.pk}).content.decode()
+    assert f"?candidate={candidate.pk}" in client.get(reverse("crowd:items"), {"q": "mmar-0042"}).content.decode()
+    prefilled = client.get(reverse("crowd:items"), {"candidate": candidate.pk}).content.decode()
     assert f'value="{candidate.pk}"' in prefilled
-    response = client.post(reverse("quality:items"), {
+    response = client.post(reverse("crowd:items"), {
         "kind": "gold", "gold-candidate": candidate.pk, "gold-min_score": 4, "gold-max_score": 5,
         "gold-expected_codes": ["A"], "gold-explanation": "Names the dog.", "gold-in_qualification": "on"})
     assert response.status_code == 302
     gold = QualityItem.objects.get(candidate=candidate)
     assert (gold.kind, gold.min_score, gold.max_score, gold.expected_codes, gold.in_qualification) == (
         "gold", 4, 5, "A", True)
-    response = client.post(reverse("quality:items"), {
+    response = client.post(reverse("crowd:items"), {
         "kind": "gold", "gold-candidate": 999999, "gold-min_score": 5, "gold-max_score": 2})
     assert response.status_code == 400
     assert "No candidate answer has this id." in response.content.decode()
-    response = client.post(reverse("quality:items"), {
+    response = client.post(reverse("crowd:items"), {
         "kind": "attention", "attention-question": question.pk, "attention-text": "Attention check: rate this 2.",
         "attention-expected_score": 2})
     assert response.status_code == 302
     attention = QualityItem.objects.get(kind="attention")
     assert (attention.min_score, attention.candidate.text) == (2, "Attention check: rate this 2.")
-    listing = client.get(reverse("quality:items")).content.decode()
+    listing = client.get(reverse("crowd:items")).content.decode()
     assert "Names the dog" not in listing and "A dog is barking loudly." in listing and "handed out" in listing
     assert AuditEvent.objects.filter(action__in=["quality.gold_mark", "quality.attention_create"]).count() == 2
 
@@ -615,20 +615,20 @@ def test_an_admin_sets_the_quality_policy_and_a_benchmarks_rates_on_the_platform
               "policy-qualification_attempts": 2, "policy-warn_score": 0.4, "policy-pause_score": 0.7,
               "policy-min_ratings": 10, "policy-max_attention_failures": 2, "policy-auto_pause": "on",
               "policy-qualification_required": "on"}
-    assert client.post(reverse("quality:policy"), policy).status_code == 302
+    assert client.post(reverse("crowd:policy"), policy).status_code == 302
     assert quality_policy().qualification_required
-    response = client.post(reverse("quality:policy"), {**policy, "policy-pause_score": 1.5})
+    response = client.post(reverse("crowd:policy"), {**policy, "policy-pause_score": 1.5})
     assert response.status_code == 400 and "less than or equal to 1" in response.content.decode()
     rates = {"form": "rates", "rates-benchmark": benchmark.pk, "rates-gold_rate": 0.6, "rates-attention_rate": 0.6,
              "rates-min_seconds": 4}
-    response = client.post(reverse("quality:policy"), rates)
+    response = client.post(reverse("crowd:policy"), rates)
     assert response.status_code == 400 and "must not exceed 1" in response.content.decode()
-    assert client.post(reverse("quality:policy"), {**rates, "rates-attention_rate": 0.1}).status_code == 302
+    assert client.post(reverse("crowd:policy"), {**rates, "rates-attention_rate": 0.1}).status_code == 302
     row = benchmark.quality
     assert (row.gold_rate, row.attention_rate, row.min_seconds) == (0.6, 0.1, 4)
-    client.post(reverse("quality:policy"), {**rates, "rates-gold_rate": 0.05, "rates-attention_rate": 0.1})
+    client.post(reverse("crowd:policy"), {**rates, "rates-gold_rate": 0.05, "rates-attention_rate": 0.1})
     benchmark.quality.refresh_from_db()
     assert benchmark.quality.gold_rate == 0.05  # the same benchmark again updates its row
-    page = client.get(reverse("quality:policy"), {"edit": row.pk}).content.decode()
+    page = client.get(reverse("crowd:policy"), {"edit": row.pk}).content.decode()
     assert "MMAU" in page and 'value="0.05"' in page
     assert AuditEvent.objects.filter(action="quality.policy_set").count() == 1

@@ -47,7 +47,7 @@ def _study(*, quota=3, enabled=True, **extra):
 
 
 def _entry(study) -> str:
-    return reverse("quality:study-entry", args=[study.slug])
+    return reverse("crowd:study-entry", args=[study.slug])
 
 
 def _start(client, study, params=PARAMS):
@@ -182,7 +182,7 @@ def test_every_refusal_looks_the_same():
         answers.add((response.status_code, re.sub(rb'"X-CSRFToken": "[^"]*"', b"", response.content)))
 
     for slug, params in cases:
-        url = reverse("quality:study-entry", args=[slug])
+        url = reverse("crowd:study-entry", args=[slug])
         answer(Client().get(url, params))
         answer(Client().post(url + "?" + "&".join(f"{k}={v}" for k, v in params.items())))
     welcome = Client().get(_entry(full), PARAMS)  # a full study still shows its welcome page ...
@@ -263,7 +263,7 @@ def test_a_participant_rates_only_the_study_benchmark_sees_progress_and_stops_ex
     # Exactly at the quota: the next page is the completion code.
     assert response["Location"] == reverse("annotation:next")
     done = client.get(reverse("annotation:next"))
-    assert done.status_code == 302 and done["Location"] == reverse("quality:study-done")
+    assert done.status_code == 302 and done["Location"] == reverse("crowd:study-done")
     page = client.get(done["Location"]).content.decode()
     assert "C0DE42" in page
     assert "https://app.prolific.com/submissions/complete?cc=C0DE42" in page
@@ -286,7 +286,7 @@ def test_the_rating_page_shows_no_study_progress_to_other_annotators(client):
 def test_the_completion_page_is_not_shown_before_the_quota(client):
     study = _study(quota=2)
     _start(client, study)
-    assert client.get(reverse("quality:study-done"))["Location"] == reverse("annotation:next")
+    assert client.get(reverse("crowd:study-done"))["Location"] == reverse("annotation:next")
 
 
 def test_a_returning_participant_resumes_their_open_item(client):
@@ -344,17 +344,17 @@ def test_the_study_report_pays_on_the_servers_time_and_says_who_completed(client
     assert row.progress == "completed" and row.quality == "active"  # the quota was reached: not "active"
     assert other.progress == "in progress"
     client.force_login(UserFactory(is_superuser=True, is_staff=True))
-    page = client.get(reverse("quality:study-report", args=[study.pk])).content.decode()
+    page = client.get(reverse("crowd:study-report", args=[study.pk])).content.decode()
     assert PARAMS["PROLIFIC_PID"] in page and ">completed<" in page
     assert (f"/study/{study.slug}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&amp;STUDY_ID={{{{%STUDY_ID%}}}}"
             in page)
-    assert 'data-copy="entry-link"' in page and reverse("quality:studies") in page
-    response = client.get(reverse("quality:study-report", args=[study.pk]), {"format": "csv"})
+    assert 'data-copy="entry-link"' in page and reverse("crowd:studies") in page
+    response = client.get(reverse("crowd:study-report", args=[study.pk]), {"format": "csv"})
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert rows[0]["participant_id"] == PARAMS["PROLIFIC_PID"] and rows[0]["progress"] == "completed"
     assert float(rows[0]["hourly_pay_GBP"]) <= 27
     client.force_login(UserFactory(is_staff=True))
-    assert client.get(reverse("quality:study-report", args=[study.pk])).status_code == 403
+    assert client.get(reverse("crowd:study-report", args=[study.pk])).status_code == 403
 
 
 def test_the_study_report_csv_never_writes_a_spreadsheet_formula():
@@ -406,34 +406,34 @@ def test_an_admin_creates_a_study_on_its_page_and_enables_it_when_the_rules_are_
             "session_param": "SESSION_ID", "quota": 20, "max_participants": "", "completion_code": "C0DE42",
             "completion_url": "https://app.prolific.com/submissions/complete?cc={code}", "instructions": "",
             "reward_per_item": "0.10", "currency": "GBP", "is_enabled": "on"}
-    page = client.get(reverse("quality:study-new")).content.decode()
+    page = client.get(reverse("crowd:study-new")).content.decode()
     assert "/study/pilot-1/" in page and "?cc={code}" in page  # the help texts say what the form does
-    response = client.post(reverse("quality:study-new"), form)
+    response = client.post(reverse("crowd:study-new"), form)
     assert response.status_code == 400 and not Study.objects.exists()
     html = response.content.decode()
     assert "Enter the platform&#x27;s study id before enabling the study." in html
     assert "Set a participant cap before enabling the study." in html
-    response = client.post(reverse("quality:study-new"), {**form, "external_study_id": "st1", "max_participants": 40})
+    response = client.post(reverse("crowd:study-new"), {**form, "external_study_id": "st1", "max_participants": 40})
     assert response.status_code == 400 and "24 hexadecimal characters" in response.content.decode()
-    response = client.post(reverse("quality:study-new"), {**form, "external_study_id": STUDY_ID,
+    response = client.post(reverse("crowd:study-new"), {**form, "external_study_id": STUDY_ID,
                                                           "max_participants": 40, "is_enabled": ""})
     study = Study.objects.get()
-    assert response.status_code == 302 and response["Location"] == reverse("quality:study-report", args=[study.pk])
+    assert response.status_code == 302 and response["Location"] == reverse("crowd:study-report", args=[study.pk])
     assert not study.is_enabled and AuditEvent.objects.filter(action="study.create").exists()
-    response = client.post(reverse("quality:study-enable", args=[study.pk]), {"enabled": "1", "next": "report"})
-    assert response["Location"] == reverse("quality:study-report", args=[study.pk])
+    response = client.post(reverse("crowd:study-enable", args=[study.pk]), {"enabled": "1", "next": "report"})
+    assert response["Location"] == reverse("crowd:study-report", args=[study.pk])
     assert Study.objects.get().is_enabled
-    listing = client.get(reverse("quality:studies")).content.decode()
+    listing = client.get(reverse("crowd:studies")).content.decode()
     assert "Pilot" in listing and "0 of 40" in listing and "enabled" in listing
 
 
 def test_enabling_from_the_list_says_what_is_missing(client):
     _admin(client)
     study = _study(enabled=False, external_study_id="", max_participants=None)
-    response = client.post(reverse("quality:study-enable", args=[study.pk]), {"enabled": "1"}, follow=True)
+    response = client.post(reverse("crowd:study-enable", args=[study.pk]), {"enabled": "1"}, follow=True)
     assert "was not enabled" in response.content.decode() and "participant cap" in response.content.decode()
     assert not Study.objects.get(pk=study.pk).is_enabled
-    client.post(reverse("quality:study-edit", args=[study.pk]), {
+    client.post(reverse("crowd:study-edit", args=[study.pk]), {
         **{name: getattr(study, name) for name in ("name", "slug", "platform", "participant_param", "study_param",
                                                    "session_param", "quota", "completion_code", "completion_url",
                                                    "instructions", "reward_per_item", "currency")},
@@ -447,11 +447,11 @@ def test_a_signed_study_lets_in_only_the_links_made_for_each_participant(client)
     study = _study(platform="other", participant_param="uid", study_param="sid", session_param="",
                    external_study_id="lab-2026", signed_links=True)
     _admin(client)
-    page = client.get(reverse("quality:study-report", args=[study.pk]), {"participant_ids": "p-01\np-02\n\np-01"})
+    page = client.get(reverse("crowd:study-report", args=[study.pk]), {"participant_ids": "p-01\np-02\n\np-01"})
     links = page.context["links"]
     assert [pid for pid, _ in links] == ["p-01", "p-02"] and 'data-copy="signed-links"' in page.content.decode()
     assert "id=\"entry-link\"" not in page.content.decode()  # no unsigned link to paste anywhere
-    bad = client.get(reverse("quality:study-report", args=[study.pk]), {"participant_ids": "p 03"})
+    bad = client.get(reverse("crowd:study-report", args=[study.pk]), {"participant_ids": "p 03"})
     assert "Not a participant id on this study&#x27;s platform: p 03." in bad.content.decode()
     client.logout()
     first = links[0][1]

@@ -102,7 +102,7 @@ def test_a_gold_item_deactivated_on_its_page_is_no_longer_handed_out(client):
     item = gold_item_mark(candidate=CandidateAnswerFactory(
         question_version=QuestionFactory(benchmark=benchmark).current_version), min_score=4, max_score=5)
     benchmark_quality_set(benchmark=benchmark, gold_rate=1.0, attention_rate=0.0)
-    response = client.post(reverse("quality:item", args=[item.pk]), {"min_score": 4, "max_score": 5})
+    response = client.post(reverse("crowd:item", args=[item.pk]), {"min_score": 4, "max_score": 5})
     assert response.status_code == 302
     assert not QualityItem.objects.get(pk=item.pk).is_active
     assert assignment_next_for_annotator(annotator=AnnotatorFactory()) is None

@@ -81,7 +81,7 @@ def world(tmp_path, settings):
         objects[name] = {"rating_pk": rating.pk, "assignment_pk": assignment.pk, "own_candidate": own.pk}
     CandidateAnswer.objects.update(valid_rating_count=COUNT)
 
-    # A study link annotators may open (quality:study-entry).
+    # A study link annotators may open (crowd:study-entry).
     study = Study.objects.create(name="c-study", slug="c-study", benchmark=question.benchmark, is_enabled=True,
                                  completion_code="X", external_study_id="65f0a1b2c3d4e5f6a7b8c9d0", max_participants=10)
     objects["study_slug"] = study.slug

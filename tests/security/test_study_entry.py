@@ -25,10 +25,10 @@ def study():
 
 def test_entry_links_are_throttled_per_client_address(settings, study):
     settings.STUDY_ENTRY_THROTTLE = "3/minute"
-    url = reverse("quality:study-entry", args=[study.slug])
+    url = reverse("crowd:study-entry", args=[study.slug])
     one, other = Client(REMOTE_ADDR="198.51.100.7"), Client(REMOTE_ADDR="198.51.100.8")
     # Unknown slugs count too: scripting guesses costs the same as opening the real link.
-    assert one.get(reverse("quality:study-entry", args=["guess"]), PARAMS).status_code == 404
+    assert one.get(reverse("crowd:study-entry", args=["guess"]), PARAMS).status_code == 404
     assert one.get(url, PARAMS).status_code == 200
     assert one.post(url + f"?PROLIFIC_PID={PARAMS['PROLIFIC_PID']}&STUDY_ID={PARAMS['STUDY_ID']}").status_code == 302
     throttled = Client(REMOTE_ADDR="198.51.100.7").get(url, {**PARAMS, "PROLIFIC_PID": "a" * 24})
@@ -42,7 +42,7 @@ def test_entry_links_are_throttled_per_client_address(settings, study):
 def test_a_forged_forwarded_for_does_not_escape_the_entry_throttle(settings, study):
     settings.STUDY_ENTRY_THROTTLE = "2/minute"
     settings.TRUSTED_PROXY_COUNT = 1
-    url = reverse("quality:study-entry", args=[study.slug])
+    url = reverse("crowd:study-entry", args=[study.slug])
     client = Client(REMOTE_ADDR=PROXY)
     for forged in ("10.0.0.1", "10.0.0.2"):
         assert client.get(url, PARAMS, HTTP_X_FORWARDED_FOR=f"{forged}, 203.0.113.9").status_code == 200
