@@ -3,8 +3,10 @@
 Generic over the run models' common fields: ``status`` (``queued`` → ``running`` → ``done`` / ``failed`` /
 ``cancelled``, the values of ``Job.Status`` and ``modelling.TrainingRun.Status``), ``started_at``,
 ``heartbeat_at``, ``finished_at`` and ``task_id``; ``log`` where the model has one (:func:`run_log`). Every state
-change is a conditional update on the status it leaves, so a duplicated or redelivered message, a user's cancel
-and the stale reaper never overwrite each other (STYLE.md 6–7). Used by export jobs
+change is a conditional update on the status it leaves, so a duplicated or redelivered message (Celery delivers
+a message again when the worker holding it died: ``acks_late``), a user's cancel and the stale reaper never
+overwrite each other; a run whose worker died without a word (killed at the hard time limit, out of memory, the
+machine gone) keeps no heartbeat, and :func:`runs_fail_stale` ends it. Used by export jobs
 (``annotation.services.exports``), ORCA training runs and cross-fits (``modelling``); Stage 1 and judge items,
 which are many rows per job, live in :mod:`annotation.jobs.items`.
 """

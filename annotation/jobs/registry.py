@@ -140,7 +140,8 @@ def _task_label(task: str) -> str:
 
 def enqueue(kind: str, *args, task_id: str | None = None, queue: str | None = None) -> None:
     """Send ``kind``'s task with ``args`` (usually the row's pk) once the current transaction commits, so the
-    worker always finds the row (STYLE.md 5). See :func:`task_send` for the queue.
+    worker always finds the row (a message sent before the commit can reach a worker while the row is still
+    invisible to it, or for a row a rollback removed). See :func:`task_send` for the queue.
 
     Call inside the transaction that creates (or re-queues) the row. The broker is checked now: when it is not
     there, :class:`EnqueueError` is raised and the caller's transaction rolls back, so no row waits for a message

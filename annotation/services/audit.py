@@ -1,8 +1,9 @@
 """The audit trail: one ``AuditEvent`` per write by a person or a job (who, what, when, old → new).
 
 Write services call :func:`audit_record` explicitly, inside their own transaction, so an event exists exactly when
-the change committed (no signals; STYLE.md rule 4). Reads for the admin's audit page go through
-:func:`audit_events_for_user`, which only admins may call.
+the change committed. Not from signals or ``save()``: bulk updates and raw SQL send no signals, and a signal
+cannot tell who acted or why, so the trail would miss writes and name no one. Reads for the admin's audit page go
+through :func:`audit_events_for_user`, which only admins may call.
 """
 from __future__ import annotations
 
