@@ -1,4 +1,10 @@
-"""Read API of Stage 3 (experts and admins): correction queue items and corrections, under ``/api/``."""
+"""Read API of Stage 3 (experts and admins): correction queue items and corrections, under ``/api/``.
+
+Scoped like the refinement pages, through the same selectors (:mod:`refinement.selectors`): an expert reads the
+items and corrections of the benchmarks they work on (``annotation.teams``: their team's, or the open benchmarks when
+they belong to no team); an admin reads all. Items of every status are listed (closed ones are the record of what
+was flagged and how it ended); ``?status=open`` gives what the queues show.
+"""
 import django_filters as filters
 from django.urls import include, path
 from rest_framework import serializers, viewsets
@@ -7,6 +13,7 @@ from annotation.access import IsExpertOrAdmin
 from annotation.api.routers import MAX_ID, IdRouter
 from annotation.models import Modality
 from refinement.models import Correction, CorrectionItem, Queue
+from refinement.selectors import correction_items_for_user, corrections_for_user
 
 
 class CorrectionItemSerializer(serializers.ModelSerializer):
@@ -50,21 +57,31 @@ class CorrectionFilter(_QuestionScopedFilter):
 
 
 class CorrectionItemViewSet(viewsets.ReadOnlyModelViewSet):
-    """Items in the correction queues (ORCA paper, section 3.3)."""
+    """Items of the correction queues (ORCA paper, section 3.3), open and closed, of the benchmarks you work on
+    (experts: your team's; admins: all). Filter ``status=open`` for what the queues show."""
 
     permission_classes = [IsExpertOrAdmin]
     serializer_class = CorrectionItemSerializer
     filterset_class = CorrectionItemFilter
-    queryset = CorrectionItem.objects.order_by("id")
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return CorrectionItem.objects.none()
+        return correction_items_for_user(user=self.request.user)
 
 
 class CorrectionViewSet(viewsets.ReadOnlyModelViewSet):
-    """Expert corrections: old → new text per field, with the versions they connect."""
+    """Expert corrections: old → new text per field, with the versions they connect, of the benchmarks you work on
+    (experts: your team's; admins: all)."""
 
     permission_classes = [IsExpertOrAdmin]
     serializer_class = CorrectionSerializer
     filterset_class = CorrectionFilter
-    queryset = Correction.objects.select_related("expert").order_by("id")
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Correction.objects.none()
+        return corrections_for_user(user=self.request.user)
 
 
 router = IdRouter()

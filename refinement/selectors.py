@@ -30,13 +30,41 @@ HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANS
                   CorrectableField.TRANSCRIPT)
 
 
-def _open_items(*, user=None) -> QuerySet[CorrectionItem]:
-    """Open correction items; for an expert (not an admin), only of the benchmarks they work on
-    (:mod:`annotation.teams.scope`: their team's, or the open ones when they belong to no team)."""
-    items = CorrectionItem.objects.filter(status=CorrectionItem.Status.OPEN)
+def _scoped(rows: QuerySet, *, user, path: str) -> QuerySet:
+    """``rows`` of the benchmarks ``user`` works on (reached by the lookup ``path``), for an expert; every row for an
+    admin or when ``user`` is None (:mod:`annotation.teams.scope`: their team's benchmarks, or the open ones when
+    they belong to no team)."""
     if user is not None and not has_role(user, ADMIN):
-        items = items.filter(works_on_q(user=user, path="question__benchmark"))
-    return items
+        rows = rows.filter(works_on_q(user=user, path=path))
+    return rows
+
+
+def _open_items(*, user=None) -> QuerySet[CorrectionItem]:
+    """Open correction items; for an expert (not an admin), only of the benchmarks they work on (:func:`_scoped`)."""
+    return _scoped(CorrectionItem.objects.filter(status=CorrectionItem.Status.OPEN), user=user,
+                   path="question__benchmark")
+
+
+def correction_items_for_user(*, user) -> QuerySet[CorrectionItem]:
+    """Correction items of every status (open, corrected, dismissed) of the benchmarks ``user`` works on (experts;
+    admins: all), by id: what ``/api/correction-items/`` lists. Closed items stay in, as on the question page's
+    history: they are the record of what was flagged and how it ended; ``status=open`` is the queue.
+
+    Raises:
+        PermissionDenied: not an expert or admin.
+    """
+    require_role(user, *STAFF)
+    return _scoped(CorrectionItem.objects.order_by("id"), user=user, path="question__benchmark")
+
+
+def corrections_for_user(*, user) -> QuerySet[Correction]:
+    """Expert corrections of the benchmarks ``user`` works on (experts; admins: all), by id, ``expert`` loaded.
+
+    Raises:
+        PermissionDenied: not an expert or admin.
+    """
+    require_role(user, *STAFF)
+    return _scoped(Correction.objects.select_related("expert").order_by("id"), user=user, path="question__benchmark")
 
 
 def queue_counts(*, user=None) -> dict[str, int]:
@@ -131,19 +159,26 @@ def queue_filter_choices(*, user=None) -> dict:
 
 
 def question_for_expert(*, user, question_id: int) -> Question:
-    """The question with benchmark, audio and current version, for an expert.
+    """The question with benchmark, audio and current version, for an expert who works on its benchmark (admins:
+    any question; :func:`_scoped`).
 
     Raises:
-        PermissionDenied: not an expert. Question.DoesNotExist: no such question.
+        PermissionDenied: not an expert. Question.DoesNotExist: no such question, or one of a benchmark the expert
+            does not work on (another team's: the same answer, so its existence is not given away).
     """
     require_role(user, *STAFF)
-    return Question.objects.select_related("benchmark", "audio", "current_version").get(pk=question_id)
+    questions = _scoped(Question.objects.select_related("benchmark", "audio", "current_version"), user=user,
+                        path="benchmark")
+    return questions.get(pk=question_id)
 
 
 def item_for_expert(*, user, item_id: int) -> CorrectionItem:
-    """A correction item with its question, for an expert (raises like :func:`question_for_expert`)."""
+    """A correction item with its question, for an expert who works on its benchmark (raises like
+    :func:`question_for_expert`)."""
     require_role(user, *STAFF)
-    return CorrectionItem.objects.select_related("question__benchmark").get(pk=item_id)
+    items = _scoped(CorrectionItem.objects.select_related("question__benchmark"), user=user,
+                    path="question__benchmark")
+    return items.get(pk=item_id)
 
 
 def suggestion_for_expert(*, user, suggestion_id: int) -> Suggestion:

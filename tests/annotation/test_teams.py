@@ -137,6 +137,42 @@ def test_experts_see_the_refinement_queues_of_their_benchmarks_and_admins_every_
     assert queue_counts_for_user(user=admin)[Queue.REFERENCE] == 2
 
 
+def test_the_refinement_api_and_item_pages_show_an_expert_only_their_benchmarks_closed_items_included(client, admin):
+    """``/api/correction-items/`` and ``/api/corrections/`` read through the pages' scope; closed items of the
+    expert's benchmarks stay listed (``status=open`` is the queue), another team's question is a 404."""
+    from refinement.services.corrections import correction_save
+
+    mine, theirs = BenchmarkFactory(), BenchmarkFactory()
+    items = {}
+    for bench in (mine, theirs):
+        question = QuestionFactory(benchmark=bench)
+        correction_save(question=question, base_version=question.current_version,
+                        texts={"reference_answer": f"fixed {bench.pk}"}, expert=admin, reason="typo")
+        open_item = CorrectionItem.objects.create(question=question, queue=Queue.REFERENCE,
+                                                  question_version=question.current_version)
+        closed = CorrectionItem.objects.create(question=question, queue=Queue.RATIONALE,
+                                               question_version=question.current_version, status="dismissed",
+                                               closed_at=timezone.now(), close_reason="fine as it is")
+        items[bench.pk] = [open_item, closed]
+    expert = UserFactory(is_staff=True, roles=["expert"])
+    membership_set(benchmark=mine, users=[expert], actor=admin)
+    client.force_login(expert)
+
+    listed = client.get("/api/correction-items/").json()["results"]
+    assert sorted(row["id"] for row in listed) == sorted(item.pk for item in items[mine.pk])
+    assert [row["status"] for row in client.get("/api/correction-items/?status=open").json()["results"]] == ["open"]
+    assert client.get(f"/api/correction-items/{items[theirs.pk][0].pk}/").status_code == 404
+    corrections = client.get("/api/corrections/").json()["results"]
+    assert [row["new_text"] for row in corrections] == [f"fixed {mine.pk}"]
+    other_question = items[theirs.pk][0].question
+    assert client.get(reverse("refinement:item", args=[other_question.pk])).status_code == 404
+    assert client.get(reverse("refinement:item", args=[items[mine.pk][0].question_id])).status_code == 200
+
+    client.force_login(admin)
+    assert len(client.get("/api/correction-items/").json()["results"]) == 4
+    assert len(client.get("/api/corrections/").json()["results"]) == 2
+
+
 def test_the_teams_page_sets_members_and_the_change_is_audited(client, admin):
     bench = BenchmarkFactory(name="MMAR")
     ann = AnnotatorFactory(username="ana")
