@@ -3,7 +3,7 @@ from celery import shared_task
 
 from annotation.jobs.items import job_item_process, job_items_process, job_items_requeue_stale
 from annotation.services.assignment import assignment_expire_stale
-from annotation.services.endpoints import connection_test_run
+from annotation.services.endpoints import connection_test_run, connection_tests_fail_stale
 from annotation.services.exports import export_run, exports_reclaim_stale
 from annotation.services.importers.table_jobs import table_import_run, table_imports_fail_stale
 
@@ -63,6 +63,13 @@ def connection_test_task(self, connection_test_pk: int) -> str:
     button); returns the test's final status, or "gone" for a duplicate message or a deleted row."""
     test = connection_test_run(test_pk=connection_test_pk, task_id=self.request.id)
     return test.status if test is not None else "gone"
+
+
+@shared_task(ignore_result=True)
+def connection_tests_fail_stale_task() -> int:
+    """Fail connection tests no worker took, or whose worker died, within ``CONNECTION_TEST_LOST_AFTER_S`` (beat,
+    every minute)."""
+    return connection_tests_fail_stale()
 
 
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)

@@ -10,7 +10,9 @@ A **connection test** (:class:`~annotation.models.ConnectionTest`) sends the sav
 from a Celery worker, never from the web process: an LALM is asked about a generated one-second tone (text only
 when ``audio_input`` is off), a judge scores a tiny example in its mode (:func:`annotation.services.judging.
 judge_probe`). The page polls the row and shows the answer or the error. Saving a server judge in a probability mode
-queues one at once, so a server without token log-probabilities is reported right after the save.
+queues one at once, so a server without token log-probabilities is reported right after the save. A test no worker
+took, or whose worker died, is failed with the reason by beat (:func:`connection_tests_fail_stale`), so no test
+stays "queued" or "running" for ever.
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ import struct
 import tempfile
 import time
 import wave
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from annotation.access import ADMIN, STAFF, require_role
 from annotation.jobs.lifecycle import run_claim, run_fail, run_finish
@@ -47,6 +51,9 @@ CONNECTION_TEST = "connection_test"
 LALM_PROBE_QUESTION = "What do you hear in this audio clip? Answer in one short sentence."
 #: A connection test waits at most this long for the model (seconds).
 PROBE_TIMEOUT_S = 60.0
+#: Seconds after which an unfinished connection test is lost: queued this long, no worker took it; running this
+#: long, its worker died (the task's hard time limit, ``annotation.tasks.connection_test_task``, is 330 s).
+CONNECTION_TEST_LOST_AFTER_S = 400
 
 
 def _fields(values: dict) -> dict:
@@ -224,6 +231,43 @@ def connection_test_run(*, test_pk: int, task_id: str = "") -> ConnectionTest | 
                    answer=probe.answer, error=probe.note, seconds=time.monotonic() - started)
     test.refresh_from_db()
     return test
+
+
+def _lost_q(*, now: datetime) -> Q:
+    """Connection tests lost at ``now``: queued for :data:`CONNECTION_TEST_LOST_AFTER_S` (counted from when they
+    were queued) or running that long (counted from when a worker took them)."""
+    cutoff = now - timedelta(seconds=CONNECTION_TEST_LOST_AFTER_S)
+    return (Q(status=ConnectionTest.Status.QUEUED, created_at__lt=cutoff)
+            | Q(status=ConnectionTest.Status.RUNNING, started_at__lt=cutoff))
+
+
+def connection_test_is_lost(*, test: ConnectionTest, now: datetime | None = None) -> bool:
+    """True when ``test`` is unfinished and lost (:func:`_lost_q`): the page stops polling and says so, before
+    beat's :func:`connection_tests_fail_stale` marks the row failed."""
+    return ConnectionTest.objects.filter(_lost_q(now=now or timezone.now()), pk=test.pk).exists()
+
+
+#: The ``error`` of a test that no worker took, and of one whose worker died.
+NO_WORKER_ERROR = ("No worker took this test within {s} s. Is a Celery worker running (make run starts one)? "
+                   "Start it and test again.")
+WORKER_LOST_ERROR = ("The worker running this test stopped answering for {s} s (killed, out of memory or gone); "
+                     "nothing came back from the model. Test again.")
+
+
+def connection_tests_fail_stale(*, now: datetime | None = None) -> int:
+    """Fail every lost connection test (:func:`_lost_q`) with the reason in its ``error``: "No worker took this test
+    …" for a queued one, "The worker running this test stopped answering …" for a running one; ``finished_at`` is
+    ``now``. Each update is conditional on the status it leaves, so a worker finishing the test at the same moment
+    wins or loses cleanly, and a message delivered later finds the row no longer queued and sends nothing. Beat
+    runs this every minute (``annotation.tasks.connection_tests_fail_stale_task``). Returns how many were failed."""
+    now = now or timezone.now()
+    lost = ConnectionTest.objects.filter(_lost_q(now=now))
+    seconds = CONNECTION_TEST_LOST_AFTER_S
+    queued = lost.filter(status=ConnectionTest.Status.QUEUED).update(
+        status=ConnectionTest.Status.FAILED, finished_at=now, error=NO_WORKER_ERROR.format(s=seconds))
+    running = lost.filter(status=ConnectionTest.Status.RUNNING).update(
+        status=ConnectionTest.Status.FAILED, finished_at=now, error=WORKER_LOST_ERROR.format(s=seconds))
+    return queued + running
 
 
 def connection_tests_for_staff(*, user, lalm: LALM | None = None, judge: Judge | None = None) -> QuerySet:

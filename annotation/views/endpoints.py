@@ -23,6 +23,7 @@ from annotation.models import LALM, ConnectionTest, Judge
 from annotation.providers.answers import answer_availability
 from annotation.services.endpoints import (
     connection_test_for_staff,
+    connection_test_is_lost,
     connection_test_start,
     connection_tests_for_staff,
     judge_save,
@@ -32,8 +33,6 @@ from annotation.services.endpoints import (
 
 #: A queued test no worker claimed within this many seconds is shown with a hint that no worker may be running.
 WAITING_HINT_S = 15
-#: A test still unfinished this long after it was queued has lost its worker (the task's hard limit is 330 s).
-LOST_AFTER_S = 400
 
 _KEY_HELP = ("Name of the environment variable that holds the key on the server (it must match "
              "PROVIDER_API_KEY_ENV_PATTERN, default *_API_KEY). Empty: GEMINI_API_KEY or OPENAI_COMPAT_API_KEY, "
@@ -252,9 +251,10 @@ def judge_edit(request: HttpRequest, judge_pk: int) -> HttpResponse:
 
 # --- connection tests --------------------------------------------------------------------------------------------
 def _test_context(test: ConnectionTest) -> dict:
-    age = (timezone.now() - test.created_at).total_seconds()
+    now = timezone.now()
+    age = (now - test.created_at).total_seconds()
     active = test.status in (ConnectionTest.Status.QUEUED, ConnectionTest.Status.RUNNING)
-    lost = active and age > LOST_AFTER_S
+    lost = active and connection_test_is_lost(test=test, now=now)
     return {"test": test, "polling": active and not lost, "lost": lost,
             "waiting_long": test.status == ConnectionTest.Status.QUEUED and age > WAITING_HINT_S}
 

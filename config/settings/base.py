@@ -176,6 +176,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.table_imports_fail_stale_task",
         "schedule": 300.0,
     },
+    # Connection tests of LALMs and judges that no worker took, or whose worker died (annotation.services.endpoints):
+    # failed with the reason, so the test's page and the LALM and judge lists never show them queued or running for
+    # ever. Every minute: an admin is waiting on the page.
+    "fail-stale-connection-tests": {
+        "task": "annotation.tasks.connection_tests_fail_stale_task",
+        "schedule": 60.0,
+    },
     # Agreement snapshots every MODELLING_SNAPSHOT_EVERY new valid ratings (checked every 5 minutes) and nightly.
     "agreement-snapshot-when-due": {
         "task": "modelling.tasks.agreement_snapshot_task",

@@ -164,6 +164,46 @@ def test_experts_see_test_results_but_only_admins_test(client, server):
     assert "q" in page and "Add an LALM" not in page
 
 
+def test_a_test_no_worker_took_or_whose_worker_died_is_failed_by_beat_and_never_sent_later(client, admin, server):
+    """Lost tests were shown as lost but stayed queued/running for ever; beat now fails them with the reason."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from annotation.services.endpoints import (
+        CONNECTION_TEST_LOST_AFTER_S,
+        connection_test_run,
+        connection_tests_fail_stale,
+    )
+    from annotation.tasks import connection_tests_fail_stale_task
+
+    lalm = LALM.objects.create(name="q", provider="openai", settings={"model": "m", "base_url": f"{server.url}/v1"})
+    now = timezone.now()
+    long_ago = now - timedelta(seconds=CONNECTION_TEST_LOST_AFTER_S + 1)
+    tests = {name: ConnectionTest.objects.create(lalm=lalm, status=status) for name, status in (
+        ("never taken", "queued"), ("fresh", "queued"), ("worker died", "running"), ("taken late", "running"))}
+    ConnectionTest.objects.filter(pk__in=[t.pk for t in tests.values() if t != tests["fresh"]]).update(
+        created_at=long_ago)
+    ConnectionTest.objects.filter(pk=tests["worker died"].pk).update(started_at=long_ago, heartbeat_at=long_ago)
+    ConnectionTest.objects.filter(pk=tests["taken late"].pk).update(started_at=now, heartbeat_at=now)
+
+    assert connection_tests_fail_stale(now=now) == 2
+    state = {name: ConnectionTest.objects.get(pk=t.pk) for name, t in tests.items()}
+    assert {name: t.status for name, t in state.items()} == {
+        "never taken": "failed", "fresh": "queued", "worker died": "failed", "taken late": "running"}
+    assert state["never taken"].error.startswith("No worker took this test within 400 s")
+    assert "stopped answering" in state["worker died"].error and state["worker died"].finished_at == now
+    assert connection_tests_fail_stale(now=now) == 0
+    # The message of the failed test, delivered after all, claims nothing and sends nothing.
+    assert connection_test_run(test_pk=state["never taken"].pk) is None and server.requests == []
+    page = client.get(reverse("annotation:connection-test", args=[state["worker died"].pk])).content.decode()
+    assert "stopped answering" in page and 'hx-trigger="every 1s"' not in page
+    # Beat runs it every minute.
+    beat = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert beat[connection_tests_fail_stale_task.name] == 60.0
+
+
 # --- a real worker ------------------------------------------------------------------------------------------------
 def _redis_broker_url() -> str | None:
     url = os.environ.get("CELERY_BROKER_URL", "")
