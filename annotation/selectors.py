@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, F, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
@@ -25,6 +26,16 @@ def rating_counting_queryset() -> QuerySet[Rating]:
     reaches a statistic. Unscoped and unordered; the caller checks access.
     """
     return Rating.objects.filter(is_valid=True, question_version__question__current_version=F("question_version"))
+
+
+def rating_seconds_on_task_expression() -> Coalesce:
+    """A rating's seconds on task as the statistics read them (an expression for ``annotate``/``values``): the
+    server's measure, ``server_seconds_on_task`` (assignment handed out → rating stored; every rating made here since
+    migration 0012 has one), else the client's ``seconds_on_task`` for the rows without it: ratings stored before
+    the server measured time, whose client number is the only one, and imported ratings (the file's number, if it
+    had one). NULL when neither is known. The client's number of a rating made here is never used (any script can
+    send one)."""
+    return Coalesce("server_seconds_on_task", "seconds_on_task")
 
 
 def assignment_get_for_annotator(*, user, assignment_pk: int, page: bool = True) -> Assignment:
@@ -171,7 +182,8 @@ def rating_get_for_edit(*, user, rating_pk: int) -> Rating:
 @dataclass(frozen=True)
 class AnnotatorThroughput:
     """One annotator's pace: ratings ``total``, ``today`` and in the ``last_7_days``; ``median_s`` the median
-    seconds on task per item (None when no timing was recorded); ``per_hour`` = 3600 / median_s. ``imported``:
+    seconds on task per item, as the server measured them (:func:`rating_seconds_on_task_expression`; None when no
+    timing was recorded); ``per_hour`` = 3600 / median_s. ``imported``:
     how many of the ratings came from a file (an import-only account's are all imported); ``today`` and
     ``last_7_days`` count only ratings made here."""
 
@@ -241,9 +253,10 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
             imported=Count("pk", filter=Q(source=Rating.Source.IMPORT)),
         ).order_by()
     }
-    for username, seconds in ratings.filter(seconds_on_task__isnull=False).values_list(
-        "annotator__username", "seconds_on_task"
-    ):
+    # Server-measured seconds; the client's only for rows without them (rating_seconds_on_task_expression).
+    for username, seconds in ratings.annotate(seconds=rating_seconds_on_task_expression()).filter(
+        seconds__isnull=False
+    ).values_list("annotator__username", "seconds"):
         per_user[username]["seconds"].append(seconds)
     annotators = []
     for username, row in per_user.items():

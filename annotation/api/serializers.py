@@ -130,9 +130,18 @@ class RatingSerializer(serializers.ModelSerializer):
         model = Rating
         fields = [
             "id", "candidate", "question_version", "annotator", "score", "codes", "comment", "seconds_on_task",
-            "audio_seconds_played", "source", "is_valid", "invalid_reason", "created_at",
+            "server_seconds_on_task", "audio_seconds_played", "source", "is_valid", "invalid_reason", "created_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "seconds_on_task": {"help_text": "Seconds on task as the client reported them when submitting (kept, "
+                                             "not trusted)."},
+            "server_seconds_on_task": {"help_text": "Seconds from the assignment being handed out to the rating "
+                                                    "being stored, measured by the server: what quality checks, the "
+                                                    "study report, rater reliability and the rating overview use. "
+                                                    "Null for imported ratings and ratings stored before the server "
+                                                    "measured time."},
+        }
 
     def get_invalid_reason(self, rating: Rating) -> str:
         if self.context.get("blind") and not rating.is_valid:
@@ -157,7 +166,10 @@ class RatingSubmitSerializer(serializers.Serializer):
         help_text=f"Feedback codes, any of {CODE_ORDER} (e.g. 'AR').",
     )
     comment = serializers.CharField(allow_blank=True, required=False, default="", max_length=10000)
-    seconds_on_task = serializers.FloatField(min_value=0, max_value=1e7, required=False, allow_null=True)
+    seconds_on_task = serializers.FloatField(
+        min_value=0, max_value=1e7, required=False, allow_null=True,
+        help_text="Seconds from showing the item to submitting, as your client measured them (kept for comparison; "
+                  "the server measures its own, server_seconds_on_task).")
     audio_seconds_played = serializers.FloatField(min_value=0, max_value=1e7, required=False, allow_null=True)
 
 

@@ -3,7 +3,9 @@ apply the policy's warn/pause thresholds (through ``annotation.crowd.annotators`
 
 The agreement signals, U/E share and seconds on task use the ratings that count (``rating_counting_queryset``:
 valid and on the question's current version, as alpha does); gold accuracy and attention failures come from
-``QualityCheck`` rows.
+``QualityCheck`` rows. Seconds on task are the server's (``Rating.server_seconds_on_task``), the client's only for
+ratings without them, stored before the server measured time or imported
+(``annotation.selectors.rating_seconds_on_task_expression``).
 """
 from __future__ import annotations
 
@@ -19,17 +21,18 @@ from annotation.access import STAFF, role_q
 from annotation.crowd.annotators import annotator_status_set
 from annotation.crowd.items import quality_policy
 from annotation.crowd.models import AnnotatorQuality, QualityCheck
-from annotation.selectors import rating_counting_queryset
+from annotation.selectors import rating_counting_queryset, rating_seconds_on_task_expression
 from modelling.orca.metrics import json_finite
 from modelling.reliability.models import ReliabilitySnapshot
 from modelling.reliability.signals import RaterSignals, combined_risk, rater_signals_compute
 
 
 def reliability_signals_load() -> dict[int, RaterSignals]:
-    """Signals of every annotator with a valid rating or a quality check, combined risk filled in."""
+    """Signals of every annotator with a valid rating or a quality check, combined risk filled in; their
+    ``median_seconds`` is of the server-measured time on task (module docstring for rows without it)."""
     policy = quality_policy()
-    rows = list(rating_counting_queryset().values_list(
-        "candidate_id", "annotator_id", "score", "codes", "seconds_on_task"))
+    rows = list(rating_counting_queryset().annotate(seconds=rating_seconds_on_task_expression()).values_list(
+        "candidate_id", "annotator_id", "score", "codes", "seconds"))
     if rows:
         items, annotators, scores, codes, seconds = zip(*rows)
         scores_arr = np.array([np.nan if s is None else float(s) for s in scores])

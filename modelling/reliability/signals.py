@@ -28,7 +28,9 @@ Signals of one annotator (all over their scored ratings unless said otherwise):
   other. The crowd here leaves out annotators whose agreement or straight-lining risk already reaches
   ``reference_risk`` (a random or reversed rater would otherwise raise b_i and hide the others), and needs
   >= ``RANDOM_MIN_OTHERS`` other ratings per item.
-* ``ue_share`` — share of their ratings with code U or E (unable to judge); ``median_seconds`` on task.
+* ``ue_share`` — share of their ratings with code U or E (unable to judge); ``median_seconds`` on task (the
+  platform passes the server's measure, the client's only for ratings stored without one:
+  :mod:`modelling.reliability.services`).
 * ``gold_accuracy`` (share of gold checks passed) and ``attention_failures`` come from the quality checks.
 
 The combined risk (:func:`combined_risk`) joins these per-signal risks r_k ∈ [0, 1] as a noisy-OR, 1 − Π_k (1 − r_k):
@@ -182,7 +184,8 @@ def rater_signals_compute(
         annotator_ids: (R,) int annotator ids.
         scores: (R,) float scores 1–5, NaN for a rating without a score (U or E).
         unable: (R,) bool, the rating carries code U or E (None: derived from NaN scores).
-        seconds: (R,) float seconds on task, NaN when unmeasured (None: not available).
+        seconds: (R,) float seconds on task (the server's measure where there is one), NaN when unmeasured (None:
+            not available).
         min_others: other scored ratings an item needs to count toward ``loo_*`` and ``leniency``.
         min_items: scored ratings an annotator needs before their agreement risk can leave them out of the crowd.
         reference_risk: agreement or straight-lining risk (see :func:`combined_risk`) from which an annotator is

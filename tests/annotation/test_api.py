@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from annotation.models import AuditEvent, Job, Rating
+from annotation.models import Assignment, AuditEvent, Job, Rating
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -14,6 +14,7 @@ from tests.factories import (
     QuestionFactory,
     RatingFactory,
     UserFactory,
+    handed_out_ago,
 )
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +42,23 @@ def test_an_annotator_with_a_token_gets_an_item_and_rates_it_through_rating_subm
     assert candidate.valid_rating_count == 1
     event = AuditEvent.objects.get(action="rating.submit")
     assert event.actor == annotator and event.new["score"] == 4
+
+
+def test_a_rating_shows_the_servers_time_on_task_read_only_beside_the_clients():
+    candidate = CandidateAnswerFactory()
+    api = _client(AnnotatorFactory())
+    item = api.post("/api/assignments/next/", {}, content_type="application/json").json()
+    handed_out_ago(Assignment.objects.get(pk=item["id"]), seconds=42)
+    body = {"candidate": candidate.pk, "assignment": item["id"], "score": 4, "seconds_on_task": 1.0,
+            "server_seconds_on_task": 9999}
+    created = api.post("/api/ratings/", body, content_type="application/json").json()
+    assert created["seconds_on_task"] == 1.0 and 42 <= created["server_seconds_on_task"] < 50
+    listed = api.get("/api/ratings/").json()["results"][0]
+    assert listed["server_seconds_on_task"] == created["server_seconds_on_task"]
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    field = schema["components"]["schemas"]["Rating"]["properties"]["server_seconds_on_task"]
+    assert field["readOnly"] is True and "measured by the server" in field["description"]
+    assert "server_seconds_on_task" not in schema["components"]["schemas"]["RatingSubmitRequest"]["properties"]
 
 
 def test_a_bad_rating_gets_a_400_naming_the_field():

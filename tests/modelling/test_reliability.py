@@ -280,3 +280,20 @@ def test_the_beat_recomputes_only_when_what_it_reads_changed():
     RatingFactory(annotator=rater, score=2)
     reliability_refresh_task()
     assert ReliabilitySnapshot.objects.filter(annotator=rater).count() == 2
+
+
+@pytest.mark.django_db
+def test_the_seconds_on_task_signal_is_the_servers_and_the_clients_only_for_rows_without_it():
+    from modelling.reliability.services import reliability_signals_load
+
+    candidates = CandidateAnswerFactory.create_batch(3)
+    measured, older = AnnotatorFactory.create_batch(2)
+    for candidate in candidates:
+        # The client claims 2 s; the server handed the item out 40 s before the rating arrived.
+        rate(candidate=candidate, annotator=measured, score=3, server_seconds=40, seconds_on_task=2.0)
+        # A rating stored before the server measured time: only the client's number exists.
+        row = rate(candidate=candidate, annotator=older, score=3, seconds_on_task=25.0)
+        Rating.objects.filter(pk=row.pk).update(server_seconds_on_task=None)
+    signals = reliability_signals_load()
+    assert 40 <= signals[measured.pk].median_seconds < 45
+    assert signals[older.pk].median_seconds == 25.0
