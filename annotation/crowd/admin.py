@@ -240,10 +240,16 @@ class AnnotatorUserAdmin(_BaseUserAdmin):
 
     @admin.action(description="Pause: no new items")
     def pause(self, request, queryset):
+        paused = 0
         for user in queryset:
-            annotator_status_set(annotator=user, status=AnnotatorQuality.Status.PAUSED,
-                                 reason="paused by an admin", by=request.user)
-        messages.success(request, f"Paused {queryset.count()} annotator(s).")
+            try:
+                annotator_status_set(annotator=user, status=AnnotatorQuality.Status.PAUSED,
+                                     reason="paused by an admin", by=request.user)
+            except ValidationError as error:  # an import-only account
+                messages.error(request, " ".join(error.messages))
+            else:
+                paused += 1
+        messages.success(request, f"Paused {paused} annotator(s).")
 
     @admin.action(description="Resume: active again")
     def resume(self, request, queryset):

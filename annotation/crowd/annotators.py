@@ -18,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.crowd.models import AnnotatorQuality, RatingInvalidation
-from annotation.models import Assignment, CandidateAnswer, Rating
+from annotation.models import Assignment, CandidateAnswer, ImportAccount, Rating
 from annotation.services.audit import audit_record
 from annotation.services.versions import candidate_counts_refresh
 
@@ -33,11 +33,19 @@ def annotator_status_set(*, annotator, status: str, reason: str = "", by=None) -
     Pausing releases the annotator's open assignments (marked expired) and, because it holds the annotator's row
     lock, no "next item" request in flight can hand out an item after it commits.
 
+    Import-only accounts (``annotation.models.ImportAccount``: the pseudonymised raters of imported ratings, who
+    cannot log in) are never served items, so they are not warned or paused; they can be set active (clearing a
+    status given before this rule).
+
     Raises:
-        ValidationError: an unknown status.
+        ValidationError: an unknown status; warning or pausing an import-only account.
     """
     if status not in AnnotatorQuality.Status.values:
         raise ValidationError({"status": f"Unknown status {status!r}."})
+    if status != AnnotatorQuality.Status.ACTIVE and ImportAccount.objects.filter(user_id=annotator.pk).exists():
+        raise ValidationError({"status": f"{annotator.get_username()} is an import-only account (the rater of "
+                                         "imported ratings): it is never served items, so it is not warned or "
+                                         "paused. Invalidate its ratings if they should not count."})
     with transaction.atomic():
         # FOR NO KEY UPDATE conflicts with the queue's FOR UPDATE of this row (so requests in flight finish
         # first and later ones see the pause) but not with the KEY SHARE locks that inserts referencing the user

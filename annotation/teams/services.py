@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
 
-from annotation.access import ADMIN, ROLES, require_role
-from annotation.models import Benchmark
+from annotation.access import ADMIN, ROLES, require_role, role_q
+from annotation.models import Benchmark, ImportAccount
 from annotation.services.audit import audit_record
 from annotation.teams.models import BenchmarkMembership
 
@@ -54,21 +54,45 @@ def teams_for_admin(*, user) -> list[Team]:
     return [Team(benchmark=b, members=[m.user for m in b.member_rows]) for b in benchmarks]
 
 
+def _people():
+    """Users who are people of this platform: every user but the import-only accounts
+    (``annotation.models.ImportAccount``: pseudonyms of the raters of imported ratings, which cannot log in)."""
+    return get_user_model().objects.filter(import_account__isnull=True)
+
+
 def users_with_roles_for_admin(*, user) -> QuerySet:
     """Every active or inactive user who holds or held a role (groups or staff flags), by username, with groups and
-    memberships loaded. Raises ``PermissionDenied`` for non-admins."""
+    memberships loaded; never an import-only account (:func:`import_accounts_count_for_admin`). Raises
+    ``PermissionDenied`` for non-admins."""
     require_role(user, ADMIN)
     held = Q(groups__name__in=ROLES) | Q(is_staff=True) | Q(is_superuser=True)  # role_q without "active"
     return (
-        get_user_model().objects.filter(pk__in=get_user_model().objects.filter(held).values("pk"))
+        _people().filter(pk__in=get_user_model().objects.filter(held).values("pk"))
         .prefetch_related("groups", Prefetch("benchmark_memberships",
                                              queryset=BenchmarkMembership.objects.select_related("benchmark")))
         .order_by("username")
     )
 
 
-def user_for_admin(*, user, user_pk: int):
-    """The user ``user_pk`` for an admin's action. Raises ``PermissionDenied`` (not an admin) or
-    ``User.DoesNotExist``."""
+def import_accounts_count_for_admin(*, user) -> int:
+    """How many import-only accounts there are (the users page says they are not listed). Raises
+    ``PermissionDenied`` for non-admins."""
     require_role(user, ADMIN)
-    return get_user_model().objects.get(pk=user_pk)
+    return ImportAccount.objects.count()
+
+
+def team_member_choices() -> QuerySet:
+    """Who may be made a member of a benchmark: active users with a role, import-only accounts never, by
+    username."""
+    return _people().filter(role_q(*ROLES)).distinct().order_by("username")
+
+
+def user_for_admin(*, user, user_pk: int):
+    """The user ``user_pk`` for an admin's action (role, activation, password link). An import-only account is not
+    one: it may never be given a role, activated or a password, so nobody can log in as an imported rater.
+
+    Raises:
+        PermissionDenied: not an admin. User.DoesNotExist: no such user, or an import-only account.
+    """
+    require_role(user, ADMIN)
+    return _people().get(pk=user_pk)

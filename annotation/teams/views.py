@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.access import ADMIN, ROLES, role_q, role_required
+from annotation.access import ADMIN, ROLES, role_required
 from annotation.forms import errors_text
 from annotation.models import Benchmark
 from annotation.services.accounts import (
@@ -30,7 +30,14 @@ from annotation.services.accounts import (
     user_role_set,
     users_invite_bulk,
 )
-from annotation.teams.services import membership_set, teams_for_admin, user_for_admin, users_with_roles_for_admin
+from annotation.teams.services import (
+    import_accounts_count_for_admin,
+    membership_set,
+    team_member_choices,
+    teams_for_admin,
+    user_for_admin,
+    users_with_roles_for_admin,
+)
 
 ROLE_CHOICES = [(role, role.capitalize()) for role in ROLES]
 
@@ -53,8 +60,7 @@ class TeamForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["members"].queryset = (get_user_model().objects.filter(role_q(*ROLES)).distinct()
-                                           .order_by("username"))
+        self.fields["members"].queryset = team_member_choices()
 
 
 class InviteForm(forms.Form):
@@ -88,13 +94,15 @@ def _links_page(request: HttpRequest, *, rows: list[dict], title: str) -> HttpRe
 @require_GET
 @role_required(ADMIN)
 def user_list(request: HttpRequest) -> HttpResponse:
-    """Every user with a role: role (changeable), active flag, benchmarks, last login; a new password link."""
+    """Every user with a role: role (changeable), active flag, benchmarks, last login; a new password link. Import-only
+    accounts are counted, not listed."""
     users = list(users_with_roles_for_admin(user=request.user))
     for user in users:
         user.role = user_role_of(user) if user.is_active else next(
             (g.name for g in user.groups.all() if g.name in ROLES), "")
         user.benchmark_names = [m.benchmark.name for m in user.benchmark_memberships.all()]
-    return render(request, "teams/users.html", {"users": users, "roles": ROLE_CHOICES})
+    return render(request, "teams/users.html", {
+        "users": users, "roles": ROLE_CHOICES, "import_accounts": import_accounts_count_for_admin(user=request.user)})
 
 
 def _user(request: HttpRequest, user_pk: int):

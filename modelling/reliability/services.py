@@ -6,6 +6,11 @@ valid and on the question's current version, as alpha does); gold accuracy and a
 ``QualityCheck`` rows. Seconds on task are the server's (``Rating.server_seconds_on_task``), the client's only for
 ratings without them, stored before the server measured time or imported
 (``annotation.selectors.rating_seconds_on_task_expression``).
+
+Import-only accounts (``annotation.models.ImportAccount``: the pseudonymised raters of imported ratings, who cannot
+log in and are never served items) are not ranked, warned or paused: they get no snapshot. Their ratings still count
+where ratings count (alpha, the leaderboard, ORCA training) and are part of the crowd every platform annotator's
+signals are compared with (the leave-one-out means, Dawid–Skene, the random share's crowd).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from annotation.access import STAFF, role_q
 from annotation.crowd.annotators import annotator_status_set
 from annotation.crowd.items import quality_policy
 from annotation.crowd.models import AnnotatorQuality, QualityCheck
+from annotation.models import ImportAccount
 from annotation.selectors import rating_counting_queryset, rating_seconds_on_task_expression
 from modelling.orca.metrics import json_finite
 from modelling.reliability.models import ReliabilitySnapshot
@@ -82,13 +88,16 @@ def reliability_refresh(*, by=None) -> ReliabilityRun:
     """Compute the signals, store one :class:`ReliabilitySnapshot` per annotator and apply the thresholds of
     ``QualityPolicy``: combined risk >= ``pause_score`` pauses (when ``auto_pause``), >= ``warn_score`` warns, and
     a warned annotator back below ``warn_score`` is cleared. Paused annotators are never resumed automatically;
-    staff are never warned or paused. Status changes are audited by ``annotator_status_set``.
+    staff are never warned or paused. Import-only accounts get no snapshot and no status (module docstring), though
+    their ratings are part of the signals' crowd. Status changes are audited by ``annotator_status_set``.
     """
     policy = quality_policy()
     signals = reliability_signals_load()
     now = timezone.now()
     User = get_user_model()
     staff = set(User.objects.filter(role_q(*STAFF)).values_list("pk", flat=True))
+    imported = set(ImportAccount.objects.values_list("user_id", flat=True))
+    signals = {annotator_id: sig for annotator_id, sig in signals.items() if annotator_id not in imported}
     statuses = dict(AnnotatorQuality.objects.values_list("annotator_id", "status"))
     warned, paused, cleared, snapshots = [], [], [], []
     with transaction.atomic():
@@ -153,23 +162,27 @@ def reliability_refresh_if_changed() -> ReliabilityRun | None:
 @dataclass
 class ReliabilityPage:
     """What the annotator-quality page shows: the latest computation's snapshots, highest combined risk first
-    (``rows``; annotators without a risk last), when it ran (``computed_at``, None before the first), and the
-    paused annotators it does not list (``paused_elsewhere``: paused before rating or since it ran)."""
+    (``rows``; annotators without a risk last), when it ran (``computed_at``, None before the first), the
+    paused annotators it does not list (``paused_elsewhere``: paused before rating or since it ran), and how many
+    import-only accounts are left out (``import_accounts``; module docstring)."""
 
     rows: list
     computed_at: object
     paused_elsewhere: list
+    import_accounts: int = 0
 
 
 def reliability_page_load() -> ReliabilityPage:
-    """The annotator-quality page's rows (:class:`ReliabilityPage`); three queries."""
+    """The annotator-quality page's rows (:class:`ReliabilityPage`), import-only accounts left out (also their
+    snapshots and statuses from before they were); four queries."""
     latest = ReliabilitySnapshot.objects.order_by("-computed_at").values_list("computed_at", flat=True).first()
+    imported = ImportAccount.objects.values("user_id")
     rows = []
     if latest is not None:
-        snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).select_related(
-            "annotator", "annotator__quality")
+        snapshots = ReliabilitySnapshot.objects.filter(computed_at=latest).exclude(
+            annotator_id__in=imported).select_related("annotator", "annotator__quality")
         rows = sorted(snapshots, key=lambda s: (-(s.combined if s.combined is not None else -1), s.annotator_id))
     paused = list(AnnotatorQuality.objects.filter(status=AnnotatorQuality.Status.PAUSED)
-                  .exclude(annotator_id__in=[row.annotator_id for row in rows])
+                  .exclude(annotator_id__in=[row.annotator_id for row in rows]).exclude(annotator_id__in=imported)
                   .select_related("annotator").order_by("-status_changed_at"))
-    return ReliabilityPage(rows=rows, computed_at=latest, paused_elsewhere=paused)
+    return ReliabilityPage(rows=rows, computed_at=latest, paused_elsewhere=paused, import_accounts=imported.count())

@@ -41,6 +41,7 @@ def quality_page(request):
     page = reliability_page_load()
     return render(request, "modelling/reliability.html", {"rows": page.rows, "computed_at": page.computed_at,
                                                       "paused_elsewhere": page.paused_elsewhere,
+                                                      "import_accounts": page.import_accounts,
                                                       "policy": quality_policy()})
 
 

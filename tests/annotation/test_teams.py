@@ -173,6 +173,26 @@ def test_the_refinement_api_and_item_pages_show_an_expert_only_their_benchmarks_
     assert len(client.get("/api/corrections/").json()["results"]) == 2
 
 
+def test_import_only_accounts_are_counted_not_listed_and_cannot_be_given_a_role_or_a_password(client, admin):
+    """Before, an admin could POST a role, an activation or a password link for an imported rater's account."""
+    from annotation.services.accounts import import_accounts_get_or_create
+    from annotation.teams.views import TeamForm
+
+    imported = import_accounts_get_or_create(namespace="MMAR", rater_ids=["alice"])["alice"]
+    AnnotatorFactory(username="ana")
+    client.force_login(admin)
+    page = client.get(reverse("team:users")).content.decode()
+    assert "ana" in page and imported.username not in page
+    assert "Not listed: 1 import-only account," in page
+    assert reverse("admin:annotation_importaccount_changelist") in page
+    for name, data in (("team:user-role", {"role": "annotator"}), ("team:user-active", {"active": "on"}),
+                       ("team:user-link", {})):
+        assert client.post(reverse(name, args=[imported.pk]), data).status_code == 404, name
+    imported.refresh_from_db()
+    assert not imported.is_active and not imported.has_usable_password() and not imported.groups.exists()
+    assert imported not in TeamForm().fields["members"].queryset
+
+
 def test_the_teams_page_sets_members_and_the_change_is_audited(client, admin):
     bench = BenchmarkFactory(name="MMAR")
     ann = AnnotatorFactory(username="ana")

@@ -297,3 +297,38 @@ def test_the_seconds_on_task_signal_is_the_servers_and_the_clients_only_for_rows
     signals = reliability_signals_load()
     assert 40 <= signals[measured.pk].median_seconds < 45
     assert signals[older.pk].median_seconds == 25.0
+
+
+@pytest.mark.django_db
+def test_an_import_only_rater_is_neither_ranked_nor_paused_but_their_ratings_stay_in_the_crowd(client, settings):
+    """A rater of imported ratings who answered at random: before, the beat paused the (inactive) account and the page
+    ranked it first among the platform's annotators."""
+    from annotation.services.accounts import import_accounts_get_or_create
+    from modelling.reliability.services import reliability_signals_load
+
+    settings.ANNOTATION_TARGET_RATINGS = 5
+    rng = np.random.default_rng(11)
+    candidates = CandidateAnswerFactory.create_batch(30)
+    truth = rng.integers(1, 6, len(candidates))
+    real = AnnotatorFactory.create_batch(4)
+    imported = import_accounts_get_or_create(namespace="old study", rater_ids=["r7"])["r7"]
+    for c, t in zip(candidates, truth):
+        for annotator in real:
+            rate(candidate=c, annotator=annotator, score=int(np.clip(t + rng.choice([-1, 0, 0, 1]), 1, 5)), codes="")
+        RatingFactory(candidate=c, annotator=imported, score=int(rng.integers(1, 6)), source="import")
+    assert reliability_signals_load()[imported.pk].n_ratings == 30  # part of the crowd the others are compared with
+
+    run = reliability_refresh()
+    assert run.paused == [] and run.annotators == 4
+    assert not AnnotatorQuality.objects.filter(annotator=imported).exists()
+    assert set(ReliabilitySnapshot.objects.values_list("annotator_id", flat=True)) == {a.pk for a in real}
+    assert Rating.objects.filter(annotator=imported, is_valid=True).count() == 30  # still counted
+
+    admin = UserFactory(is_superuser=True, is_staff=True)
+    client.force_login(admin)
+    page = client.get(reverse("modelling:quality")).content.decode()
+    assert imported.username not in page and "1 import-only account" in page
+    client.post(reverse("modelling:quality_annotator_action", args=[imported.pk]), {"action": "pause"})
+    assert not AnnotatorQuality.objects.filter(annotator=imported, status="paused").exists()
+    history = client.get(reverse("modelling:quality_annotator", args=[imported.pk]), follow=True)
+    assert "is an import-only account" in history.content.decode()
