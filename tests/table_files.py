@@ -109,12 +109,17 @@ def file_means(rows, *, model: int = 2, score: int = 4) -> dict[str, float]:
 
 
 @contextmanager
-def serving(files: dict[str, bytes]):
-    """A local HTTP server on 127.0.0.1 answering ``GET <path>`` with ``files[path]`` (404 otherwise); yields
-    its base URL."""
+def serving(files: dict[str, bytes], redirects: dict[str, str] | None = None):
+    """A local HTTP server on 127.0.0.1 answering ``GET <path>`` with ``files[path]`` (404 otherwise), or with a
+    302 to ``redirects[path]``; yields its base URL."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path in (redirects or {}):
+                self.send_response(302)
+                self.send_header("Location", redirects[self.path])
+                self.end_headers()
+                return
             data = files.get(self.path)
             self.send_response(200 if data is not None else 404)
             self.end_headers()

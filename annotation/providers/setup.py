@@ -20,22 +20,22 @@ The rules (README, "Security and integrity"):
 * **No private hosts from the browser.** A ``base_url`` typed into a row (form, admin, API) may not point at a
   private, loopback, link-local, multicast or reserved address unless ``PROVIDER_PRIVATE_NETWORKS`` lists its
   network (local model servers, e.g. llama.cpp on 127.0.0.1, are a real use: list ``127.0.0.0/8``). Host names are
-  resolved and every address is checked. The operator's own ``GEMINI_BASE_URL`` and ``OPENAI_COMPAT_BASE_URL``
+  resolved and every address is checked (:func:`annotation.outbound.url_address_problem`, the check the table
+  importer's downloads use too). The operator's own ``GEMINI_BASE_URL`` and ``OPENAI_COMPAT_BASE_URL``
   are trusted as configured. Clients do not follow redirects, so an allowed host cannot bounce a request (and its
   key) elsewhere. Not covered: a host name whose DNS answer changes between the check and the request.
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
-import socket
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from annotation.outbound import url_address_problem, url_host
 
 from .base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
 
@@ -109,22 +109,6 @@ def key_value(variable: str) -> str:
 
 
 # --- hosts ----------------------------------------------------------------------------------------------------
-def url_host(url: str) -> tuple[str, int]:
-    """``(host, port)`` of an http(s) URL, the host in lower case, the port defaulted by the scheme.
-
-    Raises:
-        ValueError: not an http or https URL with a host.
-    """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
-    try:
-        port = parts.port
-    except ValueError as error:
-        raise ValueError(f"{url!r} has no valid port: {error}") from None
-    return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
-
-
 def _host_label(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -190,48 +174,6 @@ def key_may_go_to(*, variable: str, url: str) -> bool:
     return any(host == h and (p is None or p == port) for h, p in bound)
 
 
-def _allowed_networks() -> list:
-    networks = []
-    for entry in settings.PROVIDER_PRIVATE_NETWORKS:
-        try:
-            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
-        except ValueError as error:
-            raise ImproperlyConfigured(f"PROVIDER_PRIVATE_NETWORKS: {entry!r} is not a network ({error})") from None
-    return networks
-
-
-def _is_public(address) -> bool:
-    return not (address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-                or address.is_reserved or address.is_unspecified)
-
-
-def base_url_problem(url: str) -> str:
-    """Why a ``base_url`` typed into a row may not be used ('' when it may): not an http(s) URL, a host that does
-    not resolve, or an address in a private, loopback, link-local, multicast or reserved network that
-    ``PROVIDER_PRIVATE_NETWORKS`` does not list. Every address the host name resolves to is checked."""
-    try:
-        host, port = url_host(url)
-    except ValueError as error:
-        return str(error)
-    try:
-        addresses = {ipaddress.ip_address(host)}
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as error:
-            return f"the host {host!r} does not resolve ({error})"
-        addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
-    allowed = _allowed_networks()
-    for address in sorted(addresses, key=str):
-        if _is_public(address) or any(address in network for network in allowed):
-            continue
-        kind = ("loopback" if address.is_loopback else "link-local" if address.is_link_local
-                else "private or reserved")
-        return (f"{host} is a {kind} address ({address}); servers on such networks are reached only when "
-                "PROVIDER_PRIVATE_NETWORKS lists the network (e.g. 127.0.0.0/8 for a model server on this machine)")
-    return ""
-
-
 # --- the endpoint ---------------------------------------------------------------------------------------------
 def default_base_url(provider: str) -> str:
     """The operator's base URL of ``provider`` (``GEMINI_BASE_URL``, '' for Google's; ``OPENAI_COMPAT_BASE_URL``)."""
@@ -265,7 +207,7 @@ def endpoint_resolve(*, provider: str, conf: dict | None = None, model: str = ""
     if error := api_key_env_error(conf):
         raise ProviderSetupError(error, field="api_key_env")
     row_url = str(conf.get("base_url") or "").strip()
-    if row_url and (problem := base_url_problem(row_url)):
+    if row_url and (problem := url_address_problem(row_url)):
         raise ProviderSetupError(f"base_url {row_url!r}: {problem}", field="base_url")
     base_url = row_url or default_base_url(provider)
     model = model or str(conf.get("model") or "") or default_model(provider)

@@ -344,8 +344,9 @@ PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_AP
 # a variable listed here goes only to its hosts. "VAR=host[:port][,host...]" entries separated by spaces, e.g.
 # "GEMINI_API_KEY=gemini-proxy.lab.org LAB_API_KEY=gpu-box:8000".
 PROVIDER_KEY_HOSTS = env("PROVIDER_KEY_HOSTS", default="")
-# A base_url typed into an LALM or judge may reach private, loopback or link-local addresses only in these networks
-# (CIDR, comma-separated), e.g. "127.0.0.0/8" for a llama.cpp server on this machine, "10.0.0.0/8" for a lab network.
+# A base_url typed into an LALM or judge, and a table or audio URL the table importer downloads, may reach private,
+# loopback or link-local addresses only in these networks (CIDR, comma-separated; annotation/outbound.py), e.g.
+# "127.0.0.0/8" for a llama.cpp or file server on this machine, "10.0.0.0/8" for a lab network.
 PROVIDER_PRIVATE_NETWORKS = env.list("PROVIDER_PRIVATE_NETWORKS", default=[])
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
 OPENAI_COMPAT_REQUESTS_PER_MINUTE = env.int("OPENAI_COMPAT_REQUESTS_PER_MINUTE", default=60)

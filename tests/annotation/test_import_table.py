@@ -430,6 +430,22 @@ def test_audio_from_urls_file_storage_keys_and_bytes(tmp_path, wav_server):
                                   "HTTP 404"]
 
 
+def test_an_audio_url_may_not_reach_a_private_address_unless_allowed(tmp_path, wav_server, settings):
+    settings.PROVIDER_PRIVATE_NETWORKS = []
+    path = write_csv(tmp_path / "audio.csv", ["q", "ref", "answer", "audio"],
+                     [("By URL?", "R", "A", f"{wav_server}/clips/tone.wav")])
+    mapping = {"columns": {"question": "q", "reference": "ref", "candidate": "answer", "audio": "audio"},
+               "defaults": {"lalm": "M"}}
+    with pytest.raises(TableImportError) as excinfo:
+        table_import(path=path, benchmark_name="B", mapping=mapping)
+    [problem] = _problems(excinfo)
+    assert problem.startswith(f"row 1: column 'audio': value '{wav_server}/clips/tone.wav': {wav_server}/clips/"
+                              "tone.wav is not allowed: 127.0.0.1 is a loopback address (127.0.0.1)")
+    assert Question.objects.count() == 0
+    settings.PROVIDER_PRIVATE_NETWORKS = ["127.0.0.0/8"]
+    assert table_import(path=path, benchmark_name="B", mapping=mapping).audio_linked == 1
+
+
 def test_a_datasets_folder_with_an_audio_feature_brings_its_audio_bytes(tmp_path):
     import datasets
 

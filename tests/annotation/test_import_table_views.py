@@ -262,3 +262,22 @@ def test_a_table_from_a_url(admin_client, tmp_path):
         assert "The URL answered HTTP 404." in page
         page = admin_client.post(url, {"benchmark_name": "B", "url": "file:///etc/passwd"}).content.decode()
         assert "Give an http:// or https:// URL." in page
+
+
+def test_a_table_url_may_not_reach_a_private_address_unless_allowed_also_through_a_redirect(
+        admin_client, tmp_path, settings):
+    """The importer downloaded from any host (the cloud metadata service, the server's own ports); now it refuses
+    what provider base URLs refuse, with the same setting (the test settings allow 127.0.0.0/8 and ::1)."""
+    from tests.table_files import serving
+
+    table = write_csv(tmp_path / "remote.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS).read_bytes()
+    url = reverse("annotation:imports")
+    with serving({"/remote.csv": table}, redirects={"/moved.csv": "http://169.254.169.254/latest/meta-data/"}) as base:
+        settings.PROVIDER_PRIVATE_NETWORKS = []
+        page = admin_client.post(url, {"benchmark_name": "B", "url": f"{base}/remote.csv"}).content.decode()
+        assert "is a loopback address (127.0.0.1)" in page and "PROVIDER_PRIVATE_NETWORKS" in page
+        settings.PROVIDER_PRIVATE_NETWORKS = ["127.0.0.0/8"]
+        page = admin_client.post(url, {"benchmark_name": "B", "url": f"{base}/moved.csv"}).content.decode()
+        assert "169.254.169.254 is a link-local address" in page
+        assert not TableImport.objects.exists()
+        assert admin_client.post(url, {"benchmark_name": "B", "url": f"{base}/remote.csv"}).status_code == 302

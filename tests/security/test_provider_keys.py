@@ -15,9 +15,10 @@ from django.test import override_settings
 from django.urls import reverse
 
 from annotation.models import LALM, Judge
+from annotation.outbound import url_address_problem
 from annotation.providers.answers import answer_availability, answer_generator_for
 from annotation.providers.base import PermanentProviderError, ProviderUnavailable
-from annotation.providers.setup import base_url_problem, key_host_bindings, key_may_go_to
+from annotation.providers.setup import key_host_bindings, key_may_go_to
 from annotation.services.judging import judge_availability, judge_client_for, judge_setup_problems
 from tests.factories import UserFactory
 from tests.fakes.base import Reply
@@ -229,9 +230,9 @@ def test_the_operators_own_server_settings_are_trusted(elsewhere):
 
 
 def test_a_host_that_does_not_resolve_or_a_non_http_url_is_refused():
-    assert "does not resolve" in base_url_problem("http://no-such-host.invalid/v1")
-    assert "not an http:// or https:// URL" in base_url_problem("file:///etc/passwd")
-    assert "not an http:// or https:// URL" in base_url_problem("gpu-box:8000")
+    assert "does not resolve" in url_address_problem("http://no-such-host.invalid/v1")
+    assert "not an http:// or https:// URL" in url_address_problem("file:///etc/passwd")
+    assert "not an http:// or https:// URL" in url_address_problem("gpu-box:8000")
 
 
 def test_a_gemini_lalm_without_a_key_is_not_accepted_silently(client):

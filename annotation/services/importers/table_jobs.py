@@ -28,6 +28,7 @@ from annotation.access import ADMIN, require_role
 from annotation.jobs import lifecycle
 from annotation.jobs.registry import enqueue, kind_register
 from annotation.models import Benchmark, Job, TableImport
+from annotation.outbound import url_download
 from annotation.services.audit import audit_record
 from annotation.services.importers.presets import preset_mapping
 from annotation.services.importers.reader import ImportFormatError
@@ -82,26 +83,19 @@ def _save_upload(upload, folder: Path, field: str) -> Path:
 
 
 def _download(url: str, folder: Path, field: str) -> Path:
+    """The table at ``url`` downloaded into ``folder`` (:func:`annotation.outbound.url_download`: no private or
+    loopback hosts unless ``PROVIDER_PRIVATE_NETWORKS`` allows them, redirects checked too, at most
+    ``IMPORT_UPLOAD_MAX_BYTES``). Raises ``ValidationError`` on ``field`` saying why."""
     import httpx
 
     if not url.lower().startswith(("http://", "https://")):
         raise ValidationError({field: "Give an http:// or https:// URL."})
     name = get_valid_filename(PurePosixPath(httpx.URL(url).path).name)[:150] or "download"
-    path = folder / name
     try:
-        with httpx.stream("GET", url, follow_redirects=True, timeout=60.0) as response:
-            if response.status_code != 200:
-                raise ValidationError({field: f"The URL answered HTTP {response.status_code}."})
-            size = 0
-            with path.open("wb") as fh:
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > settings.IMPORT_UPLOAD_MAX_BYTES:
-                        raise ValidationError({field: "The file at the URL is over IMPORT_UPLOAD_MAX_BYTES."})
-                    fh.write(chunk)
-    except httpx.HTTPError as exc:
-        raise ValidationError({field: f"Cannot download the URL ({type(exc).__name__}: {exc})."}) from exc
-    return path
+        return url_download(url=url, path=folder / name, max_bytes=settings.IMPORT_UPLOAD_MAX_BYTES)
+    except ValueError as error:
+        message = str(error)
+        raise ValidationError({field: f"{message[0].upper()}{message[1:]}."}) from error
 
 
 def _unzipped_table(path: Path, field: str) -> Path:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from annotation.outbound import url_download
 from annotation.services.importers.reader import ImportFormatError
 from annotation.services.importers.table_mapping import FORMATS, ROW_COLUMN
 
@@ -317,7 +318,8 @@ class AudioLocator:
     """Finds the audio a table's cell names and puts it in a local file, in this order:
 
     1. bytes (a ``datasets`` Audio value, a binary column) → written to a file named by their SHA-256;
-    2. ``http://`` or ``https://`` → downloaded (at most ``max_bytes``, ``timeout_s`` per request);
+    2. ``http://`` or ``https://`` → downloaded (at most ``max_bytes``, ``timeout_s`` per request; no private,
+       loopback or link-local host unless ``PROVIDER_PRIVATE_NETWORKS`` lists it: :mod:`annotation.outbound`);
     3. a path relative to ``root``: a folder (the path may not leave it), or a zip file (the member of that path,
        or the one member whose path ends with it, e.g. ``a.wav`` in ``wavs/a.wav``);
     4. a key of the file storage (``django-storages``: S3 or the local media folder), copied to a local file.
@@ -380,20 +382,8 @@ class AudioLocator:
         name = PurePosixPath(httpx.URL(url).path).name or "audio"
         path = self.workdir / "url" / hashlib.sha256(url.encode()).hexdigest()[:16] / name[:120]
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with httpx.stream("GET", url, follow_redirects=True, timeout=self.timeout_s) as response:
-                if response.status_code != 200:
-                    raise ValueError(f"the URL answered HTTP {response.status_code}")
-                size = 0
-                with path.open("wb") as fh:
-                    for chunk in response.iter_bytes():
-                        size += len(chunk)
-                        if size > self.max_bytes:
-                            raise ValueError(f"the URL's file is over the limit of {self.max_bytes} bytes")
-                        fh.write(chunk)
-        except httpx.HTTPError as exc:
-            raise ValueError(f"cannot download the URL ({type(exc).__name__}: {exc})") from exc
-        return path
+        # No private or loopback hosts unless PROVIDER_PRIVATE_NETWORKS allows them; redirects are checked too.
+        return url_download(url=url, path=path, max_bytes=self.max_bytes, timeout_s=self.timeout_s)
 
     def _under_root(self, name: str) -> LocatedAudio | None:
         if self.root is None:
