@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Exists, F, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from annotation.access import STAFF, require_role, roles_of
 from annotation.crowd.items import candidates_without_quality_items
+from annotation.jobs.lifecycle import run_waiting_for_worker
 from annotation.models import (
     Benchmark,
     CandidateAnswer,
@@ -47,8 +47,6 @@ from refinement.selectors import flags_evaluated_at
 
 #: Snapshots of each benchmark's alpha shown as its trend (oldest to newest).
 TREND_POINTS = 8
-#: Seconds a queued job or run may wait before the dashboard asks whether a worker is running.
-WAITING_FOR_WORKER_S = 60
 
 
 @dataclass
@@ -121,8 +119,9 @@ class RunningWork:
 
     @property
     def waiting_for_worker(self) -> bool:
-        """Queued for more than :data:`WAITING_FOR_WORKER_S` seconds: no worker reads its queue, or all are busy."""
-        return self.queued_at is not None and timezone.now() - self.queued_at > timedelta(seconds=WAITING_FOR_WORKER_S)
+        """Queued for more than a minute (``annotation.jobs.lifecycle.run_waiting_for_worker``): no worker reads its
+        queue, or all are busy."""
+        return run_waiting_for_worker(queued_at=self.queued_at)
 
     @property
     def percent(self) -> int:

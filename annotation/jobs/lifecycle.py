@@ -29,6 +29,15 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed"
 ACTIVE = (QUEUED, RUNNING)
 #: Seconds between heartbeat writes (and cancellation checks) of a long computation (ORCA training, cross-fits).
 HEARTBEAT_EVERY_S = 10.0
+#: Seconds a queued job or run may wait before a page asks whether a worker is running.
+WAITING_FOR_WORKER_S = 60
+
+
+def run_waiting_for_worker(*, queued_at: datetime | None, now: datetime | None = None) -> bool:
+    """True when a row queued at ``queued_at`` (None: not queued, e.g. running) has waited more than
+    :data:`WAITING_FOR_WORKER_S` seconds: no worker reads its queue, or all are busy. Pages then show
+    ``templates/_waiting_for_worker.html`` (the dashboard's running work, the ORCA runs page)."""
+    return queued_at is not None and (now or timezone.now()) - queued_at > timedelta(seconds=WAITING_FOR_WORKER_S)
 
 
 class RunStopped(Exception):

@@ -8,7 +8,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text, form_add_validation_error
+from annotation.jobs.lifecycle import run_waiting_for_worker
 from modelling.forms import ModelImportForm, TrainingRunForm
+from modelling.models import TrainingRun
 from modelling.selectors import (
     model_version_active,
     model_version_imported_list,
@@ -40,6 +42,8 @@ def training_runs_page(request):
         run.test_unclamped = _metrics(run, "test", "unclamped")
         run.dev_clamped = _metrics(run, "dev", "clamped")
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
+        run.waiting_for_worker = run_waiting_for_worker(
+            queued_at=run.created_at if run.status == TrainingRun.Status.QUEUED else None)
     return render(request, "modelling/training_runs.html", {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
         "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),

@@ -86,6 +86,19 @@ def test_runs_list_compares_metrics_with_the_papers_figures(client, admin):
     assert reverse("modelling:training_run_activate", args=[run.pk]) in html
 
 
+def test_a_run_queued_for_over_a_minute_asks_whether_a_worker_runs(client, expert):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    waiting = TrainingRun.objects.create(config=training_config_clean(config={}))
+    TrainingRun.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(minutes=3))
+    TrainingRun.objects.create(config=training_config_clean(config={}))  # just queued: a worker may take it now
+    html = client.get(reverse("modelling:training_runs")).content.decode()
+    assert html.count("no worker has started it") == 1 and "Queued 3\xa0minutes ago" in html
+    assert "<code>celery -A config worker -Q default,gpu</code>" in html
+
+
 def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commit_callbacks):
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="M1_0")))
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="M2_3")))
