@@ -18,7 +18,8 @@
 moves by ~0.01 for the median item and by > 0.4 for 1 % of items (bench/orca_experiments.md), so float32 is
 the default.
 
-Exit status 2 with a one-line message on stderr for bad input files or unloadable models.
+Exit status 2 with a one-line message on stderr for bad input files, bad settings (e.g. ``--device cuda`` where
+torch sees no GPU) or unloadable models.
 """
 
 from __future__ import annotations
@@ -255,6 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"train": _cmd_train, "evaluate": _cmd_evaluate, "score": _cmd_score,
                 "import-upstream": _cmd_import_upstream}[a.cmd](a)
-    except (OrcaDataError, OrcaModelError, FileNotFoundError) as exc:
+    except (OrcaDataError, OrcaModelError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,8 @@ decay to 0, batch-length buckets, gradient clipping 1.0, the last epoch kept).
 
 from __future__ import annotations
 
+import operator
+
 #: Preset name -> run settings. ``device`` is where the recipe was measured; the platform falls back to the CPU
 #: (with a note in the run's log) when no CUDA worker takes the run.
 PRESETS: dict[str, dict] = {
@@ -73,7 +75,7 @@ _CLI_DEST = {
     "var_weight": ("var_weight", None),
     "max_length": ("max_length", None),
     "rationale": ("rationale", None),
-    "question": ("no_question", lambda v: not v),
+    "question": ("no_question", operator.not_),
     "transcript": ("with_transcript", None),
     "device": ("device", None),
 }
@@ -99,3 +101,9 @@ def preset_cli_defaults(name: str) -> dict:
         dest, convert = _CLI_DEST[key]
         out[dest] = convert(value) if convert else value
     return out
+
+
+def preset_settings(options: dict) -> dict:
+    """The preset keys' values of parsed command-line options (``vars(namespace)`` of ``train`` or bench/orca.py):
+    the inverse of :func:`preset_cli_defaults` (``no_question: True`` becomes ``question: False``)."""
+    return {key: convert(options[dest]) if convert else options[dest] for key, (dest, convert) in _CLI_DEST.items()}
