@@ -296,7 +296,9 @@ class _LayerSlice:
 
     Decoders apply a final norm after their last layer; for a lower slice (``stop`` set) it is switched off, so
     the output is the raw hidden state after layer ``stop`` that the upper layers expect. Decoders skip their
-    token embedding by themselves when given ``inputs_embeds``.
+    token embedding by themselves when given ``inputs_embeds``. Decoders whose layers differ by kind (Gemma 3:
+    sliding-window and full attention, each with its own rotary embedding) look a layer's kind up in
+    ``config.layer_types`` by its position in ``layers``, so that list is sliced the same way while the slice is on.
     """
 
     def __init__(self, backbone: nn.Module, start: int, stop: int | None, skip_embeddings: bool):
@@ -316,6 +318,9 @@ class _LayerSlice:
             self.b.layers = nn.ModuleList(list(self.layers)[self.start : self.stop])
             if self.stop is not None:
                 self.b.norm = nn.Identity()
+            self.layer_types = getattr(self.b.config, "layer_types", None)
+            if isinstance(self.layer_types, list):
+                self.b.config.layer_types = self.layer_types[self.start : self.stop]
         return self.b
 
     def __exit__(self, *exc):
@@ -323,6 +328,8 @@ class _LayerSlice:
             self.b.encoder.layer, self.b.embeddings = self.layers, self.emb
         else:
             self.b.layers, self.b.norm = self.layers, self.norm
+            if isinstance(self.layer_types, list):
+                self.b.config.layer_types = self.layer_types
         return False
 
 

@@ -6,10 +6,8 @@ reason otherwise.
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,32 +15,15 @@ from django.db import connection
 
 from modelling.models import WorkerNode
 from modelling.services.workers import cuda_worker_alive, orca_queue, workers_alive
+from tests.annotation.test_jobs_worker import redis_reachable, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def _redis_reachable() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _wait_for(condition, *, timeout_s: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; worker log:\n{log.read_text()[-4000:]}")
-
-
 def test_a_worker_registers_its_queues_and_cuda_and_leaves_on_shutdown(tmp_path, settings):
-    if not _redis_reachable():
+    if not redis_reachable():
         pytest.skip("Redis is not reachable at 127.0.0.1:6379 (the worker test needs a real broker)")
     if connection.vendor != "postgresql":
         pytest.skip("the worker test needs PostgreSQL shared with the worker: set DATABASE_URL=postgres://...")
@@ -63,8 +44,8 @@ def test_a_worker_registers_its_queues_and_cuda_and_leaves_on_shutdown(tmp_path,
         cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
     )
     try:
-        _wait_for(lambda: WorkerNode.objects.filter(hostname__startswith="probe@").exists(), timeout_s=240,
-                  what="the worker to register", log=log)
+        wait_for(lambda: WorkerNode.objects.filter(hostname__startswith="probe@").exists(), timeout_s=240,
+                 what="the worker to register", log=log)
         node = WorkerNode.objects.get(hostname__startswith="probe@")
         assert node.queues == ["default", "orca-gpu-test"] and node.cuda is torch.cuda.is_available()
         assert node.versions["torch"] == torch.__version__ and node.versions["transformers"]
