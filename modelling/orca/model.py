@@ -538,7 +538,7 @@ def save_orca(model: OrcaModel, tokenizer, out_dir: str | Path, verify_items: Se
 def _write_folder(model: OrcaModel, tokenizer, folder: Path) -> None:
     from safetensors.torch import save_file
 
-    from .integrity import environment, files_sha256, tokenizer_fingerprint
+    from .integrity import environment, file_sha256, files_sha256, tokenizer_fingerprint
 
     if not getattr(tokenizer, "is_fast", False):
         raise OrcaModelError(f"{type(tokenizer).__name__} is not a fast (tokenizers) tokenizer; ORCA stores only those")
@@ -559,7 +559,7 @@ def _write_folder(model: OrcaModel, tokenizer, folder: Path) -> None:
     }
     model.config.environment = environment()
     model.config.files_sha256 = files_sha256([folder / BACKBONE_DIR], base=folder)
-    model.config.files_sha256[HEAD_NAME] = files_sha256([folder], base=folder)[HEAD_NAME]
+    model.config.files_sha256[HEAD_NAME] = file_sha256(folder / HEAD_NAME)
     model.config.format_version = FORMAT_VERSION
     (folder / CONFIG_NAME).write_text(json.dumps(model.config.to_json(), indent=2, sort_keys=True) + "\n")
 

@@ -46,7 +46,14 @@ from torch import nn
 
 from .config import CONFIG_NAME, FORMAT_VERSION, HEAD_NAME, OrcaConfig, OrcaModelError, _set_offline
 from .data import OrcaItem
-from .integrity import environment, files_check, files_sha256, fingerprint_check, tokenizer_fingerprint
+from .integrity import (
+    environment,
+    file_sha256,
+    files_check,
+    files_sha256,
+    fingerprint_check,
+    tokenizer_fingerprint,
+)
 
 SCORE_TYPES = {"beta": 2, "multinomial": 5, "bernoulli": 2}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -268,9 +275,8 @@ def import_upstream(
             tokenizer={"fingerprint": fingerprint}, environment=environment(), format_version=FORMAT_VERSION,
         )
         config.files_sha256 = files_sha256([_resolve(out, ref) for ref in hashed], base=out)
-        config.files_sha256[HEAD_NAME] = "pending"
         save_file({k: v.contiguous() for k, v in head.items()}, str(out / HEAD_NAME))
-        config.files_sha256[HEAD_NAME] = files_sha256([out], base=out)[HEAD_NAME]
+        config.files_sha256[HEAD_NAME] = file_sha256(out / HEAD_NAME)
         (out / CONFIG_NAME).write_text(json.dumps(config.to_json(), indent=2, sort_keys=True) + "\n")
         if check:
             load_upstream(out, config)
