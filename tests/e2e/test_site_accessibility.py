@@ -14,7 +14,7 @@ import pytest
 
 from annotation.models import Job, Modality
 from config.navigation import navigation_for
-from modelling.models import TrainingRun
+from modelling.models import ModelVersion, ScoringRun, TrainingRun
 from refinement.models import CorrectionItem, Queue
 from tests.factories import (
     AnnotatorFactory,
@@ -64,6 +64,12 @@ def site(settings, tmp_path):
                                   question_version=questions[0].current_version)
     job = Job.objects.create(kind=Job.Kind.RATIONALE, status=Job.Status.RUNNING, benchmark=bench, total=4, done=1)
     run = TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, steps_done=3, steps_total=12)
+    # A model being activated: the ORCA runs page shows its scoring job with a progress bar and its log.
+    done = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x",
+                                      config={"base_model": "minilm"})
+    version = ModelVersion.objects.create(training_run=done, name="orca-a11y", artifact_path="/x")
+    ScoringRun.objects.create(model_version=version, activate=True, status=ScoringRun.Status.RUNNING, done=40,
+                              total=120, device="cpu", log="queued: check and activate orca-a11y\n")
     # Something left for a fresh annotator to rate.
     CandidateAnswerFactory(question_version=questions[1].current_version, lalm=LALMFactory(name="Gemini"))
     users = {
@@ -77,7 +83,7 @@ def site(settings, tmp_path):
                    f"/refinement/item/{questions[0].pk}/correct/", f"/refinement/item/{questions[0].pk}/history/",
                    "/modelling/agreement/?level=interval"],
     }
-    details["admin"] = details["expert"]
+    details["admin"] = details["expert"] + ["/modelling/runs/new/", f"/modelling/runs/{done.pk}/"]
     return {"users": users, "details": details}
 
 
