@@ -108,7 +108,7 @@ def _crossfit(run: CrossFitRun) -> None:
     from modelling.orca import train
 
     cfg = run.config
-    device, note = orca_device(cfg["device"])  # cuda asked for on a worker without it: the CPU, noted
+    device, note = orca_device(cfg.get("device", "cpu"))  # cuda asked for on a worker without it: the CPU, noted
     if note:
         _log(run.pk, note)
     fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)

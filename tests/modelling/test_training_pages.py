@@ -214,3 +214,12 @@ def test_the_item_page_shows_mu_plus_minus_sigma_and_the_human_ratings(client, e
 def test_the_agreement_page_links_to_the_orca_pages(client, expert):
     html = client.get(reverse("modelling:agreement")).content.decode()
     assert reverse("modelling:training_runs") in html and reverse("modelling:items") in html
+
+
+def test_a_run_that_fell_back_to_the_cpu_says_so_on_its_page(client, expert):
+    run = TrainingRun.objects.create(
+        config=training_config_clean(config={"base_model": "gemma3-270m", "device": "cuda", "lora_rank": 16}),
+        status=TrainingRun.Status.DONE, artifact_path="/x", metrics={"device": "cpu", "train_wall_s": 1.0},
+    )
+    page = client.get(reverse("modelling:training_run", args=[run.pk])).content.decode()
+    assert "LoRA rank 16" in page and "cuda (ran on cpu: no CUDA on its worker)" in page
