@@ -8,8 +8,10 @@ PY := $(VENV)/bin/python
 DATA ?=
 ADDR ?= 127.0.0.1:8000
 PYTEST_ARGS ?=
+# Another transformers version (the oldest allowed), beside the venv: saved ORCA models must reload the same in both.
+ALT_TRANSFORMERS := var/alt-transformers
 
-.PHONY: run test setup migrate demo lint clean
+.PHONY: run test setup migrate demo lint clean check-transformers
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,10 +47,21 @@ run: demo
 	$(PY) manage.py runplatform $(ADDR)
 
 ## make test: the whole suite (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL are set); installs
-## llama-cpp-python[server] first (see above).
-test: setup $(VENV)/.llama-installed
+## llama-cpp-python[server] first (see above) and transformers 5.17 beside the venv (check-transformers, below).
+test: setup $(VENV)/.llama-installed $(ALT_TRANSFORMERS)/.installed
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test
-	$(PY) -m pytest $(PYTEST_ARGS)
+	ORCA_ALT_TRANSFORMERS=$(CURDIR)/$(ALT_TRANSFORMERS) $(PY) -m pytest $(PYTEST_ARGS)
+
+## make check-transformers: saved ORCA models reload identically under the oldest transformers the requirements allow
+## (5.17.0, installed beside the venv into var/alt-transformers, never into it) and under the installed one, both ways
+## (tests/modelling/orca/test_orca_transformers_versions.py; minutes: it loads the GGUF base models in both versions).
+$(ALT_TRANSFORMERS)/.installed:
+	$(PY) -m pip install --quiet --no-deps --target $(ALT_TRANSFORMERS) transformers==5.17.0 tokenizers==0.23.2 \
+		huggingface-hub==1.33.0
+	touch $@
+
+check-transformers: setup $(ALT_TRANSFORMERS)/.installed
+	ORCA_ALT_TRANSFORMERS=$(CURDIR)/$(ALT_TRANSFORMERS) $(PY) -m pytest tests/modelling/orca/test_orca_transformers_versions.py
 
 ## make lint: ruff with ruff.toml (CI runs it before the tests).
 lint: setup

@@ -1,7 +1,7 @@
 """Django admin for the modelling rows (read-only: snapshots are computed, never typed in)."""
 from django.contrib import admin
 
-from .models import AgreementSnapshot, ModelImport, ModelVersion, Prediction, TrainingRun
+from .models import AgreementSnapshot, ModelImport, ModelVersion, Prediction, ScoringRun, TrainingRun, WorkerNode
 
 
 @admin.register(AgreementSnapshot)
@@ -43,6 +43,18 @@ class ModelVersionAdmin(_ReadOnlyAdmin):
 class ModelImportAdmin(_ReadOnlyAdmin):
     list_display = ["id", "name", "status", "created_at", "created_by", "model_version"]
     list_filter = ["status"]
+
+
+@admin.register(ScoringRun)
+class ScoringRunAdmin(_ReadOnlyAdmin):
+    list_display = ["id", "model_version", "activate", "status", "done", "total", "device", "created_at", "created_by"]
+    list_filter = ["status", "activate"]
+
+
+@admin.register(WorkerNode)
+class WorkerNodeAdmin(_ReadOnlyAdmin):
+    list_display = ["hostname", "queues", "cuda", "device_name", "started_at", "last_seen_at"]
+    list_filter = ["cuda"]
 
 
 @admin.register(Prediction)

@@ -1,18 +1,46 @@
-"""Forms of the modelling app: starting an ORCA training run."""
+"""Forms of the modelling app: starting an ORCA training run (from a named preset), registering a checkpoint."""
 from django import forms
-from django.conf import settings
 
 from modelling.models import SplitKind
+from modelling.orca.presets import DEFAULT_PRESET, GPU_PRESETS, PRESETS, preset
 from modelling.services.training import DEFAULT_CONFIG, DEVICES, HEADS, POOLINGS
+
+#: What each preset is, for the recipe chooser.
+PRESET_LABELS = {
+    "cpu-minilm": "cpu-minilm: the packaged MiniLM on a CPU (minutes; dev ρ 0.74 on seed-108)",
+    "gpu-gemma3-270m": "gpu-gemma3-270m: the paper's Gemma-3-270M with LoRA on a GPU worker (dev ρ 0.79 on an H100)",
+}
+
+
+def presets_offered(*, cuda_worker: bool) -> list[str]:
+    """The presets the training form offers: all of them when a worker with CUDA is alive, else the CPU ones."""
+    return [name for name in PRESETS if cuda_worker or name not in GPU_PRESETS]
+
+
+class PresetForm(forms.Form):
+    """The recipe chooser above the training form (GET): its choice fills the training form's initial values."""
+
+    preset = forms.ChoiceField(label="Recipe", help_text="Fills in the settings below; change any of them after.")
+
+    def __init__(self, *args, offered: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = [(name, PRESET_LABELS.get(name, name)) for name in offered]
+        self.fields["preset"].initial = DEFAULT_PRESET
+
+    def chosen(self) -> str:
+        """The chosen preset, or the default one for no or an unoffered choice."""
+        return self.cleaned_data["preset"] if self.is_valid() else DEFAULT_PRESET
 
 
 class TrainingRunForm(forms.Form):
-    """What a user chooses for a run; ``config()`` and ``split()`` give the service's arguments."""
+    """What a user chooses for a run, starting from a preset's values; ``config()`` and ``split()`` give the
+    service's arguments."""
 
     base_model = forms.CharField(
         max_length=500,
-        help_text="minilm (packaged all-MiniLM-L6-v2, the default), smollm2 (packaged SmolLM2-135M GGUF), "
-        "a local folder or .gguf file, or a hub name already in the cache.",
+        help_text="minilm (packaged all-MiniLM-L6-v2), smollm2 (packaged SmolLM2-135M GGUF), gemma3-270m (the "
+        "paper's Gemma-3-270M GGUF from PyPI, under the Gemma terms), a local folder or .gguf file, or a hub name "
+        "already in the cache.",
     )
     head = forms.ChoiceField(choices=[(h, h) for h in HEADS], initial=DEFAULT_CONFIG["head"],
                              help_text="beta: log α, log β of a Beta (paper); multinomial: 5 logits.")
@@ -27,6 +55,10 @@ class TrainingRunForm(forms.Form):
     freeze_layers = forms.IntegerField(
         min_value=0, max_value=1000, initial=DEFAULT_CONFIG["freeze_layers"], label="Frozen lower layers",
         help_text="The embeddings and this many lowest layers stay fixed and are computed once (0 = full fine-tuning).",
+    )
+    lora_rank = forms.IntegerField(
+        min_value=0, max_value=1024, initial=DEFAULT_CONFIG["lora_rank"], label="LoRA rank",
+        help_text="Train low-rank adapters of this rank instead of the weights (0 = off); merged into the saved model.",
     )
     var_weight = forms.FloatField(
         min_value=0, max_value=1000, initial=DEFAULT_CONFIG["var_weight"], label="σ² penalty weight",
@@ -43,7 +75,8 @@ class TrainingRunForm(forms.Form):
     transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript",
                                     help_text="The Whisper transcript of speech questions (empty for others).")
     device = forms.ChoiceField(choices=[(d, d) for d in DEVICES],
-                               help_text="cuda needs a GPU worker (ORCA_TRAIN_QUEUE); cpu runs anywhere.")
+                               help_text="cuda needs a GPU worker (ORCA_TRAIN_QUEUE); without one the run trains on a "
+                               "CPU worker, noted in its log.")
     split_kind = forms.ChoiceField(choices=SplitKind.choices, initial=SplitKind.UNSEEN_QUESTIONS, label="Split",
                                    help_text="Unseen questions: the paper's setting; held-out LALMs: test on "
                                    "answers of LALMs never seen in training.")
@@ -58,14 +91,14 @@ class TrainingRunForm(forms.Form):
     fieldsets = [
         ("Model", ["base_model", "head", "pooling", "device"]),
         ("Inputs", ["rationale", "question", "transcript", "max_length"]),
-        ("Training", ["epochs", "lr", "batch_size"]),
+        ("Training", ["epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight"]),
         ("Data split", ["split_kind", "seed", "held_out_lalms"]),
     ]
 
-    def __init__(self, *args, lalm_names: list[str], **kwargs):
+    def __init__(self, *args, lalm_names: list[str], preset_name: str = DEFAULT_PRESET, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["base_model"].initial = settings.ORCA_BASE_MODEL
-        self.fields["device"].initial = settings.ORCA_DEVICE
+        for key, value in preset(preset_name).items():
+            self.fields[key].initial = value
         self.fields["held_out_lalms"].choices = [(name, name) for name in lalm_names]
 
     def clean(self):

@@ -267,6 +267,76 @@ class ModelImport(models.Model):
         return lines[-1].split("FAILED: ", 1)[1] if lines else ""
 
 
+class ScoringRun(models.Model):
+    """One scoring job of a model version (``modelling.services.scoring``): a worker loads the model, checking that
+    it is the model that was saved or imported (tokenizer fingerprint, SHA-256 of its files), then scores every
+    current candidate answer it has not scored, with progress (``done`` of ``total``). With ``activate`` the version
+    becomes the active one only after that check passed: a model that fails it is never activated (the reason is in
+    ``log``). Created QUEUED by ``scoring_run_start``; only that module writes it."""
+
+    Status = TrainingRun.Status
+
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="scoring_runs", help_text="The model that scores."
+    )
+    activate = models.BooleanField(
+        default=False, help_text="Make the model the active one once it loaded and passed its checks."
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED,
+                              help_text="Where the job is in its life.")
+    task_id = models.CharField(max_length=255, blank=True, help_text="Celery task id of the worker.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
+    log = models.TextField(blank=True, help_text="What happened, with UTC times; the reason of a failure.")
+    done = models.PositiveIntegerField(default=0, help_text="Candidate answers scored so far.")
+    total = models.PositiveIntegerField(default=0, help_text="Candidate answers to score (known once it runs).")
+    device = models.CharField(max_length=20, blank=True, help_text="Where it scores: cpu or cuda.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="Who started it (empty for beat and retraining).")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was queued.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker claimed it.")
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When it ended (any final status).")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"scoring run #{self.pk} of {self.model_version_id} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        """Share of ``total`` scored, 0–100 (0 while the total is unknown)."""
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def failure(self) -> str:
+        """The log's last "FAILED: …" line without the prefix, or ""."""
+        lines = [line for line in self.log.splitlines() if "FAILED: " in line]
+        return lines[-1].split("FAILED: ", 1)[1] if lines else ""
+
+
+class WorkerNode(models.Model):
+    """A Celery worker as it announced itself (``modelling.services.workers``): the queues it serves and whether
+    torch sees a CUDA device there. Written when the worker starts and refreshed every minute while it runs; a row
+    not refreshed for 3 minutes is a worker gone. Read by the training form (the GPU preset is offered only when a
+    CUDA worker is alive) and by the routing of ORCA jobs (the ``ORCA_TRAIN_QUEUE`` queue only when a worker serves
+    it)."""
+
+    hostname = models.CharField(max_length=255, unique=True, help_text="Celery node name, e.g. gpu@host.")
+    queues = models.JSONField(default=list, blank=True, help_text="Names of the queues it consumes.")
+    cuda = models.BooleanField(default=False, help_text="torch sees a CUDA device in this worker.")
+    device_name = models.CharField(max_length=200, blank=True, help_text="The GPU's name, when there is one.")
+    versions = models.JSONField(default=dict, blank=True, help_text="torch and transformers versions there.")
+    started_at = models.DateTimeField(help_text="When the worker announced itself.")
+    last_seen_at = models.DateTimeField(help_text="Its latest sign of life (refreshed every minute).")
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname} ({', '.join(self.queues)}{', CUDA' if self.cuda else ''})"
+
+
 class Prediction(models.Model):
     """ORCA's predicted Beta distribution of one candidate answer's normalised rating y = (r − 1)/4 (paper, Eq. 1–4).
 

@@ -6,13 +6,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from modelling.leaderboard.crossfit import crossfit_execute, crossfits_fail_stale
-from modelling.models import ModelVersion
 from modelling.reliability.services import reliability_refresh, reliability_refresh_if_changed
 from modelling.services.agreement_cache import agreement_reports_warm
-from modelling.services.predictions import predictions_pending_for_active, predictions_score
+from modelling.services.predictions import predictions_pending_for_active
 from modelling.services.rater import rater_snapshots_write
 from modelling.services.registry import model_import_execute, model_imports_fail_stale
 from modelling.services.routing import routing_refresh
+from modelling.services.scoring import scoring_run_execute, scoring_run_start, scoring_runs_fail_stale
 from modelling.services.snapshots import agreement_snapshots_refresh
 from modelling.services.training import training_retrain_if_due, training_run_execute, training_runs_fail_stale
 
@@ -58,33 +58,33 @@ def model_import_task(self, model_import_pk: int) -> str:
     return _final_status(model_import_execute(import_id=model_import_pk, task_id=self.request.id or ""))
 
 
-@shared_task(acks_late=True, ignore_result=True, soft_time_limit=3600, time_limit=3700)
-def predictions_score_task(model_version_pk: int) -> int:
-    """Score every current candidate answer the model version has not scored yet; returns how many."""
-    version = ModelVersion.objects.filter(pk=model_version_pk).first()
-    if version is None:
-        return 0
-    written = predictions_score(model_version=version)
-    routing_refresh_task.delay()  # new predictions: re-route (a no-op while routing is off)
-    return written
+@shared_task(**ORCA_RUN_TASK)
+def scoring_run_task(self, scoring_run_pk: int) -> str:
+    """Do one scoring job (``modelling.services.scoring.scoring_run_execute``: load and check the model, activate it
+    when asked, score with progress); returns its final status ("skipped" for a redelivered message)."""
+    run = scoring_run_execute(run_id=scoring_run_pk, task_id=self.request.id or "")
+    if run is not None and run.status == run.Status.DONE and run.done:
+        routing_refresh_task.delay()  # new predictions: re-route (a no-op while routing is off)
+    return _final_status(run)
 
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def predictions_score_new_task() -> bool:
-    """Beat: when candidate answers lack a prediction of the active model, enqueue ``predictions_score_task`` (routed
-    to ``ORCA_TRAIN_QUEUE``: the model is loaded there, not in this light task). Returns whether it enqueued."""
+    """Beat: when candidate answers lack a prediction of the active model, queue a scoring job for it (unless one is
+    queued or running; it goes to ``ORCA_TRAIN_QUEUE`` when a worker serves it: the model is loaded there, not in
+    this light task). Returns whether the active model has a scoring job queued or running now."""
     version = predictions_pending_for_active()
     if version is None:
         return False
-    predictions_score_task.delay(version.pk)  # routed to ORCA_TRAIN_QUEUE by CELERY_TASK_ROUTES
+    scoring_run_start(version=version)  # returns the pending job instead when there is one
     return True
 
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def training_runs_fail_stale_task() -> int:
-    """Beat: fail RUNNING training runs, cross-fits and checkpoint imports without a heartbeat for
+    """Beat: fail RUNNING training runs, cross-fits, checkpoint imports and scoring jobs without a heartbeat for
     ``ORCA_STALE_MINUTES``; returns how many."""
-    return training_runs_fail_stale() + crossfits_fail_stale() + model_imports_fail_stale()
+    return training_runs_fail_stale() + crossfits_fail_stale() + model_imports_fail_stale() + scoring_runs_fail_stale()
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)

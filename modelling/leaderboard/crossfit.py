@@ -29,7 +29,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.jobs import lifecycle
-from annotation.jobs.registry import enqueue
 from annotation.models import CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
@@ -37,6 +36,7 @@ from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
 from modelling.services.predictions import predictions_score
 from modelling.services.registry import artifact_root
 from modelling.services.training import model_version_register, orca_configs, scored_items, training_config_clean
+from modelling.services.workers import orca_device, orca_enqueue
 
 #: The job kind of a cross-fit (``ModellingConfig.ready`` registers its task).
 CROSSFIT = "crossfit"
@@ -74,7 +74,7 @@ def crossfit_start(*, config: dict | None = None, folds: int = 5, seed: int = 0,
         run.save()
         audit_record(actor=created_by, action="crossfit.start", obj=run,
                      new={"config": clean, "folds": folds, "seed": seed})
-        enqueue(CROSSFIT, run.pk)
+        orca_enqueue(CROSSFIT, CrossFitRun, run.pk)  # ORCA_TRAIN_QUEUE when a worker serves it, else noted
     return run
 
 
@@ -108,6 +108,9 @@ def _crossfit(run: CrossFitRun) -> None:
     from modelling.orca import train
 
     cfg = run.config
+    device, note = orca_device(cfg.get("device", "cpu"))  # cuda asked for on a worker without it: the CPU, noted
+    if note:
+        _log(run.pk, note)
     fold_of = crossfit_assign_folds(question_ids=_current_question_ids(), folds=run.folds, seed=run.seed)
     if not fold_of:
         raise ValueError("no question has a candidate answer on its current version")
@@ -140,7 +143,8 @@ def _crossfit(run: CrossFitRun) -> None:
 
         model_dir = data / "model"
         try:
-            result = train(items, None, model_dir, *orca_configs(config=cfg, seed=run.seed), callback=progress)
+            result = train(items, None, model_dir, *orca_configs(config=cfg, seed=run.seed, device=device),
+                           callback=progress)
         except lifecycle.RunStopped:
             # The fold's training run ends with the cross-fit, not 30 minutes later by the stale reaper.
             lifecycle.run_cancel(TrainingRun, fold_run.pk)
@@ -163,7 +167,7 @@ def _crossfit(run: CrossFitRun) -> None:
             question_version=F("question_version__question__current_version"),
             question_version__question_id__in=held,
         ))
-        written = predictions_score(model_version=version, candidates=candidates)
+        written = predictions_score(model_version=version, candidates=candidates, device=device)
         total += written
         CrossFitFold.objects.filter(pk=fold_row.pk).update(n_predicted=written)
         _beat(run.pk, folds_done=k + 1, n_predictions=total)

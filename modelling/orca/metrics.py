@@ -6,8 +6,8 @@ All quantities live on the normalised scale y = (r−1)/4 ∈ [0, 1].
 * MAE_μ: mean |μ − human mean| over all items.
 * MAE_σ²: mean |σ² − human variance| over items with ≥ 2 ratings, where the human variance is the
   **sample** variance (ddof = 1) of the item's normalised ratings. Items with a single rating have no
-  sample variance and are left out. This convention reproduces MODELLING-NOTES' always-zero baseline
-  (0.031 on seed-108 dev; population variance would give 0.020).
+  sample variance and are left out. This convention gives the always-zero baseline of
+  bench/orca_experiments.md (0.031 on seed-108 dev; population variance would give 0.020).
 * MAE_σ² under the ORCA authors' definitions (:func:`mae_var_by_definition`): against the Bessel-corrected sample
   variance with 0 for single-rating items (their release, "upstream") and against the population variance (ddof 0),
   both over every item. ``evaluate`` prints both beside ours, and the always-zero baseline under each.

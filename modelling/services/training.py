@@ -32,37 +32,24 @@ from annotation.jobs.lifecycle import (
     run_log,
     runs_fail_stale,
 )
-from annotation.jobs.registry import enqueue
 from annotation.models import LALM, CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from annotation.services.splits import split_held_out_lalms, split_unseen_questions
 from modelling.models import ModelVersion, SplitKind, TrainingRun
 from modelling.orca.metrics import json_finite
+from modelling.orca.presets import DEFAULT_PRESET, preset
 from modelling.selectors import model_version_active, valid_rating_count
-from modelling.services.registry import artifact_root, model_version_activate
+from modelling.services.registry import artifact_root
+from modelling.services.scoring import scoring_run_start
+from modelling.services.workers import orca_device, orca_enqueue
 
 HEADS = ("beta", "multinomial")
 POOLINGS = ("auto", "mean", "cls", "last")
 DEVICES = ("cpu", "cuda")
-#: Defaults of a run's ``config``: the same recipe as ``python -m modelling.orca train`` and bench/orca.py
-#: (``modelling.orca.OrcaConfig`` / ``TrainConfig`` defaults; kept literal so web processes need not import torch,
-#: and checked equal by a test).
-DEFAULT_CONFIG = {
-    "base_model": "minilm",
-    "head": "beta",
-    "pooling": "auto",
-    "epochs": 6,
-    "lr": 1e-4,
-    "batch_size": 16,
-    "freeze_layers": 2,
-    "var_weight": 5.0,
-    "max_length": 96,
-    "rationale": False,
-    "question": True,
-    "transcript": False,
-    "device": "cpu",
-}
+#: Defaults of a run's ``config``: the ``cpu-minilm`` preset, the same recipe as ``python -m modelling.orca train`` and
+#: bench/orca.py (``modelling.orca.presets``, a module without torch, so web processes can read it).
+DEFAULT_CONFIG = preset(DEFAULT_PRESET)
 #: Dev share of the training LALMs' questions in the held-out-LALM scenario.
 HELD_OUT_DEV_RATIOS = (0.9, 0.1, 0.0)
 
@@ -72,7 +59,7 @@ def training_config_clean(*, config: dict) -> dict:
 
     Returns a new dict with every key of ``DEFAULT_CONFIG``. Raises ``ValidationError`` naming the field for an
     unknown key, a wrong type or a value out of range (epochs 1–1000, lr in (0, 1), batch_size 1–4096,
-    freeze_layers 0–1000, var_weight 0–1000, max_length 16–32768).
+    freeze_layers 0–1000, lora_rank 0–1024, var_weight 0–1000, max_length 16–32768).
     """
     unknown = sorted(set(config) - set(DEFAULT_CONFIG))
     if unknown:
@@ -80,12 +67,12 @@ def training_config_clean(*, config: dict) -> dict:
     clean = dict(DEFAULT_CONFIG, base_model=settings.ORCA_BASE_MODEL, device=settings.ORCA_DEVICE) | dict(config)
     errors: dict[str, str] = {}
     if not isinstance(clean["base_model"], str) or not clean["base_model"].strip():
-        errors["base_model"] = "name a base model: minilm, smollm2, a folder or a hub name"
+        errors["base_model"] = "name a base model: minilm, smollm2, gemma3-270m, a folder or a hub name"
     for key, choices in (("head", HEADS), ("pooling", POOLINGS), ("device", DEVICES)):
         if clean[key] not in choices:
             errors[key] = f"must be one of {', '.join(choices)}"
     for key, low, high in (("epochs", 1, 1000), ("batch_size", 1, 4096), ("freeze_layers", 0, 1000),
-                           ("max_length", 16, 32768)):
+                           ("lora_rank", 0, 1024), ("max_length", 16, 32768)):
         value = clean[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             errors[key] = f"must be a whole number from {low} to {high}"
@@ -147,7 +134,7 @@ def training_run_start(
         audit_record(actor=created_by, action="training_run.start", obj=run,
                      new={"config": clean, "split_kind": kind, "split_seed": seed, "held_out_lalms": held_out,
                           "trigger": trigger})
-        enqueue(TRAINING_RUN, run.pk)
+        orca_enqueue(TRAINING_RUN, TrainingRun, run.pk)
     return run
 
 
@@ -276,23 +263,13 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun | Non
     return run
 
 
-def orca_configs(*, config: dict, seed: int):
-    """``(OrcaConfig, TrainConfig)`` of a run's cleaned ``config`` (:func:`training_config_clean`) with ``seed``;
-    shared by training runs and the leaderboard's cross-fits. Imports ``modelling.orca`` (torch)."""
-    from modelling.orca import OrcaConfig, TrainConfig
+def orca_configs(*, config: dict, seed: int, device: str | None = None):
+    """``(OrcaConfig, TrainConfig)`` of a run's cleaned ``config`` (:func:`training_config_clean`) with ``seed``, on
+    ``device`` when given (the worker's fallback) else the config's; shared by training runs and the leaderboard's
+    cross-fits. Imports ``modelling.orca`` (torch)."""
+    from modelling.orca import configs_from_settings
 
-    return (
-        OrcaConfig(
-            base_model=config["base_model"], head=config["head"], pooling=config["pooling"],
-            max_length=config["max_length"], rationale=config["rationale"], question=config["question"],
-            transcript=config["transcript"],
-        ),
-        TrainConfig(
-            epochs=config["epochs"], lr=config["lr"], batch_size=config["batch_size"], seed=seed,
-            device=config["device"], freeze_layers=config.get("freeze_layers", 0),
-            var_weight=config.get("var_weight", 0.0), log_every=1,
-        ),
-    )
+    return configs_from_settings(config | ({"device": device} if device else {}), seed=seed, log_every=1)
 
 
 def _train(run: TrainingRun) -> None:
@@ -313,7 +290,10 @@ def _train(run: TrainingRun) -> None:
     if not items["train"]:
         raise ValueError("the training split has no candidate answer with a scored valid rating")
 
-    model_config, train_config = orca_configs(config=cfg, seed=run.split_seed)
+    device, note = orca_device(cfg["device"])  # cuda asked for on a worker without it: the CPU, noted
+    if note:
+        _log(run.pk, note)
+    model_config, train_config = orca_configs(config=cfg, seed=run.split_seed, device=device)
     model_dir = folder / "model"
     result = train(
         items["train"], items["dev"] or None, model_dir, model_config, train_config, callback=_Progress(run.pk)
@@ -322,12 +302,14 @@ def _train(run: TrainingRun) -> None:
     dev_metrics = trained.dev_metrics or {}
     metrics = json_finite({
         "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
-        "test": _evaluate(result["model"], result["tokenizer"], items["test"], device=cfg["device"]),
+        "test": _evaluate(result["model"], result["tokenizer"], items["test"], device=device),
         "best_epoch": dev_metrics.get("best_epoch"),
         "clamp_threshold": trained.clamp_threshold,
         "concentration_scale": trained.concentration_scale,
         "train_wall_s": round(result["train_wall_s"], 2),
         "pooling": trained.pooling,
+        "device": device,
+        "verification": trained.verification,
     })
     with transaction.atomic():
         if not run_finish(TrainingRun, run.pk, metrics=metrics, artifact_path=str(model_dir)):
@@ -394,7 +376,9 @@ def retrain_should_activate(*, new_rho: float | None, active_rho: float | None) 
 
 
 def training_run_promote_if_not_worse(*, run: TrainingRun) -> bool:
-    """Activate a DONE run's model when its dev ρ (unclamped) is not worse than the active model's; returns whether.
+    """Activate a DONE run's model when its dev ρ (unclamped) is not worse than the active model's; returns whether
+    its activation was started (a scoring job activates it once the saved model loaded and passed its checks:
+    ``modelling.services.scoring``).
 
     The two ρ come from each run's own dev split (the data grew in between, so the splits differ); unclamped ρ
     because the clamp threshold is tuned on dev itself.
@@ -407,8 +391,9 @@ def training_run_promote_if_not_worse(*, run: TrainingRun) -> bool:
     if not retrain_should_activate(new_rho=new_rho, active_rho=active_rho):
         _log(run.pk, f"not activated: dev rho {new_rho} is worse than the active model's {active_rho}")
         return False
-    model_version_activate(run=run, user=None)
-    _log(run.pk, f"activated: dev rho {new_rho} is not worse than the previous model's {active_rho}")
+    scoring = scoring_run_start(run=run, activate=True, user=None)
+    _log(run.pk, f"activating (scoring run #{scoring.pk} checks the saved model first): dev rho {new_rho} is not "
+                 f"worse than the previous model's {active_rho}")
     return True
 
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text, form_add_validation_error
 from annotation.jobs.lifecycle import run_waiting_for_worker
-from modelling.forms import ModelImportForm, TrainingRunForm
+from modelling.forms import ModelImportForm, PresetForm, TrainingRunForm, presets_offered
 from modelling.models import TrainingRun
 from modelling.selectors import (
     model_version_active,
@@ -17,9 +17,11 @@ from modelling.selectors import (
     rated_lalm_names,
     training_run_list,
 )
-from modelling.services.registry import model_import_start, model_imports_unregistered, model_version_activate
+from modelling.services.registry import model_import_start, model_imports_unregistered
+from modelling.services.scoring import scoring_run_activation_latest, scoring_run_start, scoring_runs_recent
 from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
+from modelling.services.workers import cuda_worker_alive
 
 #: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; /work/shared/data/README.md).
 PAPER_RESULTS = [
@@ -35,7 +37,13 @@ def _metrics(run, split: str, variant: str) -> dict | None:
 @role_required(*STAFF)
 @require_GET
 def training_runs_page(request):
-    """All training runs side by side (test and dev metrics, clamped and unclamped) beside the paper's figures."""
+    """All training runs side by side (test and dev metrics, clamped and unclamped) beside the paper's figures, and
+    the latest scoring jobs (activations included) with their progress: the ``scoring-jobs`` partial, polled by htmx
+    every 2 s while one is queued or running."""
+    scoring = scoring_runs_recent()
+    context = {"scoring": scoring, "scoring_active": any(not row.finished_at for row in scoring)}
+    if request.htmx and request.GET.get("part") == "scoring":
+        return render(request, "modelling/training_runs.html#scoring-jobs", context)
     runs = list(training_run_list())
     for run in runs:
         run.test_clamped = _metrics(run, "test", "clamped")
@@ -44,11 +52,17 @@ def training_runs_page(request):
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
         run.waiting_for_worker = run_waiting_for_worker(
             queued_at=run.created_at if run.status == TrainingRun.Status.QUEUED else None)
-    return render(request, "modelling/training_runs.html", {
+    return render(request, "modelling/training_runs.html", context | {
         "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
         "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),
         "imports": model_imports_unregistered(),
     })
+
+
+def _activation_started(request, version_name: str) -> None:
+    messages.success(request, f"{version_name} is being activated: a worker loads it, checks its files and tokenizer "
+                              "against what was saved, then makes it the active model and scores every candidate "
+                              "answer (progress under Scoring jobs). A model that fails the check is not activated.")
 
 
 @role_required(ADMIN)
@@ -73,18 +87,27 @@ def model_import_page(request):
 @role_required(ADMIN)
 @require_POST
 def model_version_activate_view(request, pk: int):
-    """Make an imported model version the active one (then every candidate answer is scored with it); admins only."""
+    """Start activating an imported model version (a scoring job checks it, activates it, scores every candidate
+    answer); admins only."""
     version = get_object_or_404(model_version_imported_list(), pk=pk)
-    model_version_activate(version=version, user=request.user)
-    messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
+    scoring_run_start(version=version, activate=True, user=request.user)
+    _activation_started(request, version.name)
     return redirect("modelling:training_runs")
 
 
 @role_required(ADMIN)
 @require_http_methods(["GET", "POST"])
 def training_run_new(request):
-    """The form that starts an ORCA training run (admins); POST creates it QUEUED and redirects to its page."""
-    form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names())
+    """The form that starts an ORCA training run (admins), its values filled from the recipe chosen above it (a GET
+    form: ``?preset=``; the GPU recipe is offered only while a worker with CUDA is alive); POST creates the run QUEUED
+    and redirects to its page."""
+    offered = presets_offered(cuda_worker=cuda_worker_alive())
+    chooser = PresetForm(request.GET if "preset" in request.GET else None, offered=offered)
+    chosen = chooser.chosen()
+    if "preset" in request.GET and chosen != request.GET["preset"]:
+        messages.warning(request, f"The recipe {request.GET['preset']!r} needs a worker with a CUDA GPU, and none is "
+                                  "running: start one (README, Scaling out) or use the CPU recipe.")
+    form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names(), preset_name=chosen)
     if request.method == "POST" and form.is_valid():
         try:
             run = training_run_start(config=form.config(), split=form.split(), created_by=request.user)
@@ -93,7 +116,7 @@ def training_run_new(request):
         else:
             messages.success(request, f"Training run #{run.pk} is queued.")
             return redirect("modelling:training_run", pk=run.pk)
-    return render(request, "modelling/training_run_new.html", {"form": form})
+    return render(request, "modelling/training_run_new.html", {"form": form, "chooser": chooser})
 
 
 @role_required(*STAFF)
@@ -106,6 +129,7 @@ def training_run_page(request, pk: int):
     context = {
         "run": run,
         "version": version,
+        "activation": scoring_run_activation_latest(version=version) if version else None,
         "chart_svg": training_progress_svg(progress=run.progress),
         "metric_rows": [
             (f"{split} {variant}", _metrics(run, split, variant))
@@ -121,14 +145,15 @@ def training_run_page(request, pk: int):
 @role_required(ADMIN)
 @require_POST
 def training_run_activate(request, pk: int):
-    """Make the run's model the active one (then every candidate answer is scored with it); admins only."""
+    """Start activating the run's model (a scoring job checks it, activates it, scores every candidate answer);
+    admins only."""
     run = get_object_or_404(training_run_list(), pk=pk)
     try:
-        version = model_version_activate(run=run, user=request.user)
+        scoring = scoring_run_start(run=run, activate=True, user=request.user)
     except ValidationError as exc:
         messages.error(request, errors_text(exc))
     else:
-        messages.success(request, f"{version.name} is now the active model; candidate answers are being scored.")
+        _activation_started(request, scoring.model_version.name)
     return redirect("modelling:training_run", pk=run.pk)
 
 

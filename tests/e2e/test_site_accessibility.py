@@ -12,7 +12,7 @@ from annotation.crowd.items import benchmark_quality_set, gold_item_mark
 from annotation.crowd.models import Study
 from annotation.models import ConnectionTest, Job, Judge, Modality, TableImport
 from config.navigation import navigation_for
-from modelling.models import TrainingRun
+from modelling.models import ModelVersion, ScoringRun, TrainingRun
 from refinement.models import CorrectionItem, Queue
 from tests.e2e.helpers import axe_violations as _axe
 from tests.e2e.helpers import horizontal_overflow as _horizontal_overflow
@@ -55,6 +55,12 @@ def site(settings, tmp_path):
                                   question_version=questions[0].current_version)
     job = Job.objects.create(kind=Job.Kind.RATIONALE, status=Job.Status.RUNNING, benchmark=bench, total=4, done=1)
     run = TrainingRun.objects.create(status=TrainingRun.Status.RUNNING, steps_done=3, steps_total=12)
+    # A model being activated: the ORCA runs page shows its scoring job with a progress bar and its log.
+    done = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x",
+                                      config={"base_model": "minilm"})
+    version = ModelVersion.objects.create(training_run=done, name="orca-a11y", artifact_path="/x")
+    ScoringRun.objects.create(model_version=version, activate=True, status=ScoringRun.Status.RUNNING, done=40,
+                              total=120, device="cpu", log="queued: check and activate orca-a11y\n")
     # Something left for a fresh annotator to rate.
     CandidateAnswerFactory(question_version=questions[1].current_version, lalm=LALMFactory(name="Gemini"))
     users = {
@@ -73,6 +79,7 @@ def site(settings, tmp_path):
     answered = ConnectionTest.objects.create(lalm=lalms[0], status="done", answer="A beep.\n" + "long " * 80,
                                              endpoint="openai · model m at gpu-box:8000 · no key sent")
     details["admin"] = details["expert"] + [
+        "/modelling/runs/new/", f"/modelling/runs/{done.pk}/",
         f"/lalms/{lalms[0].pk}/", "/lalms/new/", f"/judges/{judge.pk}/", "/judges/new/",
         f"/connection-tests/{failed.pk}/", f"/connection-tests/{answered.pk}/",
     ]

@@ -4,7 +4,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from annotation.models import AuditEvent
-from modelling.models import ModelImport, ModelVersion, Prediction
+from modelling.models import ModelImport, ModelVersion, Prediction, ScoringRun
 from modelling.services.training import training_retrain_if_due
 from tests.factories import (
     CandidateAnswerFactory,
@@ -39,6 +39,7 @@ def test_an_admin_registers_activates_and_the_job_scores_every_candidate(
     from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
 
     settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path / "ckpt")]
     settings.ORCA_TRAIN_QUEUE = ""
     settings.ORCA_RETRAIN_EVERY = 1
     model_dir, *_ = upstream_checkpoint(tmp_path / "ckpt", score_type="multinomial", cls=True, lora=False)
@@ -66,11 +67,14 @@ def test_an_admin_registers_activates_and_the_job_scores_every_candidate(
     page = client.get(reverse("modelling:training_runs")).content.decode()
     assert "orca-olmo2-1b-multinomial" in page and "MIT" in page and "0 scored" in page
 
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=True):  # the scoring job checks, activates and scores
         response = client.post(reverse("modelling:model_version_activate", args=[version.pk]))
     assert response.status_code == 302
     version.refresh_from_db()
     assert version.is_active
+    job = ScoringRun.objects.get()
+    assert job.status == ScoringRun.Status.DONE and (job.done, job.total) == (5, 5) and job.created_by == admin
+    assert "files and tokenizer fingerprint as saved" in job.log
     predictions = {p.candidate_id: p for p in Prediction.objects.filter(model_version=version)}
     assert set(predictions) == {c.pk for c in candidates}
     model, tok = load_orca(version.artifact_path)
@@ -88,6 +92,7 @@ def test_a_folder_that_is_not_a_checkpoint_fails_the_job_with_the_file_named(
     client, settings, tmp_path, django_capture_on_commit_callbacks
 ):
     settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path)]
     _user(client, "admin")
     (tmp_path / "empty").mkdir()
     with django_capture_on_commit_callbacks(execute=True):
@@ -104,6 +109,7 @@ def test_a_folder_that_is_not_a_checkpoint_fails_the_job_with_the_file_named(
 
 def test_the_request_refuses_a_missing_folder_and_a_taken_name_at_once(client, settings, tmp_path):
     settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path)]
     _user(client, "admin")
     response = client.post(reverse("modelling:model_import"), _form(tmp_path / "nowhere"))
     assert response.status_code == 200 and "is not a folder on this server" in response.content.decode()
@@ -152,7 +158,8 @@ def test_the_web_process_never_imports_torch_to_queue_an_import(tmp_path):
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     (tmp_path / "ckpt").mkdir()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": url}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": url,
+           "ORCA_IMPORT_ROOT": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", QUEUE_ONE_IMPORT, str(tmp_path / "ckpt")], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -176,6 +183,7 @@ def test_a_registered_checkpoint_scores_the_imported_seed_108_dev_split(
     from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
 
     settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path)]
     settings.ORCA_TRAIN_QUEUE = ""
     ratings_import_orca(path=shared_data / "orca_seed108" / "seed_108_dev.json")
     model_dir, *_ = upstream_checkpoint(tmp_path / "ckpt", score_type="beta", cls=False, lora=True)
@@ -188,3 +196,109 @@ def test_a_registered_checkpoint_scores_the_imported_seed_108_dev_split(
     scored = Prediction.objects.filter(model_version=version)
     assert scored.count() == CandidateAnswer.objects.count() > 200
     assert all(0 <= p.mu <= 1 and 0 <= p.variance <= 0.25 for p in scored)
+
+
+# --- Checkpoint import paths (issue 28, item 5): an allow-list, checksums recorded at import, safetensors only ---
+
+
+def test_a_folder_outside_orca_import_root_is_refused_even_through_a_symlink(client, settings, tmp_path):
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    allowed, elsewhere = tmp_path / "allowed", tmp_path / "elsewhere"
+    (allowed / "tokenizer").mkdir(parents=True)
+    (elsewhere / "model").mkdir(parents=True)
+    (allowed / "model").symlink_to(elsewhere / "model")  # inside by name, outside once resolved
+    _user(client, "admin")
+
+    settings.ORCA_IMPORT_ROOT = []
+    response = client.post(reverse("modelling:model_import"), _form(allowed / "model"))
+    assert "checkpoint import is off on this server: set ORCA_IMPORT_ROOT" in response.content.decode()
+
+    settings.ORCA_IMPORT_ROOT = [str(allowed)]
+    for path, extra in ((elsewhere / "model", {}), (allowed / "model", {}),
+                        (allowed / "tokenizer", {"base_model": str(tmp_path)})):
+        response = client.post(reverse("modelling:model_import"), _form(path, **extra))
+        assert response.status_code == 200 and "outside the folders checkpoints may be imported from" in (
+            response.content.decode()), path
+        assert f"ORCA_IMPORT_ROOT: {allowed.resolve()}" in response.content.decode()
+    assert not ModelImport.objects.exists()
+
+
+def test_the_job_checks_the_allow_list_again_so_a_folder_swapped_after_the_request_is_refused(
+    client, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
+
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path / "allowed")]
+    model_dir, *_ = upstream_checkpoint(tmp_path / "allowed" / "ckpt", score_type="beta", cls=False, lora=False)
+    outside, *_ = upstream_checkpoint(tmp_path / "outside", score_type="beta", cls=False, lora=False)
+    _user(client, "admin")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert client.post(reverse("modelling:model_import"), _form(model_dir)).status_code == 302
+    # Between the request and the job, the folder becomes a link to a checkpoint outside the allowed root.
+    model_dir.rename(tmp_path / "allowed" / "moved")
+    model_dir.symlink_to(outside)
+    for callback in callbacks:
+        callback()
+    row = ModelImport.objects.get()
+    assert row.status == ModelImport.Status.FAILED and "outside the folders checkpoints may be imported" in row.failure
+    assert not ModelVersion.objects.exists()
+
+
+def test_a_weight_file_changed_after_the_import_is_refused_and_the_model_never_activated(
+    client, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    from modelling.orca import load_orca
+    from modelling.orca.model import OrcaModelError
+    from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
+
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path)]
+    model_dir, *_ = upstream_checkpoint(tmp_path / "ckpt", score_type="beta", cls=False, lora=False)
+    CandidateAnswerFactory()
+    _user(client, "admin")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("modelling:model_import"), _form(model_dir))
+    version = ModelVersion.objects.get()
+    recorded = json.loads((Path(version.artifact_path) / "config.json").read_text())["files_sha256"]
+    weights = model_dir / "lm" / "model.safetensors"
+    assert str(weights.resolve()) in recorded and len(recorded[str(weights.resolve())]) == 64
+
+    tensors = load_file(weights)  # someone replaces the weights in the checkpoint folder after the import
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 0.5
+    save_file(tensors, weights, metadata={"format": "pt"})
+    with pytest.raises(OrcaModelError, match=r"model.safetensors has SHA-256 [0-9a-f]{16}…, not the"):
+        load_orca(version.artifact_path)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("modelling:model_version_activate", args=[version.pk]))
+    job = ScoringRun.objects.get()
+    version.refresh_from_db()
+    assert job.status == ScoringRun.Status.FAILED and job.failure.startswith("not activated: the files of the ORCA")
+    assert not version.is_active and not Prediction.objects.exists()
+
+
+def test_pickled_weights_are_refused_at_import(client, settings, tmp_path, django_capture_on_commit_callbacks):
+    import torch
+    from safetensors.torch import load_file
+
+    from tests.modelling.orca.upstream_checkpoints import upstream_checkpoint
+
+    settings.ORCA_ARTIFACT_DIR = str(tmp_path / "artifacts")
+    settings.ORCA_IMPORT_ROOT = [str(tmp_path)]
+    model_dir, *_ = upstream_checkpoint(tmp_path / "ckpt", score_type="beta", cls=False, lora=False)
+    lm = model_dir / "lm"
+    torch.save(load_file(lm / "model.safetensors"), lm / "pytorch_model.bin")  # the same weights, pickled
+    (lm / "model.safetensors").unlink()
+    _user(client, "admin")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("modelling:model_import"), _form(model_dir))
+    row = ModelImport.objects.get()
+    assert row.status == ModelImport.Status.FAILED
+    assert "no *.safetensors weights; only safetensors files are loaded" in row.failure
+    assert not ModelVersion.objects.exists()

@@ -10,8 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from modelling.models import ModelVersion, TrainingRun
+from modelling.models import ModelVersion, ScoringRun, TrainingRun, WorkerNode
 from modelling.services.registry import model_version_activate
+from modelling.services.scoring import scoring_run_execute, scoring_run_start
 from modelling.services.training import (
     DEFAULT_CONFIG,
     model_version_register,
@@ -24,6 +25,7 @@ from modelling.services.training import (
     training_run_start,
     training_runs_fail_stale,
 )
+from modelling.services.workers import orca_device, worker_register
 from tests.factories import RatingFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -60,12 +62,12 @@ def test_the_platform_defaults_are_the_cli_and_bench_recipe():
     model, opt = OrcaConfig(), TrainConfig()
     for key in ("base_model", "head", "max_length", "rationale", "question", "transcript"):
         assert DEFAULT_CONFIG[key] == getattr(model, key), key
-    for key in ("epochs", "lr", "batch_size", "freeze_layers", "var_weight"):
+    for key in ("epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight", "device"):
         assert DEFAULT_CONFIG[key] == getattr(opt, key), key
     assert opt.select_epoch == "last"
     with pytest.raises(ValidationError) as exc:
-        training_config_clean(config={"freeze_layers": -1, "var_weight": "high"})
-    assert set(exc.value.message_dict) == {"freeze_layers", "var_weight"}
+        training_config_clean(config={"freeze_layers": -1, "var_weight": "high", "lora_rank": 2.5})
+    assert set(exc.value.message_dict) == {"freeze_layers", "var_weight", "lora_rank"}
 
 
 def test_start_creates_a_queued_run_and_enqueues_it_after_commit(django_capture_on_commit_callbacks, monkeypatch):
@@ -93,7 +95,8 @@ def test_orca_tasks_go_to_the_orca_train_queue_through_the_routes():
         "import django; django.setup()\n"
         "from config.celery import app\n"
         "for name in ('modelling.tasks.training_run_task', 'modelling.tasks.crossfit_task',\n"
-        "             'modelling.tasks.predictions_score_task', 'annotation.tasks.export_job_task'):\n"
+        "             'modelling.tasks.scoring_run_task', 'modelling.tasks.model_import_task',\n"
+        "             'annotation.tasks.export_job_task'):\n"
         "    print(app.amqp.router.route({}, name)['queue'].name)\n"
     )
     queues = {}
@@ -103,7 +106,49 @@ def test_orca_tasks_go_to_the_orca_train_queue_through_the_routes():
                               cwd=Path(__file__).resolve().parents[2])
         assert done.returncode == 0, done.stderr
         queues[value] = done.stdout.split()
-    assert queues == {"gpu": ["gpu", "gpu", "gpu", "default"], "": ["default"] * 4}
+    assert queues == {"gpu": ["gpu"] * 4 + ["default"], "": ["default"] * 5}
+
+
+def _sent_to(monkeypatch) -> list:
+    """Record (args, queue) of every training-run message instead of sending it."""
+    from modelling import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.training_run_task, "apply_async",
+                        lambda args, kwargs=None, **options: sent.append((list(args), options.get("queue"))))
+    return sent
+
+
+def test_without_a_live_worker_on_the_orca_queue_a_run_goes_to_the_cpu_workers_with_a_note(
+    settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.ORCA_TRAIN_QUEUE = "gpu"
+    sent = _sent_to(monkeypatch)
+    # A GPU worker that stopped refreshing its row 5 minutes ago is gone.
+    long_ago = timezone.now() - timedelta(minutes=5)
+    WorkerNode.objects.create(hostname="gpu@old", queues=["gpu"], cuda=True, started_at=long_ago,
+                              last_seen_at=long_ago)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = training_run_start(config={}, split=SPLIT)
+    run.refresh_from_db()
+    assert sent == [([run.pk], "default")]
+    assert "no worker serving the 'gpu' queue (ORCA_TRAIN_QUEUE)" in run.log and "sent to the 'default'" in run.log
+
+    worker_register(hostname="gpu@host", queues=["gpu"], cuda=True, device_name="NVIDIA H100")
+    with django_capture_on_commit_callbacks(execute=True):
+        second = training_run_start(config={}, split=SPLIT)
+    assert sent[-1] == ([second.pk], "gpu") and "no worker serving" not in TrainingRun.objects.get(pk=second.pk).log
+
+
+def test_a_worker_without_cuda_trains_on_its_cpu_and_says_so():
+    import torch
+
+    device, note = orca_device("cuda")
+    if torch.cuda.is_available():
+        assert (device, note) == ("cuda", "")
+    else:
+        assert device == "cpu" and "this worker has no CUDA device" in note
+    assert orca_device("cpu") == ("cpu", "")
 
 
 def test_a_held_out_lalm_split_needs_lalms():
@@ -182,16 +227,33 @@ def test_a_retrained_model_is_activated_only_when_its_dev_rho_is_not_worse(new, 
     assert retrain_should_activate(new_rho=new, active_rho=active) is expected
 
 
-def test_promotion_activates_a_better_retrain_and_keeps_the_active_model_otherwise():
+def test_promotion_starts_activating_a_better_retrain_and_keeps_the_active_model_otherwise():
     active = done_run(dev_rho=0.70)
     model_version_activate(run=active)
     worse = done_run(dev_rho=0.65)
     assert not training_run_promote_if_not_worse(run=worse)
     assert ModelVersion.objects.get(is_active=True).training_run == active
     assert "not activated" in TrainingRun.objects.get(pk=worse.pk).log
+    assert not ScoringRun.objects.exists()
     better = done_run(dev_rho=0.72)
     assert training_run_promote_if_not_worse(run=better)
-    assert ModelVersion.objects.get(is_active=True).training_run == better
+    # Activation is a scoring job that checks the saved model first; until it has run, the old model stays active.
+    job = ScoringRun.objects.get()
+    assert job.activate and job.model_version == better.model_version and job.status == ScoringRun.Status.QUEUED
+    assert ModelVersion.objects.get(is_active=True).training_run == active
+    assert f"scoring run #{job.pk} checks the saved model first" in TrainingRun.objects.get(pk=better.pk).log
+
+
+def test_a_model_whose_folder_fails_its_checks_is_never_activated():
+    active = done_run(dev_rho=0.70)
+    model_version_activate(run=active)
+    broken = done_run(dev_rho=0.90)  # its artifact folder does not exist
+    job = scoring_run_start(run=broken, activate=True, user=UserFactory())
+    job = scoring_run_execute(run_id=job.pk, task_id="t-9")
+    assert job.status == ScoringRun.Status.FAILED
+    assert job.failure.startswith("not activated: /nonexistent is not an ORCA model folder")
+    assert ModelVersion.objects.get(is_active=True).training_run == active
+    assert scoring_run_execute(run_id=job.pk) is None  # a redelivered message does nothing
 
 
 def test_retraining_starts_only_after_enough_new_valid_ratings(settings, django_capture_on_commit_callbacks):

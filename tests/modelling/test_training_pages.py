@@ -1,11 +1,15 @@
 """ORCA pages: staff, experts and admins only (annotators get 403: rating stays blind); start, follow, activate."""
+import re
+
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from annotation.models import AuditEvent
-from modelling.models import ModelVersion, Prediction, TrainingRun
+from modelling.models import ModelVersion, Prediction, ScoringRun, TrainingRun
+from modelling.services.scoring import scoring_run_execute, scoring_run_start
 from modelling.services.training import model_version_register, training_config_clean
+from modelling.services.workers import worker_register
 from tests.factories import (
     AnnotatorFactory,
     CandidateAnswerFactory,
@@ -106,8 +110,8 @@ def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commi
     assert 'value="minilm"' in form.content.decode() and "M2_3" in form.content.decode()
     assert 'name="freeze_layers" value="2"' in form.content.decode()  # the recipe's defaults are prefilled
     data = {"base_model": "minilm", "head": "multinomial", "pooling": "auto", "epochs": 2, "lr": 5e-5,
-            "batch_size": 8, "freeze_layers": 0, "var_weight": 0, "max_length": 128, "rationale": "on",
-            "question": "on", "device": "cpu",
+            "batch_size": 8, "freeze_layers": 0, "lora_rank": 0, "var_weight": 0, "max_length": 128,
+            "rationale": "on", "question": "on", "device": "cpu",
             "split_kind": "held_out_lalms", "seed": 7, "held_out_lalms": ["M2_3"]}
     with django_capture_on_commit_callbacks(execute=False):  # queue only; training is tested end to end elsewhere
         response = client.post(reverse("modelling:training_run_new"), data)
@@ -122,7 +126,8 @@ def test_admins_start_a_run_from_the_form(client, admin, django_capture_on_commi
 def test_the_form_refuses_holding_out_every_lalm(client, admin):
     RatingFactory(candidate=CandidateAnswerFactory(lalm=LALMFactory(name="only")))
     data = {"base_model": "minilm", "head": "beta", "pooling": "auto", "epochs": 1, "lr": 1e-4, "batch_size": 8,
-            "max_length": 64, "device": "cpu", "split_kind": "held_out_lalms", "seed": 1, "held_out_lalms": ["only"]}
+            "freeze_layers": 2, "lora_rank": 0, "var_weight": 5, "max_length": 64, "device": "cpu",
+            "split_kind": "held_out_lalms", "seed": 1, "held_out_lalms": ["only"]}
     response = client.post(reverse("modelling:training_run_new"), data)
     assert response.status_code == 200 and "Leave at least one LALM" in response.content.decode()
     assert not TrainingRun.objects.exists()
@@ -144,14 +149,50 @@ def test_the_run_page_polls_while_running_and_htmx_gets_only_the_progress_partia
     assert "every 2s" not in client.get(url, headers={"HX-Request": "true"}).content.decode()
 
 
-def test_activate_button_makes_the_model_active(client, admin):
+def test_the_activate_button_queues_a_checking_scoring_job_and_both_pages_show_it(client, admin):
     run = _done_run()
     response = client.post(reverse("modelling:training_run_activate", args=[run.pk]))
     assert response.status_code == 302
-    version = ModelVersion.objects.get(is_active=True)
-    assert version.training_run == run and version.activated_by == admin
-    event = AuditEvent.objects.get(action="model.activate")
-    assert event.actor == admin and event.new == {"active": [version.name]}
+    job = ScoringRun.objects.get()
+    assert job.activate and job.model_version == run.model_version and job.created_by == admin
+    assert not ModelVersion.objects.filter(is_active=True).exists()  # only once the worker's check passed
+    event = AuditEvent.objects.get(action="model.activate.start")
+    assert event.actor == admin and event.new == {"scoring_run": job.pk, "name": run.model_version.name}
+    page = client.get(reverse("modelling:training_run", args=[run.pk])).content.decode()
+    assert f"Activation (scoring job #{job.pk}): Queued" in page
+    assert reverse("modelling:training_run_activate", args=[run.pk]) not in page  # no second activation meanwhile
+    runs = client.get(reverse("modelling:training_runs")).content.decode()
+    assert "check, activate and score" in runs and 'hx-trigger="every 2s"' in runs
+    partial = client.get(reverse("modelling:training_runs") + "?part=scoring", headers={"HX-Request": "true"})
+    assert partial.content.decode().lstrip().startswith('<div id="scoring-jobs"')
+
+
+def test_a_failed_activation_shows_why_on_the_run_page(client, admin):
+    run = _done_run()  # its artifact folder /x does not exist
+    job = scoring_run_start(run=run, activate=True, user=admin)
+    scoring_run_execute(run_id=job.pk)
+    page = client.get(reverse("modelling:training_run", args=[run.pk])).content.decode()
+    assert "Failed" in page and "not activated: /x is not an ORCA model folder" in page
+    assert reverse("modelling:training_run_activate", args=[run.pk]) in page  # it can be tried again
+    assert not ModelVersion.objects.filter(is_active=True).exists()
+
+
+def test_the_form_offers_the_gpu_recipe_only_while_a_cuda_worker_is_alive(client, admin):
+    url = reverse("modelling:training_run_new")
+    page = client.get(url).content.decode()
+    assert 'value="cpu-minilm"' in page and 'value="gpu-gemma3-270m"' not in page
+    response = client.get(url, {"preset": "gpu-gemma3-270m"})
+    page = response.content.decode()
+    assert "needs a worker with a CUDA GPU" in page and 'name="base_model" value="minilm"' in page
+
+    worker_register(hostname="gpu@host", queues=["gpu"], cuda=False)
+    assert 'value="gpu-gemma3-270m"' not in client.get(url).content.decode()  # a worker, but no CUDA there
+    worker_register(hostname="gpu@host", queues=["gpu"], cuda=True, device_name="NVIDIA H100")
+    page = client.get(url, {"preset": "gpu-gemma3-270m"}).content.decode()
+    assert 'value="gpu-gemma3-270m" selected' in page
+    for field, value in (("base_model", "gemma3-270m"), ("lora_rank", "16"), ("max_length", "256"), ("lr", "0.0002")):
+        assert f'name="{field}" value="{value}"' in page, field
+    assert re.search(r'<input[^>]*name="rationale"[^>]*checked', page)
 
 
 def test_experts_read_runs_but_cannot_start_activate_or_cancel_them(client, expert):
@@ -186,3 +227,12 @@ def test_the_item_page_shows_mu_plus_minus_sigma_and_the_human_ratings(client, e
 def test_the_agreement_page_links_to_the_orca_pages(client, expert):
     html = client.get(reverse("modelling:agreement")).content.decode()
     assert reverse("modelling:training_runs") in html and reverse("modelling:items") in html
+
+
+def test_a_run_that_fell_back_to_the_cpu_says_so_on_its_page(client, expert):
+    run = TrainingRun.objects.create(
+        config=training_config_clean(config={"base_model": "gemma3-270m", "device": "cuda", "lora_rank": 16}),
+        status=TrainingRun.Status.DONE, artifact_path="/x", metrics={"device": "cpu", "train_wall_s": 1.0},
+    )
+    page = client.get(reverse("modelling:training_run", args=[run.pk])).content.decode()
+    assert "LoRA rank 16" in page and "cuda (ran on cpu: no CUDA on its worker)" in page

@@ -124,6 +124,27 @@ def test_cached_lower_layers_match_full_forward_on_a_decoder(tiny_dirs):
     assert len(model.backbone.layers) == 2 and not isinstance(model.backbone.norm, torch.nn.Identity)
 
 
+def test_cached_lower_layers_match_full_forward_on_gemma3_with_its_two_kinds_of_layers(tiny_dirs, tmp_path):
+    """Gemma 3 alternates sliding-window and full-attention layers with different rotary embeddings, looked up by
+    a layer's position: the upper slice must still give each layer its own kind (it did not: dev ρ of a Gemma run
+    differed between the cached training path and the saved model)."""
+    from transformers import AutoTokenizer, Gemma3TextConfig, Gemma3TextModel
+
+    tok = AutoTokenizer.from_pretrained(str(gt.get_model_path()))
+    torch.manual_seed(0)
+    folder = tmp_path / "gemma3"
+    config = Gemma3TextConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=6, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=16, intermediate_size=64, max_position_embeddings=128,
+                              sliding_window=512, rope_theta=1_000_000.0)
+    assert len(set(config.layer_types)) == 2  # both kinds of layers
+    Gemma3TextModel(config).save_pretrained(folder)
+    tok.eos_token = "[SEP]"
+    tok.save_pretrained(folder)
+    model, _, _, _, _, full, cached = _cached_and_full(folder, "auto", 2, tiny_dirs[2])
+    assert torch.allclose(full, cached, atol=1e-5)
+    assert model.backbone.config.layer_types == config.layer_types  # restored after slicing
+
+
 def test_decoder_trains_from_cached_frozen_layers_like_the_full_model(tiny_dirs, tmp_path):
     _, dec, data = tiny_dirs
     items = load_items(data)
