@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -39,9 +40,27 @@ _CUDA_PROBE = (
 )
 
 
+def _installed_versions() -> dict:
+    """torch and transformers versions from the installed packages' metadata (nothing imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
 def cuda_probe(timeout_s: float = 180.0) -> dict:
     """``{cuda, device_name, versions}`` as torch sees them in a fresh Python process (``cuda`` False and the error
-    in ``versions`` when torch cannot be imported or the probe times out)."""
+    in ``versions`` when torch cannot be imported or the probe times out).
+
+    A machine without an NVIDIA device node (``/dev/nvidia*``: every CPU-only machine) answers ``cuda`` False at
+    once, without starting Python and importing torch (seconds of CPU on every worker start)."""
+    if not any(Path("/dev").glob("nvidia*")):
+        return {"cuda": False, "device_name": "", "versions": _installed_versions()}
     try:
         done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=timeout_s)
         return json.loads(done.stdout.strip().splitlines()[-1])
