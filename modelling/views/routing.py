@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text, query_pk
 from annotation.models import Benchmark
+from modelling.forms import BenchmarkRoutingForm
 from modelling.models import (
     AgreementLevel,
     BenchmarkRouting,
@@ -69,6 +70,7 @@ def routing_page(request):
         "can_manage": has_role(request.user, ADMIN),
         "benchmark_policies": _benchmark_policies(),
         "policy_choices": BenchmarkRouting.Policy.choices,
+        "default_audit_share": settings.ROUTING_AUDIT_SHARE,
     })
 
 
@@ -78,24 +80,26 @@ def _benchmark_policies() -> list:
     for b in benchmarks:
         row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
         b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
+        b.audit_share, b.audit_share_default = row.audit_share, row.audit_share is None
     return benchmarks
 
 
 @role_required(ADMIN)
 @require_POST
 def routing_benchmark(request, pk: int):
-    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``) and re-evaluate."""
+    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``, ``audit_share``) and
+    re-evaluate."""
     benchmark = get_object_or_404(Benchmark, pk=pk)
+    form = BenchmarkRoutingForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, errors_text(ValidationError(form.errors)))
+        return redirect("modelling:routing")
     try:
-        budget, floor = float(request.POST.get("budget", 0.3)), float(request.POST.get("floor", 0.2))
-        benchmark_routing_set(benchmark=benchmark, policy=request.POST.get("policy", ""), budget=budget,
-                              floor=floor, user=request.user)
-    except ValueError:
-        messages.error(request, "Budget and floor must be numbers.")
+        benchmark_routing_set(benchmark=benchmark, user=request.user, **form.cleaned_data)
     except ValidationError as exc:
         messages.error(request, errors_text(exc))
     else:
-        messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
+        messages.success(request, f"{benchmark.name} now follows the {form.cleaned_data['policy']} policy.")
     return redirect("modelling:routing")
 
 
