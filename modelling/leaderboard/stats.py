@@ -72,11 +72,12 @@ PLANNER_POWER = 0.8
 #: Estimator names (``estimator`` of a leaderboard row).
 CLASSICAL, PPI, ACTIVE = "classical", "ppi++", "active"
 #: Interval methods (``ci_method`` of a leaderboard row) and what each is, in words.
-T_ADJUSTED, PPI_T, DESIGN_T = "t_adjusted", "ppi_t", "design_t"
+T_ADJUSTED, PPI_T, DESIGN_T, STRATIFIED_T = "t_adjusted", "ppi_t", "design_t", "stratified_t"
 CI_METHODS = {
     T_ADJUSTED: "Student t on question means with one pseudo-question at 0 and one at 1 (Q + 1 df)",
     PPI_T: "PPI++ rectifier standard error, ORCA's mean known, Student t (n − 2 df)",
     DESIGN_T: "Hájek design variance with (1 − π), Student t (n − 2 df; n − 1 without ORCA)",
+    STRATIFIED_T: "per-benchmark intervals combined by answer share, Student t with the smallest df",
 }
 
 
@@ -90,6 +91,8 @@ class Estimate:
         n: labelled (human-rated) answers used.
         method: the interval method, one of :data:`CI_METHODS`.
         estimator: :data:`CLASSICAL`, :data:`PPI` or :data:`ACTIVE`.
+        centre, se, df: the interval is centre ± t_df · se before clipping (None without an interval); the centre
+            differs from the estimate only for ``t_adjusted`` (the pseudo-values move it).
     """
 
     estimate: float
@@ -97,6 +100,9 @@ class Estimate:
     n: int
     method: str
     estimator: str = CLASSICAL
+    centre: float | None = None
+    se: float | None = None
+    df: int | None = None
 
     @property
     def width(self) -> float | None:
@@ -134,8 +140,9 @@ def classical_mean(
     mean = float(y.mean())
     if y.size < max(2, min_questions):
         return Estimate(mean, None, int(y.size), T_ADJUSTED)
-    return Estimate(mean, _clip_ci(*adjusted_t_interval(y, low=0.0, high=1.0, confidence=confidence)), int(y.size),
-                    T_ADJUSTED)
+    centre, se, df = adjusted_t_parts(y, low=0.0, high=1.0)
+    half = _t(confidence, df) * se
+    return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df)
 
 
 def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[float] | None = None) -> float:
@@ -195,8 +202,9 @@ def ppi_mean(
     known_mean = np.full(yhat_all.size, float(yhat_all.mean()))  # no sampling error in the predictions' mean
     low, high = ppi_py.ppi_mean_ci(y, yhat, known_mean, alpha=ONE_SE_ALPHA, lam=lam)
     se = (float(np.asarray(high).reshape(-1)[0]) - float(np.asarray(low).reshape(-1)[0])) / 2  # sd(ddof 0)/√n
-    half = _t(confidence, n - ddof) * se * math.sqrt(n / (n - ddof))
-    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), int(n), PPI_T, PPI)
+    se *= math.sqrt(n / (n - ddof))
+    half = _t(confidence, n - ddof) * se
+    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), int(n), PPI_T, PPI, estimate, se, n - ddof)
 
 
 def inclusion_probabilities(
@@ -259,12 +267,13 @@ def active_mean(
         drawn: (N,) bool, every drawn answer (rated or still waiting; default ``sampled``). The queue rates the
             drawn answers in random-key order, independent of the draw, so while a draw is partly rated the rated
             ones are a random subsample of it: each label's effective probability is π · (rated / drawn).
-        min_questions: fewest labels for an estimate.
+        min_questions: fewest labels for an interval (``ci`` None below it, as for λ's and the mean's degrees of
+            freedom).
 
     Estimate (Hájek, λ-adjusted): mean(λ·μ over N) + Σ w (y − λμ) / Σ w over the labels, w = 1/π_eff, λ the
     :func:`regression_lambda` of y on μ with the design-variance weights (1 − π_eff)/π_eff². Interval ``design_t``:
     V = Σ (1 − π_eff) w² (e − ē_w)² / (Σ w)² · n/(n − d), e = y − λμ, d = 2 with ORCA and 1 without, and
-    estimate ± t_{n−d} √V, clipped to [0, 1]. Raises ValueError for mismatched lengths or too few labels.
+    estimate ± t_{n−d} √V, clipped to [0, 1]. Raises ValueError for mismatched lengths or no label.
     """
     y, pi = np.asarray(y, dtype=np.float64), np.asarray(pi, dtype=np.float64)
     mask = np.asarray(sampled, dtype=bool)
@@ -274,8 +283,8 @@ def active_mean(
         raise ValueError("y, pi, sampled, drawn and yhat must have the same length")
     n = int(mask.sum())
     ddof = 1 if f is None else 2
-    if n < max(ddof + 1, min_questions):
-        raise ValueError(f"an active estimate needs at least {max(ddof + 1, min_questions)} labels, got {n}")
+    if n == 0:
+        raise ValueError("an active estimate needs at least one label")
     response = n / int(drawn_mask.sum())
     p = pi[mask] * response
     w = inverse_probability_weights(p)
@@ -284,9 +293,12 @@ def active_mean(
     e = ys - (0.0 if f is None else lam * f[mask])
     hajek = float(np.sum(w * e) / np.sum(w))
     estimate = (0.0 if f is None else lam * float(f.mean())) + hajek
-    var = float(np.sum((1.0 - p) * w * w * (e - hajek) ** 2) / np.sum(w) ** 2) * n / (n - ddof)
-    half = _t(confidence, n - ddof) * math.sqrt(max(var, 0.0))
-    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), n, DESIGN_T, ACTIVE)
+    if n < max(ddof + 1, min_questions):
+        return Estimate(estimate, None, n, DESIGN_T, ACTIVE)
+    se = math.sqrt(max(float(np.sum((1.0 - p) * w * w * (e - hajek) ** 2) / np.sum(w) ** 2) * n / (n - ddof), 0.0))
+    half = _t(confidence, n - ddof) * se
+    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), n, DESIGN_T, ACTIVE, estimate, se,
+                    n - ddof)
 
 
 # --- comparing LALMs ---------------------------------------------------------------------------------------------
@@ -336,27 +348,44 @@ def sign_flip_test(
     return (1 + extreme) / (n_flips + 1)
 
 
-def adjusted_t_interval(
+def adjusted_t_parts(
     values: Sequence[float], *, low: float, high: float, weights: Sequence[float] | None = None,
-    confidence: float = CONFIDENCE,
-) -> tuple[float, float]:
-    """The ``t_adjusted`` interval of a mean of values bounded by [``low``, ``high``] (module docstring).
+) -> tuple[float, float, int]:
+    """(centre, se, df) of the ``t_adjusted`` interval of a mean of values bounded by [``low``, ``high``] (module
+    docstring): the n values plus one pseudo-value at each end.
 
     Args:
         values: (n,) one value per question (n >= 1).
-        low, high: the range of the values; one pseudo-value is added at each end.
         weights: (n,) positive weights (None: equal); the pseudo-values get the mean weight.
 
-    Returns (centre − h, centre + h), not clipped: centre and h from the n + 2 values, the weighted mean and
-    h = t_{n+1} · √(Σ w² (v − centre)² / (Σ w)² · (n + 2)/(n + 1)), which with equal weights is t_{n+1} · s/√(n + 2).
+    centre = the weighted mean of the n + 2 values; se = √(Σ w² (v − centre)² / (Σ w)² · (n + 2)/(n + 1)), which
+    with equal weights is s/√(n + 2); df = n + 1. The interval is centre ± t_df · se.
     """
     v = np.concatenate([np.asarray(values, dtype=np.float64), [low, high]])
     w = np.ones(v.size - 2) if weights is None else np.asarray(weights, dtype=np.float64)
     w = np.concatenate([w, [w.mean(), w.mean()]])
     centre = float(np.sum(w * v) / np.sum(w))
     var = float(np.sum(w * w * (v - centre) ** 2) / np.sum(w) ** 2) * v.size / (v.size - 1)
-    half = _t(confidence, v.size - 1) * math.sqrt(var)
-    return centre - half, centre + half
+    return centre, math.sqrt(var), v.size - 1
+
+
+def stratified(parts: Sequence[tuple[int, Estimate]], *, confidence: float = CONFIDENCE) -> Estimate:
+    """Combine per-stratum estimates (one LALM on several benchmarks, each with its own sampling) into the estimate
+    of the mean over all its answers: Σ (N_b/N) · estimate_b, interval Σ (N_b/N) · centre_b ± t_df · √Σ (N_b/N)² se_b²
+    with df the smallest stratum's (conservative). ``parts``: [(N_b answers, Estimate with an interval)].
+    The method is ``stratified_t``; the estimator names every stratum's (``classical+active`` …)."""
+    if not parts or any(e.ci is None for _, e in parts):
+        raise ValueError("every stratum needs an interval")
+    total = sum(n for n, _ in parts)
+    shares = [n / total for n, _ in parts]
+    estimate = sum(s * e.estimate for s, (_, e) in zip(shares, parts))
+    centre = sum(s * e.centre for s, (_, e) in zip(shares, parts))
+    se = math.sqrt(sum((s * e.se) ** 2 for s, (_, e) in zip(shares, parts)))
+    df = min(e.df for _, e in parts)
+    half = _t(confidence, df) * se
+    names = "+".join(sorted({e.estimator for _, e in parts}))
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), sum(e.n for _, e in parts), STRATIFIED_T,
+                    names, centre, se, df)
 
 
 @dataclass(frozen=True)
@@ -434,8 +463,9 @@ def pairwise_verdicts(
             if n < min_shared:
                 raw.append([a, b, n, diff, None, None, f"{n} shared rated questions (a verdict needs {min_shared})"])
                 continue
-            low, high = adjusted_t_interval(d, low=-1.0, high=1.0, weights=w, confidence=confidence)
-            ci = (max(low, -1.0), min(high, 1.0))
+            centre, se, df = adjusted_t_parts(d, low=-1.0, high=1.0, weights=w)
+            half = _t(confidence, df) * se
+            ci = (max(centre - half, -1.0), min(centre + half, 1.0))
             raw.append([a, b, n, diff, ci, sign_flip_test(d, w=w, n_flips=n_flips, seed=[seed, len(raw)]), ""])
     adjusted = iter(holm([r[5] for r in raw if r[5] is not None]))
     out = []

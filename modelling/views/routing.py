@@ -92,7 +92,7 @@ def routing_benchmark(request, pk: int):
     benchmark = get_object_or_404(Benchmark, pk=pk)
     form = BenchmarkRoutingForm(request.POST)
     if not form.is_valid():
-        messages.error(request, errors_text(ValidationError(form.errors)))
+        messages.error(request, errors_text(form))
         return redirect("modelling:routing")
     try:
         benchmark_routing_set(benchmark=benchmark, user=request.user, **form.cleaned_data)

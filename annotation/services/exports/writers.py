@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -36,6 +36,15 @@ def csv_cell(value: str) -> str:
     gets a leading apostrophe (OWASP, "CSV injection"), so Excel, LibreOffice and Google Sheets show it as text
     instead of running it. Other text is returned unchanged."""
     return "'" + value if value and value[0] in CSV_FORMULA_STARTS else value
+
+
+def csv_write_rows(*, out: IO[str], rows: Iterable[Sequence]) -> None:
+    """Write ``rows`` (lists of cells) to ``out`` as CSV (``csv.writer``, RFC 4180 quoting), every text cell made
+    safe for spreadsheets by :func:`csv_cell`; None is written as "". The platform's one CSV writer for tables
+    users download (the dataset export's rows go through :func:`_csv_rows`, the same escaping)."""
+    writer = csv.writer(out)
+    for row in rows:
+        writer.writerow(["" if cell is None else csv_cell(cell) if isinstance(cell, str) else cell for cell in row])
 
 
 def _csv_rows(records: list[dict]) -> Iterator[list]:
