@@ -108,6 +108,7 @@ class QueueReplay:
         self.skipped = [set() for _ in range(self.annotators)]
         self.thresholds = RoutingThresholds.from_variances(self.variance, self.rules)
         self.target_counts: Counter = Counter()  # own targets set (for the queue's highest count to visit)
+        self.rateable = 0  # answers that still want a rating and have a real one left (kept by _set, _rate)
         if policy == "leaderboard_precision":
             pi = active_probabilities(groups=dict(enumerate(self.lalm)), variances=dict(enumerate(self.variance)),
                                       budget=budget, floor=floor)
@@ -120,6 +121,7 @@ class QueueReplay:
             self.state.audit = np.array([audit_member(random_key=x, share=self.audit_share) for x in self.keys])
             for i in range(self.n):
                 self._decide(i)
+        self.rateable = sum(self._can_rate(i) for i in range(self.n))
         # valid-rating count → answers at that count, ordered as the queue pages them
         self.levels: dict[int, SortedList] = {0: SortedList((self._order(i), i) for i in range(self.n))}
 
@@ -135,7 +137,11 @@ class QueueReplay:
                                     thresholds=self.thresholds, rules=self.rules)
         self._set(i, choice)
 
+    def _can_rate(self, i: int) -> bool:
+        return bool(self.left[i]) and len(self.state.ratings[i]) < self._k(i)
+
     def _set(self, i: int, choice) -> None:
+        self.rateable -= self._can_rate(i)
         old = self.state.target[i]
         if old is not None:
             self.target_counts[old] -= 1
@@ -144,6 +150,7 @@ class QueueReplay:
         if choice.target_ratings is not None:
             self.target_counts[choice.target_ratings] += 1
         self.state.target[i], self.state.priority[i] = choice.target_ratings, choice.priority
+        self.rateable += self._can_rate(i)
 
     def _k(self, i: int) -> int:
         own = self.state.target[i]
@@ -172,9 +179,12 @@ class QueueReplay:
                 capped = True
         if not capped:
             return None
-        rest = sorted((i for i in range(self.n) if self._eligible(i, a)),
-                      key=lambda i: (-len(self.state.ratings[i]), -self.state.priority[i], self.keys[i]))
-        return rest[0] if rest else None
+        # the exhaustive query: the first eligible answer in (count DESC, priority DESC, key) order
+        for level in sorted(self.levels, reverse=True):
+            for _, i in self.levels[level]:
+                if self._eligible(i, a):
+                    return i
+        return None
 
     def _page(self, rows: SortedList | None, level: int, page: int) -> list[int]:
         if not rows:
@@ -196,13 +206,16 @@ class QueueReplay:
                 self.skipped[a].add(i)
                 self.state.served.append((i, a, "skip"))
                 continue
-            self._rate(i, a, self.left[i].pop(0))
+            self._rate(i, a)
             return i
 
-    def _rate(self, i: int, a: int, score: int) -> None:
+    def _rate(self, i: int, a: int) -> None:
+        """Annotator ``a`` gives answer ``i`` its next real rating; routing re-decides it."""
         level = len(self.state.ratings[i])
         self.levels[level].remove((self._order(i), i))
-        self.state.ratings[i].append(int(score))
+        self.rateable -= self._can_rate(i)
+        self.state.ratings[i].append(int(self.left[i].pop(0)))
+        self.rateable += self._can_rate(i)
         self.rated[a].add(i)
         self.state.served.append((i, a, "rate"))
         self.state.n_ratings += 1
@@ -211,12 +224,13 @@ class QueueReplay:
         self.levels.setdefault(level + 1, SortedList()).add((self._order(i), i))
 
     def run(self, *, ratings: int, snapshots: Sequence[int] = (), on_snapshot=None) -> ReplayState:
-        """Let the annotators take turns until ``ratings`` ratings are given or nobody gets an item; call
-        ``on_snapshot(n, state)`` when the count of ratings reaches each of ``snapshots``."""
+        """Let the annotators take turns until ``ratings`` ratings are given, nobody gets an item or no answer can
+        get another real rating (what would follow is skips only); call ``on_snapshot(n, state)`` when the count of
+        ratings reaches each of ``snapshots``."""
         marks = sorted(set(int(s) for s in snapshots))
         done = [False] * self.annotators
         turn = 0
-        while self.state.n_ratings < ratings and not all(done):
+        while self.state.n_ratings < ratings and not all(done) and self.rateable > 0:
             a = turn % self.annotators
             turn += 1
             if done[a]:

@@ -462,9 +462,15 @@ def leaderboard_compute(
     """
     if by is not None and by not in BY_CHOICES:
         raise ValueError(f"by must be one of {', '.join(BY_CHOICES)}; got {by!r}")
-    config = LeaderboardConfig.from_settings(seed=seed)
     data = data if data is not None else leaderboard_data_load(benchmark=benchmark)
-    preds = leaderboard_predictions(candidate_ids=data.answers)
+    return leaderboard_build(data=data, preds=leaderboard_predictions(candidate_ids=data.answers),
+                             config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by)
+
+
+def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: LeaderboardConfig,
+                      benchmark: str | None = None, by: str | None = None) -> Leaderboard:
+    """The leaderboard of ``data`` with ``preds`` — no database read: what :func:`leaderboard_compute` shows, and
+    what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code."""
     ids = sorted(data.answers)
     labels: dict[str, dict[int, float]] = {}
     rows = _rows(data, ids, preds, config=config, labels_out=labels)

@@ -48,6 +48,7 @@ questions for 80 % power of that test at the pair's Holm level (``statsmodels`` 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -580,12 +581,16 @@ def budget_plan(
     needed = None
     if mean != 0.0:
         floor = max(sign_flip_min_questions(level), min_shared, 2)
-        if sd > 0:
-            n_t = TTestPower().solve_power(effect_size=abs(mean) / sd, alpha=level, power=power,
-                                           alternative="two-sided")
-            needed = max(floor, int(math.ceil(float(np.asarray(n_t).reshape(-1)[0]))))
-        else:
-            needed = floor
+        needed = floor
+        effect = math.inf if sd == 0 else abs(mean) / sd
+        if sd > 0 and TTestPower().power(effect_size=effect, nobs=floor, alpha=level) < power:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # statsmodels' root finder warns before it returns NaN
+                n_t = float(np.asarray(TTestPower().solve_power(
+                    effect_size=effect, alpha=level, power=power, alternative="two-sided")).reshape(-1)[0])
+            if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
+                n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
+            needed = max(floor, int(math.ceil(n_t)))
     more = None if needed is None else int(round(2 * ratings_per_answer * max(0, needed - d.size)))
     return BudgetPlan(
         n_shared=int(d.size), mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
