@@ -398,8 +398,10 @@ def _combine(parts: list[_Part], attr: str) -> stats.Estimate | None:
         return None
     if len(estimates) == 1:
         return estimates[0][1]
-    if any(e.ci is None for _, e in estimates):
-        return None
+    if any(e.ci is None for _, e in estimates):  # the point estimate still combines; the interval cannot
+        total = sum(n for n, _ in estimates)
+        return stats.Estimate(sum(n * e.estimate for n, e in estimates) / total, None, sum(e.n for _, e in estimates),
+                              stats.STRATIFIED_T, "+".join(sorted({e.estimator for _, e in estimates})))
     return stats.stratified(estimates)
 
 
@@ -419,7 +421,7 @@ def _rows(data: LeaderboardData, answer_ids: list[int], preds: PredictionSet, *,
                  for bench, group in sorted(strata.items())]
         notes = list(dict.fromkeys(n for p in parts for n in p.notes))
         if len(parts) > 1 and any(p.human is not None and p.human.ci is None for p in parts):
-            notes.append("some benchmark has too few questions for an interval: no combined estimate")
+            notes.append("a benchmark with too few questions for an interval leaves the combined estimate without one")
         if labels_out is not None:
             labels_out[lalm] = {c: (p.weights or {}).get(c, 1.0) for p in parts for c in p.labels}
         scores = [s for c in ids for s in data.scores.get(c, [])]
