@@ -166,11 +166,16 @@ def test_the_active_interval_is_the_hajek_design_variance_with_one_minus_pi_as_c
     result = stats.active_mean(y=y, pi=pi, sampled=sampled)  # no ORCA: λ = 0
     w = 1 / pi[sampled]
     hajek = np.sum(w * y[sampled]) / np.sum(w)
-    var = np.sum((1 - pi[sampled]) * w ** 2 * (y[sampled] - hajek) ** 2) / np.sum(w) ** 2 * 5 / 4
-    half = sps.t.ppf(0.975, 4) * math.sqrt(var)
+    # the interval: the five labels plus pseudo-labels 0 and 1 with the mean weight and π, 7 values, 6 df
+    v = np.concatenate([y[sampled], [0.0, 1.0]])
+    wp = np.concatenate([w, [w.mean()] * 2])
+    pp = np.concatenate([pi[sampled], [pi[sampled].mean()] * 2])
+    centre = np.sum(wp * v) / np.sum(wp)
+    var = np.sum((1 - pp) * wp ** 2 * (v - centre) ** 2) / np.sum(wp) ** 2 * 7 / 6
+    half = sps.t.ppf(0.975, 6) * math.sqrt(var)
     assert result.estimate == pytest.approx(hajek)
-    assert result.ci == pytest.approx((max(0, hajek - half), min(1, hajek + half)))
-    assert (result.method, result.estimator, result.df) == ("design_t", "active", 4)
+    assert result.ci == pytest.approx((max(0, centre - half), min(1, centre + half)))
+    assert (result.method, result.estimator, result.df) == ("design_t", "active", 6)
     # an answer drawn with certainty (π = 1) adds nothing to the variance
     certain = stats.active_mean(y=[0.0, 1.0, 0.5, 0.5, 0.5], pi=[1.0] * 5, sampled=[True] * 5)
     assert certain.ci == pytest.approx((0.5, 0.5))
