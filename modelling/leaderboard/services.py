@@ -82,7 +82,9 @@ def leaderboard_predictions(*, candidate_ids) -> PredictionSet:
         return PredictionSet(crossfit.name, "crossfit", mu, var, ppi_allowed=True)
     active = model_version_active()
     if active is None:
-        return PredictionSet(None, "none", note="No ORCA model: train one and run a cross-fit for PPI estimates.")
+        return PredictionSet(None, "none", note=(
+            "No ORCA model: train one and run a cross-fit for prediction-powered (PPI++) and ORCA-assisted active "
+            "estimates; the human-only ones stand."))
     mu, var = {}, {}
     for cid, m, v in Prediction.objects.filter(candidate_id__in=ids, model_version=active).values_list(
         "candidate_id", "mu", "variance"
@@ -337,10 +339,7 @@ def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampli
                "estimate has none)")
 
     def orca_note() -> str:
-        if preds.ppi_allowed:
-            return f"cross-fit stale: {_count(crossfit_missing, 'answer')} without a cross-fitted prediction"
-        return "no cross-fit: ORCA-assisted estimates need cross-fitted predictions" + (
-            " (the active model's are in-sample)" if preds.source == "active" else "")
+        return f"cross-fit stale: {_count(crossfit_missing, 'answer')} without a cross-fitted prediction"
 
     if sampling == ACTIVE:
         undecided = [c for c in ids if c not in data.design]
@@ -364,7 +363,7 @@ def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampli
         if crossfit_missing == 0:
             part.with_orca = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn,
                                                yhat=[preds.mu[c] for c in ids], min_questions=config.min_questions)
-        else:
+        elif preds.ppi_allowed:
             part.notes.append(orca_note())
         if part.human.ci is None:
             part.notes.append(too_few.format(n=len(part.labels)))
@@ -383,6 +382,8 @@ def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampli
     part.human = stats.classical_mean(y, min_questions=config.min_questions)
     if part.human.ci is None:
         part.notes.append(too_few.format(n=len(part.labels)))
+    elif not preds.ppi_allowed:
+        pass  # no cross-fit at all: the page says so once, above the table (ppi_note)
     elif crossfit_missing:
         part.notes.append(orca_note())
     else:
