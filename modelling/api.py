@@ -109,7 +109,6 @@ class LeaderboardQuerySerializer(serializers.Serializer):
 
 _CI = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True,
                             help_text="[low, high] 95 % CI on the normalised scale; null: too few questions.")
-_ESTIMATORS = ["classical", "ppi++", "active"]
 _ESTIMATE = {
     "estimate": serializers.FloatField(),
     "ci": _CI,
@@ -132,8 +131,9 @@ _ROW_FIELDS = {
         "The row's estimate of the LALM's mean correctness (r − 1)/4 over its answers: ppi (with ORCA) when it "
         "has an interval, else human.")),
     "ci": _CI,
-    "estimator": serializers.ChoiceField(choices=_ESTIMATORS, allow_null=True,
-                                         help_text="Which estimator gave estimate and ci."),
+    "estimator": serializers.CharField(allow_null=True, help_text=(
+        "Which estimator gave estimate and ci: classical, ppi++ or active ('+'-joined when benchmarks with "
+        "different sampling are combined).")),
     "ci_method": serializers.CharField(allow_null=True, help_text="Its interval method (see ci_methods)."),
     "mean_correctness": serializers.FloatField(allow_null=True, help_text="The human-only estimate."),
     "human": inline_serializer("LeaderboardHuman", fields=_ESTIMATE, allow_null=True,

@@ -29,7 +29,8 @@ routing policies, at the sample sizes users have:
   (default 5) no interval is given.
 * ``ppi_t`` — PPI++'s rectifier standard error with the predictions' mean known exactly (ORCA's μ is computed for
   all N answers, so ``ppi_py``'s term Var(λμ)/N is 0: Cochran's regression estimator, *Sampling Techniques*, 1977,
-  ch. 7), λ = Cov(y, μ)/Var(μ) clipped to [0, 1], Student t with n − 2 degrees of freedom.
+  ch. 7), λ = Cov(y, μ)/Var(μ) clipped to [0, 1], with the same two pseudo-labels counted a quarter each, Student t
+  with n − 2 degrees of freedom.
 * ``design_t`` — the Hájek estimator's design variance under Poisson sampling, Σ (1 − π) w² e² / (Σ w)² with
   w = 1/π (Särndal, Swensson & Wretman, *Model Assisted Survey Sampling*, 1992), over the labels plus the same two
   pseudo-labels at 0 and 1, Student t with n − 2 degrees of freedom (n − 1 without ORCA) on the n + 2 values.
@@ -75,7 +76,8 @@ CLASSICAL, PPI, ACTIVE = "classical", "ppi++", "active"
 T_ADJUSTED, PPI_T, DESIGN_T, STRATIFIED_T = "t_adjusted", "ppi_t", "design_t", "stratified_t"
 CI_METHODS = {
     T_ADJUSTED: "Student t on question means with one pseudo-question at 0 and one at 1 (Q + 1 df)",
-    PPI_T: "PPI++ rectifier standard error, ORCA's mean known, Student t (n − 2 df)",
+    PPI_T: "PPI++ rectifier standard error, ORCA's mean known, a quarter pseudo-label at 0 and at 1, Student t "
+           "(n − 2 df)",
     DESIGN_T: "Hájek design variance with (1 − π), a pseudo-label at 0 and at 1, Student t (n df; n + 1 without "
               "ORCA)",
     STRATIFIED_T: "per-benchmark intervals combined by answer share, Student t with the smallest df",
@@ -121,8 +123,10 @@ def _t(confidence: float, df: int) -> float:
     return float(sps.t.ppf(0.5 + confidence / 2, df=df))
 
 
-#: The level at which ``ppi_py``'s z interval is estimate ± 1 standard error (z_{1−α/2} = 1).
-ONE_SE_ALPHA = float(2.0 * sps.norm.sf(1.0))
+#: How many times each pseudo-label (y = 0 and y = 1) counts in the ``ppi_t`` interval: ORCA explains part of the
+#: spread, so a full pseudo-label would widen PPI++ far more than it widens the human-only interval; a quarter
+#: lifts its coverage with 9–15 labels from 0.94–0.95 to ≥ 0.97 at 1–7 % of width (``bench/leaderboard.py``).
+PPI_PSEUDO_WEIGHT = 0.25
 
 
 def classical_mean(
@@ -183,9 +187,11 @@ def ppi_mean(
         min_questions: fewest labelled answers for an estimate (at least 3 with tuning, 2 without).
 
     Estimate: mean(λ·μ over N) + mean(y − λμ over n) (``ppi_py.ppi_mean_pointestimate``). Interval ``ppi_t``:
-    estimate ± t_{n−2}·sd(y − λμ; n − 2 df)/√n (t_{n−1}, n − 1 df for λ = 1) — ``ppi_py.ppi_mean_ci``'s standard
-    error with the predictions' mean known — clipped to [0, 1]. Raises ValueError for too few labels or mismatched
-    lengths.
+    the residuals r = y − λμ plus two pseudo-labels (y = 0 and y = 1 at the labels' mean μ) counted
+    :data:`PPI_PSEUDO_WEIGHT` each, centre = mean(λμ over N) + their weighted mean r̄, standard error
+    √(Σ f (r − r̄)² / (Σ f − d) / Σ f) with f the counts and d = 2 (1 for λ = 1) — ``ppi_py``'s rectifier standard
+    error with the predictions' mean known, padded — and Student t with n − d degrees of freedom, clipped to [0, 1].
+    Raises ValueError for too few labels or mismatched lengths.
     """
     import ppi_py
 
@@ -200,12 +206,16 @@ def ppi_mean(
     lam = regression_lambda(y, yhat) if power_tuning else 1.0
     n, ddof = y.size, (2 if power_tuning else 1)
     estimate = float(np.asarray(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam)).reshape(-1)[0])
-    known_mean = np.full(yhat_all.size, float(yhat_all.mean()))  # no sampling error in the predictions' mean
-    low, high = ppi_py.ppi_mean_ci(y, yhat, known_mean, alpha=ONE_SE_ALPHA, lam=lam)
-    se = (float(np.asarray(high).reshape(-1)[0]) - float(np.asarray(low).reshape(-1)[0])) / 2  # sd(ddof 0)/√n
-    se *= math.sqrt(n / (n - ddof))
+    # The rectifier's residuals y − λμ plus the two pseudo-labels y = 0 and y = 1 at the labels' mean μ, each
+    # counted PPI_PSEUDO_WEIGHT times (frequency weights); the predictions' mean over all N is known exactly.
+    mu_bar = float(yhat.mean())
+    r = np.concatenate([y - lam * yhat, [0.0 - lam * mu_bar, 1.0 - lam * mu_bar]])
+    f = np.concatenate([np.ones(n), [PPI_PSEUDO_WEIGHT, PPI_PSEUDO_WEIGHT]])
+    centre_r = float(np.sum(f * r) / f.sum())
+    se = math.sqrt(float(np.sum(f * (r - centre_r) ** 2)) / (f.sum() - ddof) / f.sum())
+    centre = lam * float(yhat_all.mean()) + centre_r
     half = _t(confidence, n - ddof) * se
-    return Estimate(estimate, _clip_ci(estimate - half, estimate + half), int(n), PPI_T, PPI, estimate, se, n - ddof)
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, n - ddof)
 
 
 def inclusion_probabilities(
@@ -554,6 +564,23 @@ class BudgetPlan:
     reachable: bool
 
 
+def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: float, confidence: float = CONFIDENCE,
+                              limit: int = 100_000) -> int:
+    """The smallest n >= ``start`` at which the verdict's other condition, the ``t_adjusted`` interval of the
+    difference (pseudo-values −1 and 1) excluding 0, also has ``power``: the t-test power of the padded values'
+    expected centre n·mean/(n + 2) and spread at 1 − ``confidence`` (it binds with few pairs and few questions)."""
+    from statsmodels.stats.power import TTestPower
+
+    n = start
+    while n < limit:
+        centre = n * mean / (n + 2)
+        spread = ((n - 1) * sd * sd + n * (mean - centre) ** 2 + (1 + centre) ** 2 + (1 - centre) ** 2) / (n + 1)
+        if TTestPower().power(effect_size=abs(centre) / math.sqrt(spread), nobs=n + 2, alpha=1 - confidence) >= power:
+            return n
+        n = max(n + 1, int(n * 1.05))
+    return limit
+
+
 def budget_plan(
     *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
     power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS,
@@ -569,7 +596,8 @@ def budget_plan(
 
     The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
     Statistical Hypotheses*), so the t-test's sample size for effect |mean|/sd is used; a difference with
-    sd 0 needs only the test's smallest attainable p. Raises ValueError for bad arguments.
+    sd 0 needs only the test's smallest attainable p; and the verdict's interval (pseudo-values −1 and 1) must
+    exclude 0 with the same power (:func:`_interval_excludes_zero_n`). Raises ValueError for bad arguments.
     """
     from statsmodels.stats.power import TTestPower
 
@@ -594,6 +622,7 @@ def budget_plan(
             if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
                 n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
             needed = max(floor, int(math.ceil(n_t)))
+        needed = _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
     more = None if needed is None else int(round(2 * ratings_per_answer * max(0, needed - d.size)))
     return BudgetPlan(
         n_shared=int(d.size), mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),

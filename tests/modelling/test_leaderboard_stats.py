@@ -89,10 +89,19 @@ def test_the_ppi_estimate_is_ppi_py_called_directly_and_its_interval_is_for_the_
         lam = stats.regression_lambda(y, f) if tuning else 1.0
         ours = stats.ppi_mean(y=y, yhat=f, yhat_all=f_all, power_tuning=tuning)
         assert ours.estimate == pytest.approx(float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, f, f_all, lam=lam))))
-        # Cochran's regression estimator: t_{n−ddof} · sd(y − λŷ; ddof) / √n, no term for the predictions' mean
-        half = sps.t.ppf(0.975, 40 - ddof) * np.std(y - lam * f, ddof=ddof) / math.sqrt(40)
-        assert ours.ci == pytest.approx((ours.estimate - half, ours.estimate + half))
+        # Cochran's regression estimator with no term for the predictions' mean: the residuals y − λŷ plus the
+        # pseudo-labels 0 and 1 at mean ŷ counted a quarter each, t_{n−ddof}
+        r = np.concatenate([y - lam * f, [-lam * f.mean(), 1 - lam * f.mean()]])
+        counts = np.array([1.0] * 40 + [0.25, 0.25])
+        centre_r = np.sum(counts * r) / counts.sum()
+        se = math.sqrt(np.sum(counts * (r - centre_r) ** 2) / (counts.sum() - ddof) / counts.sum())
+        centre = lam * f_all.mean() + centre_r
+        half = sps.t.ppf(0.975, 40 - ddof) * se
+        assert ours.ci == pytest.approx((centre - half, centre + half))
         assert (ours.n, ours.method, ours.df) == (40, "ppi_t", 40 - ddof)
+        # the pseudo-labels widen the plain rectifier interval a little (here a good predictor: residual sd 0.15)
+        plain = sps.t.ppf(0.975, 40 - ddof) * np.std(y - lam * f, ddof=ddof) / math.sqrt(40)
+        assert plain < half < 1.2 * plain
         # ppi_py's own interval (a larger population's mean, with Var(λŷ)/N) is wider at the same λ and level
         low, high = ppi_py.ppi_mean_ci(y, f, f_all, alpha=0.05, lam=lam)
         assert float(high[0] - low[0]) > 2 * sps.norm.isf(0.025) * np.std(y - lam * f) / math.sqrt(40)
@@ -259,13 +268,17 @@ def test_the_planner_asks_for_80_percent_power_at_the_pairs_holm_level():
     assert stats.holm_level(pairs=105, decided=4) == pytest.approx(0.05 / 101)
     plan = stats.budget_plan(diffs=diffs, ratings_per_answer=3, available_questions=100, level=level)
     effect = 0.15 / np.std(diffs, ddof=1)
-    needed = math.ceil(TTestPower().solve_power(effect_size=effect, alpha=level, power=0.8))
-    assert plan.needed_questions == needed and needed > 30  # the old n* = (z·sd/d)² said 7
+    n_test = math.ceil(TTestPower().solve_power(effect_size=effect, alpha=level, power=0.8))
+    # and the verdict's interval (pseudo-values ±1) must exclude 0 with the same power
+    needed = stats._interval_excludes_zero_n(mean=0.15, sd=float(np.std(diffs, ddof=1)), start=n_test, power=0.8)
+    assert plan.needed_questions == needed >= n_test > 30  # the old n* = (z·sd/d)² said 7
     assert plan.more_ratings == 2 * 3 * (needed - 4) and plan.reachable
-    # a constant difference needs the test's smallest attainable p: 2^(1 − n) <= level
+    # the test's power at the planned size, by the t-test's noncentral t: 80 %
+    assert TTestPower().power(effect_size=effect, nobs=n_test, alpha=level) == pytest.approx(0.8, abs=0.01)
+    # a constant difference needs at least the test's smallest attainable p: 2^(1 − n) <= level
     flat = stats.budget_plan(diffs=[0.25, 0.25], ratings_per_answer=2, available_questions=10, level=level,
                              min_shared=2)
-    assert flat.needed_questions == stats.sign_flip_min_questions(level) == 13 and not flat.reachable
+    assert stats.sign_flip_min_questions(level) == 13 <= flat.needed_questions and not flat.reachable
     assert stats.budget_plan(diffs=[0.2, -0.2], ratings_per_answer=2, available_questions=10,
                              level=0.05).needed_questions is None
 
