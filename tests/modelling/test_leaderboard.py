@@ -476,3 +476,25 @@ def test_the_page_and_api_figures_are_computed_once_per_change_of_the_data(store
     RoutingDecision.objects.create(candidate=unrated, reason="audit", detail="")
     routed, _ = services.leaderboard_cached(benchmark="B1")
     assert len(calls) == 4 and next(r for r in routed.rows if r.lalm == "good").sampling == "routed"
+
+
+def test_a_clear_difference_over_enough_shared_questions_is_a_verdict_in_the_matrix_and_the_list(client):
+    bench = BenchmarkFactory(name="Clear")
+    strong, weak = LALMFactory(name="strong"), LALMFactory(name="weak")
+    raters = [AnnotatorFactory() for _ in range(2)]
+    for i in range(12):
+        version = QuestionFactory(benchmark=bench).current_version
+        for lalm, scores in ((strong, (5, 4 + i % 2)), (weak, (1, 2 - i % 2))):
+            candidate = CandidateAnswerFactory(question_version=version, lalm=lalm)
+            for rater, score in zip(raters, scores):
+                RatingFactory(candidate=candidate, annotator=rater, score=score)
+    board = leaderboard_compute(benchmark="Clear")
+    (pair,) = board.pairwise
+    assert (pair.a, pair.b, pair.n_questions, pair.verdict) == ("strong", "weak", 12, "a>b")
+    assert pair.p_value == pytest.approx(2 ** -11) and pair.ci[0] > 0
+    matrix = {row["lalm"]: {c["other"]: c["verdict"] for c in row["cells"]} for row in board.verdict_matrix()}
+    assert matrix == {"strong": {"strong": "self", "weak": "better"}, "weak": {"strong": "worse", "weak": "self"}}
+    client.force_login(UserFactory(roles=["expert"], is_staff=True))
+    html = client.get(reverse("modelling:leaderboard"), {"benchmark": "Clear"}).content.decode()
+    assert 'class="verdict-better" title="strong − weak: +0.875 over 12 shared questions' in html
+    assert "strong beats weak" in html and "1 of 1 pairs decided" in html
