@@ -52,12 +52,14 @@ the human-only width; ``tau``: mean Kendall τ-b between the estimates and the f
 estimate); ``labels``: mean labelled answers per LALM. ``false_verdict_rate``: share of replays with at least one
 verdict "A > B" at any budget where the full-data mean of A ≤ that of B. ``planner_power``: at the 30 % budget of
 each replay one pair with >= 2 shared labelled questions is drawn at random and planned
-(``leaderboard_budget_plan``: 80 % power at the pair's Holm level from the observed difference and spread);
-``--studies`` studies of the planned number of questions are drawn with replacement from the questions both LALMs
-answered in the data (their full-data answer means), and the share that reach the verdict in the true direction
-(sign-flip p <= the level and the interval excluding 0) is the realised power (plans above 500 questions, beyond
-any benchmark here, are counted in ``planner_unreachable``, not simulated). ``planner_power_true_effect``: the same
-with the plan computed from the pool's true difference and spread (the formula's own calibration).
+(``leaderboard_budget_plan``: 80 % power at the pair's Holm level, allowing for the uncertainty of the observed
+difference); ``--studies`` studies of the planned number of questions are drawn with replacement from the questions
+both LALMs answered in the data (their full-data answer means), and the share that reach the verdict in the true
+direction (sign-flip p <= the level and the interval excluding 0) is the realised power. Pairs the planner declines
+(the observed difference too uncertain for 80 % at any size) and plans above 500 questions (beyond any benchmark
+here) are counted in ``planner_pairs``, not simulated. ``planner_power_true_effect``: the same with the plan computed
+from the pool's true difference and spread (the formula's own calibration); ``planner_power_if_exact``: with the
+observed difference taken as exact (the plan without its uncertainty, for comparison).
 
 ``small_n``: coverage of the human-only interval (``classical_mean``) of a known mean on synthetic benchmarks of
 3, 5 and 10 questions — six LALMs from 5 % to 95 % correct answers, three ratings per answer drawn from discrete
@@ -263,9 +265,13 @@ def _data(*, answers: dict, state, policy: str, audit_share: float, u=None):
     return data
 
 
-def _planner_power(*, board, rng, pool_values: dict, studies: int, true_effect: bool) -> tuple[list, int]:
-    """Realised power of one randomly chosen plannable pair of ``board`` (module docstring): ([success, ...], 1 when
-    the plan was beyond PLAN_CAP else 0)."""
+def _planner_power(*, board, rng, pool_values: dict, studies: int) -> dict:
+    """One randomly chosen plannable pair of ``board`` (module docstring): {mode: ([success, ...], status)} for the
+    three plans — ``assured`` (the planner's, from the observed differences and their uncertainty), ``if_exact``
+    (the observed difference taken as exact) and ``true_effect`` (the pool's true difference and spread); status
+    is "planned", "declined" (no plan: too uncertain) or "unreachable" (above PLAN_CAP)."""
+    from scipy import stats as sps
+
     from modelling.leaderboard import stats
     from modelling.leaderboard.services import leaderboard_budget_plan
 
@@ -279,29 +285,32 @@ def _planner_power(*, board, rng, pool_values: dict, studies: int, true_effect: 
                 if np.mean([board.question_values[a][q] - board.question_values[b][q] for q in shared]) != 0:
                     candidates.append((a, b, pool))
     if not candidates:
-        return [], 0
+        return {}
     a, b, pool = candidates[rng.integers(len(candidates))]
     plan = leaderboard_budget_plan(board=board, a=a, b=b)
-    if true_effect:
-        plan = stats.budget_plan(diffs=pool, ratings_per_answer=plan.ratings_per_answer,
-                                 available_questions=plan.available_questions, level=plan.level,
-                                 min_shared=board.config.min_shared)
-    if plan.needed_questions is None:
-        return [], 0
-    if plan.needed_questions > PLAN_CAP:
-        return [], 1
+    truth = stats.budget_plan(diffs=pool, ratings_per_answer=plan.ratings_per_answer,
+                              available_questions=plan.available_questions, level=plan.level,
+                              min_shared=board.config.min_shared)
     direction = np.sign(pool.mean())
-    out = []
-    for _ in range(studies):
-        d = rng.choice(pool, size=plan.needed_questions, replace=True)
-        p = stats.sign_flip_test(d, n_flips=board.config.sign_flips, seed=int(rng.integers(2**31)))
-        centre, se, df = stats.adjusted_t_parts(d, low=-1.0, high=1.0)
-        from scipy import stats as sps
-
-        half = float(sps.t.ppf(0.975, df)) * se
-        excludes = (centre - half > 0) if direction > 0 else (centre + half < 0)
-        out.append(bool(p <= plan.level and excludes))
-    return out, 0
+    out = {}
+    for mode, n in (("assured", plan.needed_questions), ("if_exact", plan.needed_if_exact),
+                    ("true_effect", truth.needed_if_exact)):
+        if n is None:
+            out[mode] = ([], "declined")
+            continue
+        if n > PLAN_CAP:
+            out[mode] = ([], "unreachable")
+            continue
+        hits = []
+        for _ in range(studies):
+            d = rng.choice(pool, size=n, replace=True)
+            p = stats.sign_flip_test(d, n_flips=board.config.sign_flips, seed=int(rng.integers(2**31)))
+            centre, se, df = stats.adjusted_t_parts(d, low=-1.0, high=1.0)
+            half = float(sps.t.ppf(0.975, df)) * se
+            excludes = (centre - half > 0) if direction > 0 else (centre + half < 0)
+            hits.append(bool(p <= plan.level and excludes))
+        out[mode] = (hits, "planned")
+    return out
 
 
 def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: int, budgets, annotators: int,
@@ -333,12 +342,12 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
     acc = {f"{b:g}": {"classical": _Accumulator(), "ppi": _Accumulator(), "active": _Accumulator()}
            for b in budgets}
     false_any = []
-    power, power_true, unreachable, unreachable_true = [], [], 0, 0
+    planner = {mode: {"hits": [], "planned": 0, "declined": 0, "unreachable": 0}
+               for mode in ("assured", "if_exact", "true_effect")}
     human_key, orca_key = _FIGURES[policy]
     policy_index = POLICIES.index(policy)
 
     def record(budget: float, board, replay_false: list, rng) -> None:
-        nonlocal unreachable, unreachable_true
         slot = acc[f"{budget:g}"]
         rows = {r.lalm: r for r in board.rows}
         for key, attr in ((human_key, "human"), (orca_key, "with_orca")):
@@ -364,14 +373,10 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
             if (p.verdict == "a>b" and truth[p.a] <= truth[p.b]) or (p.verdict == "b>a" and truth[p.b] <= truth[p.a]):
                 replay_false.append((budget, p.a, p.b))
         if abs(budget - 0.3) < 1e-9:
-            got, cap = _planner_power(board=board, rng=rng, pool_values=pool_values, studies=studies,
-                                      true_effect=False)
-            power.extend(got)
-            unreachable += cap
-            got, cap = _planner_power(board=board, rng=rng, pool_values=pool_values, studies=studies,
-                                      true_effect=True)
-            power_true.extend(got)
-            unreachable_true += cap
+            for mode, (hits, status) in _planner_power(board=board, rng=rng, pool_values=pool_values,
+                                                       studies=studies).items():
+                planner[mode]["hits"].extend(hits)
+                planner[mode][status] += 1
 
     def one(keys, u, orders, rng) -> bool:
         """One replay; True when it produced a false verdict at some budget."""
@@ -407,12 +412,17 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
     return {
         "budgets": {b: {k: a.summary() for k, a in kinds.items()} for b, kinds in acc.items()},
         "false_verdict_rate": round(float(np.mean(false_any)), 4),
-        "planner_power": round(float(np.mean(power)), 4) if power else None,
-        "planner_studies": len(power), "planner_unreachable": unreachable,
-        "planner_power_true_effect": round(float(np.mean(power_true)), 4) if power_true else None,
-        "planner_studies_true_effect": len(power_true), "planner_unreachable_true_effect": unreachable_true,
+        "planner_power": _share(planner["assured"]["hits"]),
+        "planner_power_true_effect": _share(planner["true_effect"]["hits"]),
+        "planner_power_if_exact": _share(planner["if_exact"]["hits"]),
+        "planner_pairs": {mode: {k: (len(v) if k == "hits" else v) for k, v in counts.items()}
+                          for mode, counts in planner.items()},
         "replays": replays,
     }
+
+
+def _share(hits: list) -> float | None:
+    return round(float(np.mean(hits)), 4) if hits else None
 
 
 def small_n(*, seed: int, draws: int = 2000) -> tuple[dict, dict]:

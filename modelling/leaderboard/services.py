@@ -317,6 +317,21 @@ def _value(data: LeaderboardData, cid: int) -> float:
     return float(np.mean([normalise_rating(s) for s in data.scores[cid]]))
 
 
+def _within_variances(data: LeaderboardData, ids: list[int], sampled) -> np.ndarray:
+    """(N,) the variance of each sampled answer's mean normalised rating from its raters: its ratings' sample
+    variance ÷ their number; an answer with one rating takes the mean sample variance of the others (0 for the
+    unsampled)."""
+    spreads = [float(np.var([normalise_rating(x) for x in data.scores[c]], ddof=1))
+               for c, s in zip(ids, sampled) if s and len(data.scores[c]) >= 2]
+    pooled = float(np.mean(spreads)) if spreads else 0.0
+    out = np.zeros(len(ids))
+    for j, (c, s) in enumerate(zip(ids, sampled)):
+        if s:
+            values = [normalise_rating(x) for x in data.scores[c]]
+            out[j] = (float(np.var(values, ddof=1)) if len(values) >= 2 else pooled) / len(values)
+    return out
+
+
 @dataclass
 class _Part:
     """One LALM on one benchmark: the estimates, the labels they use, the weights of those, and notes."""
@@ -356,12 +371,13 @@ def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampli
             part.notes.append(f"none of the {int(drawn.sum())} drawn answers is rated yet")
             return part
         y = np.array([_value(data, c) if s else np.nan for c, s in zip(ids, sampled)])
+        within = _within_variances(data, ids, sampled)
         part.notes.append(f"answers drawn ∝ ORCA's σ (leaderboard precision): {len(part.labels)} of "
                           f"{int(drawn.sum())} drawn answers rated, each weighted 1/π")
-        part.human = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn,
+        part.human = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
                                        min_questions=config.min_questions)
         if crossfit_missing == 0:
-            part.with_orca = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn,
+            part.with_orca = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
                                                yhat=[preds.mu[c] for c in ids], min_questions=config.min_questions)
         elif preds.ppi_allowed:
             part.notes.append(orca_note())

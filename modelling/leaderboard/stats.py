@@ -33,7 +33,9 @@ routing policies, at the sample sizes users have:
   with n − 2 degrees of freedom.
 * ``design_t`` — the Hájek estimator's design variance under Poisson sampling, Σ (1 − π) w² e² / (Σ w)² with
   w = 1/π (Särndal, Swensson & Wretman, *Model Assisted Survey Sampling*, 1992), over the labels plus the same two
-  pseudo-labels at 0 and 1, Student t with n − 2 degrees of freedom (n − 1 without ORCA) on the n + 2 values.
+  pseudo-labels at 0 and 1, plus the raters' share Σ w v / (Σ w)² (v: the variance of an answer's mean rating;
+  answers drawn with certainty still have their raters drawn at random), Student t with n − 2 degrees of freedom
+  (n − 1 without ORCA) on the n + 2 values.
 
 No finite-population correction enters the t intervals of uniform samples: they are conservative by up to
 √(1 − n/N). Intervals are clipped to [0, 1].
@@ -266,7 +268,8 @@ def inverse_probability_weights(pi: Sequence[float]) -> np.ndarray:
 
 def active_mean(
     *, y: Sequence[float], pi: Sequence[float], sampled: Sequence[bool], yhat: Sequence[float] | None = None,
-    drawn: Sequence[bool] | None = None, confidence: float = CONFIDENCE, min_questions: int = MIN_QUESTIONS,
+    drawn: Sequence[bool] | None = None, within: Sequence[float] | None = None, confidence: float = CONFIDENCE,
+    min_questions: int = MIN_QUESTIONS,
 ) -> Estimate:
     """Active estimate of the mean over N answers drawn by a fixed Poisson design (module docstring).
 
@@ -278,6 +281,9 @@ def active_mean(
         drawn: (N,) bool, every drawn answer (rated or still waiting; default ``sampled``). The queue rates the
             drawn answers in random-key order, independent of the draw, so while a draw is partly rated the rated
             ones are a random subsample of it: each label's effective probability is π · (rated / drawn).
+        within: (N,) the variance of each labelled answer's value from its raters (its ratings' sample variance ÷
+            their number), or None (0). An answer drawn with certainty still has raters drawn at random: the
+            design variance's (1 − π) leaves that out, so it is added (two-stage sampling: answers, then raters).
         min_questions: fewest labels for an interval (``ci`` None below it, as for λ's and the mean's degrees of
             freedom).
 
@@ -285,7 +291,8 @@ def active_mean(
     :func:`regression_lambda` of y on μ with the design-variance weights (1 − π_eff)/π_eff². Interval ``design_t``:
     the labels plus one pseudo-label at y = 0 and one at y = 1 (with the labels' mean weight and π, and their
     weighted mean μ; as ``t_adjusted`` pads the human-only mean), e = y − λμ over the m = n + 2 values,
-    V = Σ (1 − π_eff) w² (e − ē_w)² / (Σ w)² · m/(m − d), d = 2 with ORCA and 1 without, and centre ± t_{m−d} √V,
+    V = Σ (1 − π_eff) w² (e − ē_w)² / (Σ w)² · m/(m − d) + Σ w v / (Σ w)² (v: ``within``), d = 2 with ORCA and
+    1 without, and centre ± t_{m−d} √V,
     centre = mean(λμ over N) + ē_w, clipped to [0, 1]. Without the pseudo-labels the interval covered 0.93 with
     10–20 labels per LALM (``bench/leaderboard.py``). Raises ValueError for mismatched lengths or no label.
     """
@@ -318,6 +325,8 @@ def active_mean(
     centre_e = float(np.sum(w_pad * e_pad) / np.sum(w_pad))
     m = e_pad.size
     var = float(np.sum((1.0 - p_pad) * w_pad * w_pad * (e_pad - centre_e) ** 2) / np.sum(w_pad) ** 2) * m / (m - ddof)
+    if within is not None:  # the raters' share: Σ π w² v = Σ w v over the labels (Särndal et al. 1992, ch. 4)
+        var += float(np.sum(w * np.asarray(within, dtype=np.float64)[mask]) / np.sum(w_pad) ** 2)
     se = math.sqrt(max(var, 0.0))
     centre = (0.0 if f is None else lam * float(f.mean())) + centre_e
     half = _t(confidence, m - ddof) * se
@@ -544,12 +553,17 @@ class BudgetPlan:
         level: the pair's Holm level (:func:`holm_level`) the test must reach.
         power: the power planned for (0.8).
         ratings_per_answer: mean valid ratings per rated answer (k).
-        needed_questions: shared rated questions for that power at that level: the one-sample t-test's sample size
-            (``statsmodels`` ``TTestPower``) for effect |mean|/sd, at least :func:`sign_flip_min_questions` and the
-            verdict's minimum of shared questions; None when the observed difference is 0.
-        more_ratings: 2 · k · max(0, needed − n_shared): two answers per question, k ratings each.
+        needed_if_exact: shared rated questions for that power at that level if the observed difference and spread
+            were exact: the one-sample t-test's sample size (``statsmodels`` ``TTestPower``) for effect |mean|/sd, at
+            least :func:`sign_flip_min_questions` and the verdict's minimum of shared questions; None when the
+            observed difference is 0.
+        needed_questions: the same allowing for the uncertainty of the observed difference (the power averaged
+            over its t distribution from ``n_shared`` questions, "assurance"); None when no number of questions
+            reaches the power (the sign of the difference is too uncertain): ``note`` says so.
+        more_ratings: 2 · k · max(0, needed_questions − n_shared): two answers per question, k ratings each.
         available_questions: questions both LALMs answered (rated or not): the most a study can use.
-        reachable: False when more shared questions are needed than the LALMs have in common.
+        reachable: needed_questions is known and at most ``available_questions``.
+        note: why there is no plan ('' when there is one).
     """
 
     n_shared: int
@@ -558,10 +572,16 @@ class BudgetPlan:
     level: float
     power: float
     ratings_per_answer: float
+    needed_if_exact: int | None
     needed_questions: int | None
     more_ratings: int | None
     available_questions: int
     reachable: bool
+    note: str = ""
+
+
+#: Quantiles of the observed difference's t distribution the assured power averages over.
+_ASSURANCE_NODES = (np.arange(200) + 0.5) / 200
 
 
 def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: float, confidence: float = CONFIDENCE,
@@ -581,26 +601,53 @@ def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: floa
     return limit
 
 
+def _exact_plan_n(*, mean: float, sd: float, level: float, power: float, floor: int) -> int:
+    """Shared questions for ``power`` at ``level`` if ``mean`` and ``sd`` were the truth (see :class:`BudgetPlan`)."""
+    from statsmodels.stats.power import TTestPower
+
+    needed = floor
+    effect = math.inf if sd == 0 else abs(mean) / sd
+    if sd > 0 and TTestPower().power(effect_size=effect, nobs=floor, alpha=level) < power:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # statsmodels' root finder warns before it returns NaN
+            n_t = float(np.asarray(TTestPower().solve_power(
+                effect_size=effect, alpha=level, power=power, alternative="two-sided")).reshape(-1)[0])
+        if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
+            n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
+        needed = max(floor, int(math.ceil(n_t)))
+    return _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
+
+
+def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float) -> float:
+    """The t-test's power at n questions to find the difference in the observed direction, averaged over the true
+    difference's t distribution given n0 observed differences (mean, sd; flat prior): O'Hagan, Stevens &
+    Campbell, "Assurance in clinical trial planning", *Pharmaceutical Statistics* 2005."""
+    deltas = abs(mean) + sd / math.sqrt(n0) * sps.t.ppf(_ASSURANCE_NODES, n0 - 1)
+    critical = sps.t.isf(level / 2, n - 1)
+    return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sd * math.sqrt(n))))
+
+
 def budget_plan(
     *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
-    power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS,
+    power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS, limit: int = 100_000,
 ) -> BudgetPlan:
-    """Plan the shared rated questions (and ratings) that give the sign-flip test of two LALMs ``power`` at
-    ``level`` (the pair's Holm level) if the true difference and spread are the observed ones.
+    """Plan the shared rated questions (and ratings) that give the verdict between two LALMs ``power`` at
+    ``level`` (the pair's Holm level).
 
     Args:
         diffs: (n,) observed paired differences a − b over the shared rated questions (n >= 2).
         ratings_per_answer: k, mean valid ratings per rated answer (> 0).
         available_questions: questions both LALMs answered (rated or not).
         level: the significance level the pair must reach (0 < level < 1).
+        limit: plans above this many questions count as not reachable.
 
     The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
-    Statistical Hypotheses*), so the t-test's sample size for effect |mean|/sd is used; a difference with
-    sd 0 needs only the test's smallest attainable p; and the verdict's interval (pseudo-values −1 and 1) must
-    exclude 0 with the same power (:func:`_interval_excludes_zero_n`). Raises ValueError for bad arguments.
+    Statistical Hypotheses*), so the t-test's power is used. ``needed_if_exact`` takes the observed difference and
+    spread as the truth (a difference with sd 0 needs only the test's smallest attainable p); the verdict's interval
+    (pseudo-values −1 and 1) must exclude 0 with the same power (:func:`_interval_excludes_zero_n`).
+    ``needed_questions`` averages the power over the uncertainty of the observed difference (:func:`_assured_power`;
+    a few shared questions rarely pin the difference down enough for 80 %). Raises ValueError for bad arguments.
     """
-    from statsmodels.stats.power import TTestPower
-
     d = np.asarray(diffs, dtype=np.float64)
     if d.size < 2:
         raise ValueError("the budget planner needs at least 2 shared rated questions")
@@ -609,24 +656,33 @@ def budget_plan(
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
-    needed = None
-    if mean != 0.0:
+    exact = needed = None
+    note = ""
+    if mean == 0.0:
+        note = "the observed difference is 0"
+    else:
         floor = max(sign_flip_min_questions(level), min_shared, 2)
-        needed = floor
-        effect = math.inf if sd == 0 else abs(mean) / sd
-        if sd > 0 and TTestPower().power(effect_size=effect, nobs=floor, alpha=level) < power:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # statsmodels' root finder warns before it returns NaN
-                n_t = float(np.asarray(TTestPower().solve_power(
-                    effect_size=effect, alpha=level, power=power, alternative="two-sided")).reshape(-1)[0])
-            if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
-                n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
-            needed = max(floor, int(math.ceil(n_t)))
-        needed = _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
+        exact = _exact_plan_n(mean=mean, sd=sd, level=level, power=power, floor=floor)
+        if sd == 0:
+            needed = exact
+        elif _assured_power(limit, mean=mean, sd=sd, n0=d.size, level=level) < power:
+            note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "
+                    "any size: rate more shared questions first")
+        else:
+            low, high = exact, exact
+            while _assured_power(high, mean=mean, sd=sd, n0=d.size, level=level) < power:
+                low, high = high, min(limit, high * 2)
+            while low < high:  # smallest n with the assured power
+                mid = (low + high) // 2
+                if _assured_power(mid, mean=mean, sd=sd, n0=d.size, level=level) >= power:
+                    high = mid
+                else:
+                    low = mid + 1
+            needed = high
     more = None if needed is None else int(round(2 * ratings_per_answer * max(0, needed - d.size)))
     return BudgetPlan(
         n_shared=int(d.size), mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
-        ratings_per_answer=float(ratings_per_answer), needed_questions=needed, more_ratings=more,
-        available_questions=int(available_questions),
-        reachable=needed is not None and needed <= available_questions,
+        ratings_per_answer=float(ratings_per_answer), needed_if_exact=exact, needed_questions=needed,
+        more_ratings=more, available_questions=int(available_questions),
+        reachable=needed is not None and needed <= available_questions, note=note,
     )

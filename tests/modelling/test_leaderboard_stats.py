@@ -185,9 +185,11 @@ def test_the_active_interval_is_the_hajek_design_variance_with_one_minus_pi_as_c
     assert result.estimate == pytest.approx(hajek)
     assert result.ci == pytest.approx((max(0, centre - half), min(1, centre + half)))
     assert (result.method, result.estimator, result.df) == ("design_t", "active", 6)
-    # an answer drawn with certainty (π = 1) adds nothing to the variance
+    # an answer drawn with certainty (π = 1) adds nothing to the design variance — only its raters' share does
     certain = stats.active_mean(y=[0.0, 1.0, 0.5, 0.5, 0.5], pi=[1.0] * 5, sampled=[True] * 5)
     assert certain.ci == pytest.approx((0.5, 0.5))
+    raters = stats.active_mean(y=[0.0, 1.0, 0.5, 0.5, 0.5], pi=[1.0] * 5, sampled=[True] * 5, within=[0.01] * 5)
+    assert raters.se == pytest.approx(math.sqrt(5 * 0.01 / 49))  # Σ w v / (Σ w + 2 pseudo-weights)²
     # half of the draw rated (the queue rates drawn answers in random-key order): effective π halves
     half_rated = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=np.ones(7, dtype=bool))
     assert half_rated.estimate == pytest.approx(hajek) and half_rated.width > result.width
@@ -266,21 +268,32 @@ def test_the_planner_asks_for_80_percent_power_at_the_pairs_holm_level():
     level = stats.holm_level(pairs=105, decided=0)
     assert level == pytest.approx(0.05 / 105)
     assert stats.holm_level(pairs=105, decided=4) == pytest.approx(0.05 / 101)
-    plan = stats.budget_plan(diffs=diffs, ratings_per_answer=3, available_questions=100, level=level)
+    plan = stats.budget_plan(diffs=diffs, ratings_per_answer=3, available_questions=1000, level=level)
     effect = 0.15 / np.std(diffs, ddof=1)
     n_test = math.ceil(TTestPower().solve_power(effect_size=effect, alpha=level, power=0.8))
-    # and the verdict's interval (pseudo-values ±1) must exclude 0 with the same power
-    needed = stats._interval_excludes_zero_n(mean=0.15, sd=float(np.std(diffs, ddof=1)), start=n_test, power=0.8)
-    assert plan.needed_questions == needed >= n_test > 30  # the old n* = (z·sd/d)² said 7
-    assert plan.more_ratings == 2 * 3 * (needed - 4) and plan.reachable
-    # the test's power at the planned size, by the t-test's noncentral t: 80 %
+    # if the observed difference were exact: the test's n, and the verdict's interval (pseudo-values ±1) must
+    # exclude 0 with the same power
+    exact = stats._interval_excludes_zero_n(mean=0.15, sd=float(np.std(diffs, ddof=1)), start=n_test, power=0.8)
+    assert plan.needed_if_exact == exact >= n_test > 30  # the old n* = (z·sd/d)² said 7
     assert TTestPower().power(effect_size=effect, nobs=n_test, alpha=level) == pytest.approx(0.8, abs=0.01)
+    # allowing for the uncertainty of a difference seen on 4 questions needs more: the power averaged over the
+    # difference's t distribution (3 df) reaches 80 % there, and not one question earlier
+    assert plan.needed_questions > plan.needed_if_exact
+    sd = float(np.std(diffs, ddof=1))
+    assured = [stats._assured_power(n, mean=0.15, sd=sd, n0=4, level=level)
+               for n in (plan.needed_questions - 1, plan.needed_questions)]
+    assert assured[0] < 0.8 <= assured[1]
+    assert plan.more_ratings == 2 * 3 * (plan.needed_questions - 4) and plan.reachable and not plan.note
+    # three scattered differences leave even the sign uncertain: no number of questions promises 80 %
+    vague = stats.budget_plan(diffs=[0.25, -0.5, 0.75], ratings_per_answer=2, available_questions=500, level=level)
+    assert vague.needed_questions is None and vague.needed_if_exact is not None and not vague.reachable
+    assert vague.note.startswith("with 3 shared rated questions the difference is too uncertain")
     # a constant difference needs at least the test's smallest attainable p: 2^(1 − n) <= level
     flat = stats.budget_plan(diffs=[0.25, 0.25], ratings_per_answer=2, available_questions=10, level=level,
                              min_shared=2)
     assert stats.sign_flip_min_questions(level) == 13 <= flat.needed_questions and not flat.reachable
-    assert stats.budget_plan(diffs=[0.2, -0.2], ratings_per_answer=2, available_questions=10,
-                             level=0.05).needed_questions is None
+    zero = stats.budget_plan(diffs=[0.2, -0.2], ratings_per_answer=2, available_questions=10, level=0.05)
+    assert zero.needed_questions is None and zero.note == "the observed difference is 0"
 
 
 def test_per_benchmark_estimates_combine_by_answer_share():
