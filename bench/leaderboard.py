@@ -50,13 +50,15 @@ interval contains the LALM's full-data mean; ``shown``: share of (replay, LALM) 
 mean width of the intervals shown; ``width_ratio``: mean over (replay, LALM) pairs where both are shown of width ÷
 the human-only width; ``tau``: mean Kendall τ-b between the estimates and the full-data means (LALMs with an
 estimate); ``labels``: mean labelled answers per LALM. ``false_verdict_rate``: share of replays with at least one
-verdict "A > B" at any budget where the full-data mean of A ≤ that of B. ``planner_power``: at the 30 % budget of
-each replay one pair with >= 2 shared labelled questions is drawn at random and planned
-(``leaderboard_budget_plan``: 80 % power at the pair's Holm level, allowing for the uncertainty of the observed
-difference); ``--studies`` studies of the planned number of questions are drawn with replacement from the questions
-both LALMs answered in the data (their full-data answer means), and the share that reach the verdict in the true
-direction (sign-flip p <= the level and the interval excluding 0) is the realised power. Pairs the planner declines
-(the observed difference too uncertain for 80 % at any size) and plans above 500 questions (beyond any benchmark
+verdict "A > B" at any budget where the full-data mean of A ≤ that of B.
+
+``planner_power``: at the largest budget (50 %) of each replay up to three pairs are drawn at random (among those
+with 10 shared labelled questions when there are any, else those with 2) and planned (``leaderboard_budget_plan``:
+80 % power at the pair's Holm level, allowing for the uncertainty of the observed difference); ``--studies``
+studies of the planned number of questions are drawn with replacement from the questions both LALMs answered in the
+data (their full-data answer means), and the share that reach the verdict in the true direction (sign-flip p <= the
+level and the interval excluding 0) is the realised power. Pairs the planner declines (fewer than 10 shared rated
+questions, or a difference too uncertain for 80 % at any size) and plans above 500 questions (beyond any benchmark
 here) are counted in ``planner_pairs``, not simulated. ``planner_power_true_effect``: the same with the plan computed
 from the pool's true difference and spread (the formula's own calibration); ``planner_power_if_exact``: with the
 observed difference taken as exact (the plan without its uncertainty, for comparison).
@@ -265,15 +267,13 @@ def _data(*, answers: dict, state, policy: str, audit_share: float, u=None):
     return data
 
 
-def _planner_power(*, board, rng, pool_values: dict, studies: int) -> dict:
-    """One randomly chosen plannable pair of ``board`` (module docstring): {mode: ([success, ...], status)} for the
-    three plans — ``assured`` (the planner's, from the observed differences and their uncertainty), ``if_exact``
-    (the observed difference taken as exact) and ``true_effect`` (the pool's true difference and spread); status
-    is "planned", "declined" (no plan: too uncertain) or "unreachable" (above PLAN_CAP)."""
-    from scipy import stats as sps
+def _planner_power(*, board, rng, pool_values: dict, studies: int, pairs: int = 3) -> list[dict]:
+    """Up to ``pairs`` randomly chosen plannable pairs of ``board`` (module docstring), preferring pairs with the
+    verdict's minimum of shared rated questions: per pair {mode: ([success, ...], status)} for the three plans —
+    ``assured`` (the planner's, from the observed differences and their uncertainty), ``if_exact`` (the observed
+    difference taken as exact) and ``true_effect`` (the pool's true difference and spread); status is "planned",
+    "declined" (no plan) or "unreachable" (above PLAN_CAP)."""
 
-    from modelling.leaderboard import stats
-    from modelling.leaderboard.services import leaderboard_budget_plan
 
     names = [n for n, v in board.question_values.items() if v]
     candidates = []
@@ -284,9 +284,20 @@ def _planner_power(*, board, rng, pool_values: dict, studies: int) -> dict:
             if len(shared) >= 2 and pool is not None and len(pool) >= 2 and pool.mean() != 0:
                 if np.mean([board.question_values[a][q] - board.question_values[b][q] for q in shared]) != 0:
                     candidates.append((a, b, pool))
-    if not candidates:
-        return {}
-    a, b, pool = candidates[rng.integers(len(candidates))]
+    enough = [c for c in candidates if len(set(board.question_values[c[0]]) & set(board.question_values[c[1]]))
+              >= board.config.min_shared]
+    chosen = enough or candidates
+    return [_plan_and_study(board=board, rng=rng, pair=chosen[i], studies=studies)
+            for i in rng.permutation(len(chosen))[:pairs]]
+
+
+def _plan_and_study(*, board, rng, pair, studies: int) -> dict:
+    from scipy import stats as sps
+
+    from modelling.leaderboard import stats
+    from modelling.leaderboard.services import leaderboard_budget_plan
+
+    a, b, pool = pair
     plan = leaderboard_budget_plan(board=board, a=a, b=b)
     truth = stats.budget_plan(diffs=pool, ratings_per_answer=plan.ratings_per_answer,
                               available_questions=plan.available_questions, level=plan.level,
@@ -372,11 +383,11 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
         for p in board.pairwise:
             if (p.verdict == "a>b" and truth[p.a] <= truth[p.b]) or (p.verdict == "b>a" and truth[p.b] <= truth[p.a]):
                 replay_false.append((budget, p.a, p.b))
-        if abs(budget - 0.3) < 1e-9:
-            for mode, (hits, status) in _planner_power(board=board, rng=rng, pool_values=pool_values,
-                                                       studies=studies).items():
-                planner[mode]["hits"].extend(hits)
-                planner[mode][status] += 1
+        if abs(budget - max(budgets)) < 1e-9:  # where pairs share enough rated questions to plan on
+            for result in _planner_power(board=board, rng=rng, pool_values=pool_values, studies=studies):
+                for mode, (hits, status) in result.items():
+                    planner[mode]["hits"].extend(hits)
+                    planner[mode][status] += 1
 
     def one(keys, u, orders, rng) -> bool:
         """One replay; True when it produced a false verdict at some budget."""

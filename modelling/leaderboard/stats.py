@@ -557,9 +557,9 @@ class BudgetPlan:
             were exact: the one-sample t-test's sample size (``statsmodels`` ``TTestPower``) for effect |mean|/sd, at
             least :func:`sign_flip_min_questions` and the verdict's minimum of shared questions; None when the
             observed difference is 0.
-        needed_questions: the same allowing for the uncertainty of the observed difference (the power averaged
-            over its t distribution from ``n_shared`` questions, "assurance"); None when no number of questions
-            reaches the power (the sign of the difference is too uncertain): ``note`` says so.
+        needed_questions: the same allowing for the uncertainty of the observed difference and spread (the power
+            averaged over their posterior from ``n_shared`` questions, "assurance"); None below ``min_shared``
+            shared questions or when no number of questions reaches the power: ``note`` says why.
         more_ratings: 2 · k · max(0, needed_questions − n_shared): two answers per question, k ratings each.
         available_questions: questions both LALMs answered (rated or not): the most a study can use.
         reachable: needed_questions is known and at most ``available_questions``.
@@ -580,8 +580,8 @@ class BudgetPlan:
     note: str = ""
 
 
-#: Quantiles of the observed difference's t distribution the assured power averages over.
-_ASSURANCE_NODES = (np.arange(200) + 0.5) / 200
+#: Quantile nodes of the posterior the assured power averages over (a 48 × 48 grid of the difference and its sd).
+_ASSURANCE_NODES = (np.arange(48) + 0.5) / 48
 
 
 def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: float, confidence: float = CONFIDENCE,
@@ -619,12 +619,14 @@ def _exact_plan_n(*, mean: float, sd: float, level: float, power: float, floor: 
 
 
 def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float) -> float:
-    """The t-test's power at n questions to find the difference in the observed direction, averaged over the true
-    difference's t distribution given n0 observed differences (mean, sd; flat prior): O'Hagan, Stevens &
-    Campbell, "Assurance in clinical trial planning", *Pharmaceutical Statistics* 2005."""
-    deltas = abs(mean) + sd / math.sqrt(n0) * sps.t.ppf(_ASSURANCE_NODES, n0 - 1)
+    """The t-test's power at n questions to find the difference in the observed direction, averaged over the
+    posterior of the true difference and spread given n0 observed differences (mean, sd; the reference prior:
+    σ² ~ sd²·(n0 − 1)/χ²_{n0−1}, δ | σ ~ N(mean, σ²/n0)) — "assurance" (O'Hagan, Stevens & Campbell,
+    *Pharmaceutical Statistics* 2005)."""
+    sigmas = sd * np.sqrt((n0 - 1) / sps.chi2.ppf(_ASSURANCE_NODES, n0 - 1))
+    deltas = abs(mean) + sigmas[:, None] / math.sqrt(n0) * sps.norm.ppf(_ASSURANCE_NODES)[None, :]
     critical = sps.t.isf(level / 2, n - 1)
-    return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sd * math.sqrt(n))))
+    return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sigmas[:, None] * math.sqrt(n))))
 
 
 def budget_plan(
@@ -645,8 +647,10 @@ def budget_plan(
     Statistical Hypotheses*), so the t-test's power is used. ``needed_if_exact`` takes the observed difference and
     spread as the truth (a difference with sd 0 needs only the test's smallest attainable p); the verdict's interval
     (pseudo-values −1 and 1) must exclude 0 with the same power (:func:`_interval_excludes_zero_n`).
-    ``needed_questions`` averages the power over the uncertainty of the observed difference (:func:`_assured_power`;
-    a few shared questions rarely pin the difference down enough for 80 %). Raises ValueError for bad arguments.
+    ``needed_questions`` averages the power over the uncertainty of the observed difference and spread
+    (:func:`_assured_power`), and needs ``min_shared`` shared questions to plan on: from a handful the observed
+    difference says too little (planned from 2–4, the realised power was 0.04–0.19 in ``bench/leaderboard.py``).
+    Raises ValueError for bad arguments.
     """
     d = np.asarray(diffs, dtype=np.float64)
     if d.size < 2:
@@ -663,7 +667,10 @@ def budget_plan(
     else:
         floor = max(sign_flip_min_questions(level), min_shared, 2)
         exact = _exact_plan_n(mean=mean, sd=sd, level=level, power=power, floor=floor)
-        if sd == 0:
+        if d.size < min_shared:
+            note = (f"{d.size} shared rated questions are too few to plan on: rate at least {min_shared} shared "
+                    "questions first")
+        elif sd == 0:
             needed = exact
         elif _assured_power(limit, mean=mean, sd=sd, n0=d.size, level=level) < power:
             note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "

@@ -216,10 +216,10 @@ def test_the_budget_planner_plans_80_percent_power_at_the_pairs_holm_level(store
     plan = leaderboard_budget_plan(board=board, a="good", b="bad")
     assert plan.n_shared == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
     # one pair: Holm's level is 0.05; a constant difference needs only the test's smallest p (6 questions), but a
-    # verdict needs 10 shared questions
+    # verdict needs 10 shared questions — and two are too few to plan on
     assert plan.level == pytest.approx(0.05) and plan.power == 0.8
-    assert plan.needed_questions == 10 and plan.available_questions == 3 and not plan.reachable
-    assert plan.more_ratings == round(2 * board.ratings_per_answer * 8)
+    assert plan.needed_if_exact == 10 and plan.available_questions == 3 and not plan.reachable
+    assert plan.needed_questions is None and plan.more_ratings is None and "rate at least 10 shared" in plan.note
     with pytest.raises(ValueError, match="share 0 rated questions"):
         leaderboard_budget_plan(board=board, a="good", b="unrated")
 
@@ -316,7 +316,8 @@ def test_the_page_shows_estimators_matrix_downloads_and_planner_to_experts_only(
     response = client.get(url, {"benchmark": "B1", "a": "good", "b": "good"})
     assert "Choose two different LALMs" in response.content.decode()
     html = client.get(url, {"benchmark": "B1", "a": "good", "b": "bad"}).content.decode()
-    assert "about 10 shared rated questions" in html and "Start a cross-fit" in html
+    assert "no plan: 2 shared rated questions are too few to plan on" in html and "Start a cross-fit" in html
+    assert "If the observed difference were exact" in html
     # an unknown benchmark or breakdown is said, not a server error
     html = client.get(url, {"benchmark": "nope", "by": "²"}).content.decode()
     assert "Showing all benchmarks" in html

@@ -276,21 +276,26 @@ def test_the_planner_asks_for_80_percent_power_at_the_pairs_holm_level():
     exact = stats._interval_excludes_zero_n(mean=0.15, sd=float(np.std(diffs, ddof=1)), start=n_test, power=0.8)
     assert plan.needed_if_exact == exact >= n_test > 30  # the old n* = (z·sd/d)² said 7
     assert TTestPower().power(effect_size=effect, nobs=n_test, alpha=level) == pytest.approx(0.8, abs=0.01)
-    # allowing for the uncertainty of a difference seen on 4 questions needs more: the power averaged over the
-    # difference's t distribution (3 df) reaches 80 % there, and not one question earlier
+    # four shared questions are too few to plan on
+    assert plan.needed_questions is None and not plan.reachable
+    assert plan.note == "4 shared rated questions are too few to plan on: rate at least 10 shared questions first"
+    # from twelve, allowing for the uncertainty of the difference and its spread needs more than the exact plan:
+    # the power averaged over their posterior reaches 80 % there, and not one question earlier
+    pilot = diffs * 3
+    plan = stats.budget_plan(diffs=pilot, ratings_per_answer=3, available_questions=1000, level=level)
     assert plan.needed_questions > plan.needed_if_exact
-    sd = float(np.std(diffs, ddof=1))
-    assured = [stats._assured_power(n, mean=0.15, sd=sd, n0=4, level=level)
+    sd = float(np.std(pilot, ddof=1))
+    assured = [stats._assured_power(n, mean=0.15, sd=sd, n0=12, level=level)
                for n in (plan.needed_questions - 1, plan.needed_questions)]
     assert assured[0] < 0.8 <= assured[1]
-    assert plan.more_ratings == 2 * 3 * (plan.needed_questions - 4) and plan.reachable and not plan.note
-    # three scattered differences leave even the sign uncertain: no number of questions promises 80 %
-    vague = stats.budget_plan(diffs=[0.25, -0.5, 0.75], ratings_per_answer=2, available_questions=500, level=level)
+    assert plan.more_ratings == 2 * 3 * (plan.needed_questions - 12) and plan.reachable and not plan.note
+    # scattered differences leave even the sign uncertain: no number of questions promises 80 %
+    vague = stats.budget_plan(diffs=[0.25, -0.5, 0.5, -0.2] * 3, ratings_per_answer=2, available_questions=500,
+                              level=level)
     assert vague.needed_questions is None and vague.needed_if_exact is not None and not vague.reachable
-    assert vague.note.startswith("with 3 shared rated questions the difference is too uncertain")
+    assert vague.note.startswith("with 12 shared rated questions the difference is too uncertain")
     # a constant difference needs at least the test's smallest attainable p: 2^(1 − n) <= level
-    flat = stats.budget_plan(diffs=[0.25, 0.25], ratings_per_answer=2, available_questions=10, level=level,
-                             min_shared=2)
+    flat = stats.budget_plan(diffs=[0.25] * 10, ratings_per_answer=2, available_questions=10, level=level)
     assert stats.sign_flip_min_questions(level) == 13 <= flat.needed_questions and not flat.reachable
     zero = stats.budget_plan(diffs=[0.2, -0.2], ratings_per_answer=2, available_questions=10, level=0.05)
     assert zero.needed_questions is None and zero.note == "the observed difference is 0"
