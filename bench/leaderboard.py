@@ -50,7 +50,9 @@ interval contains the LALM's full-data mean; ``shown``: share of (replay, LALM) 
 mean width of the intervals shown; ``width_ratio``: mean over (replay, LALM) pairs where both are shown of width ÷
 the human-only width; ``tau``: mean Kendall τ-b between the estimates and the full-data means (LALMs with an
 estimate); ``labels``: mean labelled answers per LALM. ``false_verdict_rate``: share of replays with at least one
-verdict "A > B" at any budget where the full-data mean of A ≤ that of B.
+verdict "A > B" at any budget where the full-data mean of A ≤ that of B; ``verdicts_per_replay`` and
+``tested_pairs_per_replay`` per budget: how many pairs had a verdict, and how many had the 10 shared rated
+questions a test needs (LALMs of seed-108 share at most 32 questions).
 
 ``planner_power``: at the largest budget (50 %) of each replay up to three pairs are drawn at random (among those
 with 10 shared labelled questions when there are any, else those with 2) and planned (``leaderboard_budget_plan``:
@@ -380,6 +382,8 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
             if len(estimates) >= 3:
                 slot[key].tau.append(kendalltau([estimates[n] for n in estimates],
                                                 [truth[n] for n in estimates]).statistic)
+        slot["verdicts"] = slot.get("verdicts", 0) + sum(p.verdict != "undecided" for p in board.pairwise)
+        slot["tested"] = slot.get("tested", 0) + sum(p.p_value is not None for p in board.pairwise)
         for p in board.pairwise:
             if (p.verdict == "a>b" and truth[p.a] <= truth[p.b]) or (p.verdict == "b>a" and truth[p.b] <= truth[p.a]):
                 replay_false.append((budget, p.a, p.b))
@@ -421,7 +425,10 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
             log("replays", policy=policy, done=r + 1, false_so_far=int(sum(false_any)),
                 wall_s=round(time.perf_counter() - t0, 1))
     return {
-        "budgets": {b: {k: a.summary() for k, a in kinds.items()} for b, kinds in acc.items()},
+        "budgets": {b: {k: a.summary() for k, a in kinds.items() if isinstance(a, _Accumulator)}
+                    for b, kinds in acc.items()},
+        "verdicts_per_replay": {b: round(kinds.get("verdicts", 0) / replays, 3) for b, kinds in acc.items()},
+        "tested_pairs_per_replay": {b: round(kinds.get("tested", 0) / replays, 3) for b, kinds in acc.items()},
         "false_verdict_rate": round(float(np.mean(false_any)), 4),
         "planner_power": _share(planner["assured"]["hits"]),
         "planner_power_true_effect": _share(planner["true_effect"]["hits"]),

@@ -550,8 +550,12 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.Budg
         raise ValueError(f"{a} and {b} share {len(shared)} rated questions; the planner needs at least 2")
     rated = sum(1 for values in board.question_values.values() if values)
     pairs = max(1, rated * (rated - 1) // 2)
+    weights = None
+    if board.question_weights is not None:  # the active design: each question weighs 1/(π_a π_b), as in the test
+        wa, wb = board.question_weights.get(a, {}), board.question_weights.get(b, {})
+        weights = [wa[q] * wb[q] for q in shared]
     return stats.budget_plan(
-        diffs=[va[q] - vb[q] for q in shared], ratings_per_answer=board.ratings_per_answer,
+        diffs=[va[q] - vb[q] for q in shared], weights=weights, ratings_per_answer=board.ratings_per_answer,
         available_questions=len(board.answered.get(a, set()) & board.answered.get(b, set())),
         level=stats.holm_level(pairs=pairs, decided=min(board.decided, pairs - 1)),
         min_shared=board.config.min_shared,

@@ -631,7 +631,8 @@ def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float) -> 
 
 def budget_plan(
     *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
-    power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS, limit: int = 100_000,
+    weights: Sequence[float] | None = None, power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS,
+    limit: int = 100_000,
 ) -> BudgetPlan:
     """Plan the shared rated questions (and ratings) that give the verdict between two LALMs ``power`` at
     ``level`` (the pair's Holm level).
@@ -641,6 +642,9 @@ def budget_plan(
         ratings_per_answer: k, mean valid ratings per rated answer (> 0).
         available_questions: questions both LALMs answered (rated or not).
         level: the significance level the pair must reach (0 < level < 1).
+        weights: (n,) design weights of the questions (the active design's 1/(π_a π_b)) or None: the difference and
+            spread are then the weighted ones, and the assurance counts Kish's effective number of questions
+            (Σ w)²/Σ w².
         limit: plans above this many questions count as not reachable.
 
     The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
@@ -659,7 +663,10 @@ def budget_plan(
         raise ValueError("ratings_per_answer must be positive")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    mean = float(np.sum(w * d) / np.sum(w))
+    sd = float(math.sqrt(np.sum(w * (d - mean) ** 2) / np.sum(w) * d.size / (d.size - 1)))
+    n0 = max(2, int(round(float(np.sum(w) ** 2 / np.sum(w * w)))))
     exact = needed = None
     note = ""
     if mean == 0.0:
@@ -672,16 +679,16 @@ def budget_plan(
                     "questions first")
         elif sd == 0:
             needed = exact
-        elif _assured_power(limit, mean=mean, sd=sd, n0=d.size, level=level) < power:
+        elif _assured_power(limit, mean=mean, sd=sd, n0=n0, level=level) < power:
             note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "
                     "any size: rate more shared questions first")
         else:
             low, high = exact, exact
-            while _assured_power(high, mean=mean, sd=sd, n0=d.size, level=level) < power:
+            while _assured_power(high, mean=mean, sd=sd, n0=n0, level=level) < power:
                 low, high = high, min(limit, high * 2)
             while low < high:  # smallest n with the assured power
                 mid = (low + high) // 2
-                if _assured_power(mid, mean=mean, sd=sd, n0=d.size, level=level) >= power:
+                if _assured_power(mid, mean=mean, sd=sd, n0=n0, level=level) >= power:
                     high = mid
                 else:
                     low = mid + 1
