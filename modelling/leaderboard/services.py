@@ -537,6 +537,17 @@ def _ratings_per_answer(data: LeaderboardData) -> float:
     return float(np.mean(n_scores)) if n_scores else 1.0
 
 
+def _difference_spread(board: Leaderboard) -> float | None:
+    """The spread of true differences between two of the board's LALMs, by the method of moments: √(2 · (the
+    variance of the headline estimates − their mean squared standard error)), at least 0.02; None with fewer than
+    three estimates with an interval."""
+    rows = [r.headline for r in board.rows if r.headline is not None and r.headline.se is not None]
+    if len(rows) < 3:
+        return None
+    between = float(np.var([e.estimate for e in rows], ddof=1) - np.mean([e.se ** 2 for e in rows]))
+    return max(0.02, math.sqrt(2 * max(between, 0.0)))
+
+
 def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.BudgetPlan:
     """About how many more ratings give a verdict between ``a`` and ``b`` with 80 % power at the pair's Holm level
     (:func:`modelling.leaderboard.stats.holm_level`: the level of Holm's next step given the verdicts the table
@@ -555,7 +566,8 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.Budg
         wa, wb = board.question_weights.get(a, {}), board.question_weights.get(b, {})
         weights = [wa[q] * wb[q] for q in shared]
     return stats.budget_plan(
-        diffs=[va[q] - vb[q] for q in shared], weights=weights, ratings_per_answer=board.ratings_per_answer,
+        diffs=[va[q] - vb[q] for q in shared], weights=weights, prior_sd=_difference_spread(board),
+        ratings_per_answer=board.ratings_per_answer,
         available_questions=len(board.answered.get(a, set()) & board.answered.get(b, set())),
         level=stats.holm_level(pairs=pairs, decided=min(board.decided, pairs - 1)),
         min_shared=board.config.min_shared,

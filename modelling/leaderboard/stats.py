@@ -559,7 +559,8 @@ class BudgetPlan:
             observed difference is 0.
         needed_questions: the same allowing for the uncertainty of the observed difference and spread (the power
             averaged over their posterior from ``n_shared`` questions, "assurance"); None below ``min_shared``
-            shared questions or when no number of questions reaches the power: ``note`` says why.
+            shared questions (or effective ones, under design weights) or when no number of questions reaches the
+            power: ``note`` says why.
         more_ratings: 2 · k · max(0, needed_questions − n_shared): two answers per question, k ratings each.
         available_questions: questions both LALMs answered (rated or not): the most a study can use.
         reachable: needed_questions is known and at most ``available_questions``.
@@ -618,21 +619,26 @@ def _exact_plan_n(*, mean: float, sd: float, level: float, power: float, floor: 
     return _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
 
 
-def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float) -> float:
+def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float, prior_sd: float | None = None) -> float:
     """The t-test's power at n questions to find the difference in the observed direction, averaged over the
-    posterior of the true difference and spread given n0 observed differences (mean, sd; the reference prior:
-    σ² ~ sd²·(n0 − 1)/χ²_{n0−1}, δ | σ ~ N(mean, σ²/n0)) — "assurance" (O'Hagan, Stevens & Campbell,
-    *Pharmaceutical Statistics* 2005)."""
+    posterior of the true difference and spread given n0 observed differences (mean, sd): σ² ~ sd²·(n0 − 1)/
+    χ²_{n0−1}, and δ | σ ~ N(mean, σ²/n0) under a flat prior, or shrunk towards 0 under a N(0, prior_sd²) prior on
+    the difference of two LALMs — "assurance" (O'Hagan, Stevens & Campbell, *Pharmaceutical Statistics* 2005)."""
     sigmas = sd * np.sqrt((n0 - 1) / sps.chi2.ppf(_ASSURANCE_NODES, n0 - 1))
-    deltas = abs(mean) + sigmas[:, None] / math.sqrt(n0) * sps.norm.ppf(_ASSURANCE_NODES)[None, :]
+    if prior_sd is None:
+        centres, spreads = np.full(sigmas.size, abs(mean)), sigmas / math.sqrt(n0)
+    else:  # the normal prior's posterior: precision-weighted towards 0
+        precision = 1.0 / prior_sd ** 2 + n0 / sigmas ** 2
+        centres, spreads = abs(mean) * (n0 / sigmas ** 2) / precision, 1.0 / np.sqrt(precision)
+    deltas = centres[:, None] + spreads[:, None] * sps.norm.ppf(_ASSURANCE_NODES)[None, :]
     critical = sps.t.isf(level / 2, n - 1)
     return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sigmas[:, None] * math.sqrt(n))))
 
 
 def budget_plan(
     *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
-    weights: Sequence[float] | None = None, power: float = PLANNER_POWER, min_shared: int = MIN_SHARED_QUESTIONS,
-    limit: int = 100_000,
+    weights: Sequence[float] | None = None, prior_sd: float | None = None, power: float = PLANNER_POWER,
+    min_shared: int = MIN_SHARED_QUESTIONS, limit: int = 100_000,
 ) -> BudgetPlan:
     """Plan the shared rated questions (and ratings) that give the verdict between two LALMs ``power`` at
     ``level`` (the pair's Holm level).
@@ -645,6 +651,9 @@ def budget_plan(
         weights: (n,) design weights of the questions (the active design's 1/(π_a π_b)) or None: the difference and
             spread are then the weighted ones, and the assurance counts Kish's effective number of questions
             (Σ w)²/Σ w².
+        prior_sd: the spread of true differences between LALMs (e.g. from the leaderboard's estimates; None: a flat
+            prior): most pairs of LALMs differ little, so a large difference seen on few questions is partly luck,
+            and the assurance shrinks it towards 0 (empirical Bayes).
         limit: plans above this many questions count as not reachable.
 
     The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
@@ -677,18 +686,21 @@ def budget_plan(
         if d.size < min_shared:
             note = (f"{d.size} shared rated questions are too few to plan on: rate at least {min_shared} shared "
                     "questions first")
+        elif n0 < min_shared:
+            note = (f"the design weights leave the {d.size} shared rated questions worth {n0} (Kish's effective "
+                    f"number): too few to plan on; rate more shared questions first")
         elif sd == 0:
             needed = exact
-        elif _assured_power(limit, mean=mean, sd=sd, n0=n0, level=level) < power:
+        elif _assured_power(limit, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
             note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "
                     "any size: rate more shared questions first")
         else:
             low, high = exact, exact
-            while _assured_power(high, mean=mean, sd=sd, n0=n0, level=level) < power:
+            while _assured_power(high, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
                 low, high = high, min(limit, high * 2)
             while low < high:  # smallest n with the assured power
                 mid = (low + high) // 2
-                if _assured_power(mid, mean=mean, sd=sd, n0=n0, level=level) >= power:
+                if _assured_power(mid, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) >= power:
                     high = mid
                 else:
                     low = mid + 1

@@ -289,6 +289,23 @@ def test_the_planner_asks_for_80_percent_power_at_the_pairs_holm_level():
                for n in (plan.needed_questions - 1, plan.needed_questions)]
     assert assured[0] < 0.8 <= assured[1]
     assert plan.more_ratings == 2 * 3 * (plan.needed_questions - 12) and plan.reachable and not plan.note
+    # most LALMs differ little: a prior spread of true differences shrinks the pilot's difference towards 0, so the
+    # same pilot needs more questions, or none promises 80 %
+    shrunk = stats.budget_plan(diffs=pilot, prior_sd=0.1, ratings_per_answer=3, available_questions=1000,
+                               level=level)
+    assert shrunk.needed_questions is None or shrunk.needed_questions > plan.needed_questions
+    assert stats._assured_power(plan.needed_questions, mean=0.15, sd=sd, n0=12, level=level, prior_sd=0.1) < \
+        stats._assured_power(plan.needed_questions, mean=0.15, sd=sd, n0=12, level=level)
+    # under the active design the questions carry their weights 1/(π_a π_b): equal weights change nothing, unequal
+    # ones move the difference and shrink the effective number of questions
+    same = stats.budget_plan(diffs=pilot, weights=[2.0] * 12, ratings_per_answer=3, available_questions=1000,
+                             level=level)
+    assert (same.mean_diff, same.needed_questions) == pytest.approx((plan.mean_diff, plan.needed_questions))
+    tilted = stats.budget_plan(diffs=pilot, weights=[4.0, 1.0, 1.0, 1.0] * 3, ratings_per_answer=3,
+                               available_questions=1000, level=level)
+    assert tilted.mean_diff == pytest.approx(np.average(pilot, weights=[4.0, 1.0, 1.0, 1.0] * 3))
+    # Kish's effective number, (Σw)²/Σw² = 441/57 ≈ 8 of 12 questions: too few to plan on
+    assert tilted.needed_questions is None and "worth 8 (Kish's effective number)" in tilted.note
     # scattered differences leave even the sign uncertain: no number of questions promises 80 %
     vague = stats.budget_plan(diffs=[0.25, -0.5, 0.5, -0.2] * 3, ratings_per_answer=2, available_questions=500,
                               level=level)
