@@ -3,11 +3,18 @@
 See ``ARCHITECTURE.md`` (data model) and the ORCA paper, sections 3.1–3.3. Invariants that matter are database
 constraints, so they hold for every writer (web, API, imports, jobs).
 """
+import random
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
 from .codes import ALL_CODE_STRINGS
+
+
+def random_key_new() -> float:
+    """A fresh uniform random number in [0, 1): a candidate answer's ``random_key`` (drawn once, at creation)."""
+    return random.random()
 
 
 def _check_api_key_env(provider_settings) -> None:
@@ -239,6 +246,12 @@ class CandidateAnswer(models.Model):
     valid_rating_count = models.PositiveIntegerField(
         default=0, help_text="Number of valid ratings (kept by the rating services)."
     )
+    random_key = models.FloatField(
+        default=random_key_new, editable=False,
+        help_text="Uniform random number in [0, 1) drawn when the answer is created. Within a priority level the "
+                  "queue serves answers in this order, so the rated answers of a benchmark are a random sample "
+                  "while it is partly rated (README, Leaderboard); routing derives its audit share from it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -247,10 +260,11 @@ class CandidateAnswer(models.Model):
             models.UniqueConstraint(fields=["question_version", "lalm"], name="candidate_unique_per_version_lalm"),
         ]
         indexes = [
-            models.Index(fields=["valid_rating_count", "priority"]),
+            # The queue's order at one valid-rating count: highest priority first, then the random key.
+            models.Index(fields=["valid_rating_count", "-priority", "random_key"], name="candidate_queue_order"),
             # The few candidates whose own k (routing) exceeds the shared one: the queue looks them up here.
             models.Index(
-                fields=["valid_rating_count", "priority"],
+                fields=["valid_rating_count", "-priority", "random_key"],
                 condition=Q(target_ratings__isnull=False),
                 name="candidate_open_routed",
             ),

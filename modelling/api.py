@@ -108,33 +108,68 @@ class LeaderboardQuerySerializer(serializers.Serializer):
 
 
 _CI = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True,
-                            help_text="[low, high] 95 % CI on the normalised scale.")
+                            help_text="[low, high] 95 % CI on the normalised scale; null: too few questions.")
+_ESTIMATE = {
+    "estimate": serializers.FloatField(),
+    "ci": _CI,
+    "estimator": serializers.CharField(help_text="classical, ppi++ or active (a '+'-joined list when benchmarks "
+                                                 "with different sampling are combined)."),
+    "ci_method": serializers.CharField(allow_null=True, help_text="The interval method (see ci_methods)."),
+    "n": serializers.IntegerField(help_text="Labelled answers used."),
+}
 _ROW_FIELDS = {
     "lalm": serializers.CharField(),
     "answers": serializers.IntegerField(help_text="Candidate answers on current versions."),
     "rated_answers": serializers.IntegerField(help_text="Answers with at least one valid scored rating."),
+    "rated_share": serializers.FloatField(help_text="rated_answers / answers (0–1): the '% rated'."),
+    "labels": serializers.IntegerField(help_text="Rated answers the estimates use (the audit share under routing, "
+                                                 "the drawn answers under leaderboard precision)."),
     "ratings": serializers.IntegerField(help_text="Valid scored ratings."),
     "mean_rating": serializers.FloatField(allow_null=True, help_text="Mean of the valid ratings, 1–5 (Table 5)."),
     "sd_rating": serializers.FloatField(allow_null=True, help_text="Their standard deviation (1–5 scale)."),
-    "mean_correctness": serializers.FloatField(
-        allow_null=True, help_text="Mean over rated answers of their mean normalised rating (r − 1)/4."),
+    "estimate": serializers.FloatField(allow_null=True, help_text=(
+        "The row's estimate of the LALM's mean correctness (r − 1)/4 over its answers: ppi (with ORCA) when it "
+        "has an interval, else human.")),
     "ci": _CI,
+    "estimator": serializers.CharField(allow_null=True, help_text=(
+        "Which estimator gave estimate and ci: classical, ppi++ or active ('+'-joined when benchmarks with "
+        "different sampling are combined).")),
+    "ci_method": serializers.CharField(allow_null=True, help_text="Its interval method (see ci_methods)."),
+    "mean_correctness": serializers.FloatField(allow_null=True, help_text="The human-only estimate."),
+    "human": inline_serializer("LeaderboardHuman", fields=_ESTIMATE, allow_null=True,
+                               help_text="Human-only: classical (uniform or audit sample) or active without ORCA."),
+    "ppi": inline_serializer("LeaderboardWithOrca", fields=_ESTIMATE, allow_null=True,
+                             help_text="With ORCA's cross-fitted μ: ppi++ or active; null without a covering "
+                                       "cross-fit (see notes)."),
+    "sampling": serializers.ChoiceField(choices=["uniform", "routed", "active", "mixed"],
+                                        help_text="How the rated answers were chosen."),
+    "notes": serializers.ListField(child=serializers.CharField(), help_text="Why an estimator or interval is "
+                                                                            "absent, and how answers were chosen."),
     "answer_words": serializers.FloatField(allow_null=True, help_text="Mean answer length in words."),
     "judges": serializers.DictField(child=serializers.FloatField(allow_null=True),
                                     help_text="Each active LLM judge's mean normalised score."),
     "orca": inline_serializer("LeaderboardOrca", fields={
-        "mu": serializers.FloatField(), "var": serializers.FloatField()}, allow_null=True,
-        help_text="ORCA's mean μ and mean σ² over all the LALM's answers; null without predictions."),
-    "ppi": inline_serializer("LeaderboardPpi", fields={"estimate": serializers.FloatField(), "ci": _CI},
-                             allow_null=True,
-                             help_text="PPI++ estimate of the mean with its CI; "
-                                       "null without cross-fitted predictions."),
+        "mu": serializers.FloatField(), "var": serializers.FloatField(), "n": serializers.IntegerField()},
+        allow_null=True,
+        help_text="ORCA's mean μ and mean σ² over the LALM's predicted answers; null without predictions."),
+}
+_PAIR_FIELDS = {
+    "a": serializers.CharField(), "b": serializers.CharField(),
+    "n_questions": serializers.IntegerField(help_text="Shared rated questions."),
+    "diff": serializers.FloatField(allow_null=True, help_text="Mean of a − b over them (normalised scale)."),
+    "ci": serializers.ListField(child=serializers.FloatField(), allow_null=True,
+                                help_text="95 % interval of the difference (not adjusted for multiplicity)."),
+    "p_holm": serializers.FloatField(allow_null=True, help_text="Sign-flip test p, Holm-corrected over all pairs."),
+    "verdict": serializers.ChoiceField(choices=["a>b", "b>a", "undecided"]),
+    "p_value": serializers.FloatField(allow_null=True, help_text="The sign-flip test's p before correction."),
+    "note": serializers.CharField(help_text="Why a pair was not tested ('' when it was)."),
 }
 
 
 class LeaderboardView(APIView):
-    """The LALM leaderboard (experts and admins): per-LALM human means with cluster-bootstrap CIs, judges, ORCA
-    and prediction-powered estimates, pairwise differences (Holm-corrected) and system-level agreement."""
+    """The LALM leaderboard (experts and admins): per-LALM estimates named with their estimator and interval
+    method, human-only and ORCA-assisted, judges, ORCA, verdicts between LALMs (sign-flip test, Holm-corrected)
+    and system-level agreement."""
 
     permission_classes = [IsExpertOrAdmin]
 
@@ -143,17 +178,21 @@ class LeaderboardView(APIView):
         responses=inline_serializer("Leaderboard", fields={
             "benchmark": serializers.CharField(allow_null=True),
             "model_version": serializers.CharField(allow_null=True, help_text="The ORCA model version used."),
+            "prediction_source": serializers.ChoiceField(choices=["crossfit", "active", "none"]),
+            "sampling_note": serializers.CharField(help_text="How the rated answers were chosen, in words."),
             "rows": inline_serializer("LeaderboardRow", fields=_ROW_FIELDS, many=True),
+            "pairwise": inline_serializer("LeaderboardPair", fields=_PAIR_FIELDS, many=True),
             "by": serializers.CharField(required=False),
             "groups": serializers.ListField(child=serializers.DictField(), required=False,
                                             help_text="[{name, rows}] per modality or category."),
-            "prediction_source": serializers.ChoiceField(choices=["crossfit", "active", "none"]),
             "ppi_note": serializers.CharField(help_text="Why PPI estimates are missing ('' when present)."),
-            "pairwise": serializers.ListField(child=serializers.DictField(), help_text=(
-                "[{a, b, n, mean_diff, ci, p_value, p_holm, verdict}] over shared rated questions.")),
             "system_agreement": serializers.DictField(
                 child=serializers.DictField(allow_null=True),
                 help_text="{ORCA or judge: {rho, tau, n}} against the human ranking of LALMs."),
+            "ci_methods": serializers.DictField(child=serializers.CharField(),
+                                                help_text="Every interval method, in words."),
+            "min_questions": serializers.IntegerField(help_text="Fewest labelled questions for an interval."),
+            "min_shared_questions": serializers.IntegerField(help_text="Fewest shared questions for a verdict."),
             "generated_at": serializers.DateTimeField(),
         }),
     )

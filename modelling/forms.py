@@ -145,3 +145,52 @@ class ModelImportForm(forms.Form):
     rationale = forms.BooleanField(required=False, initial=True, label="The model reads the rationale",
                                    help_text="Off for a checkpoint trained with --skip_rationale.")
 
+
+
+class BenchmarkRoutingForm(forms.Form):
+    """A benchmark's routing policy on the routing page (``benchmark_routing_set``'s arguments)."""
+
+    policy = forms.ChoiceField(choices=[])
+    budget = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.3,
+                              help_text="Leaderboard precision: expected share of each LALM's answers drawn.")
+    floor = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.2,
+                             help_text="Leaderboard precision: share of the budget spread uniformly.")
+    audit_share = forms.FloatField(min_value=0.0, max_value=1.0, required=False,
+                                   help_text="Share of answers routing never stops early; empty: the default.")
+
+    def __init__(self, *args, **kwargs):
+        from modelling.models import BenchmarkRouting
+
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].choices = BenchmarkRouting.Policy.choices
+
+
+class LeaderboardQueryForm(forms.Form):
+    """The leaderboard page's query string: scope, breakdown and the budget planner's two LALMs. Unknown values are
+    errors (the page then shows the default scope and says why)."""
+
+    benchmark = forms.ChoiceField(required=False, choices=[])
+    by = forms.ChoiceField(required=False, choices=[])
+    a = forms.CharField(required=False, max_length=200)
+    b = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args, benchmarks=(), **kwargs):
+        from modelling.leaderboard.services import BY_CHOICES
+
+        super().__init__(*args, **kwargs)
+        self.fields["benchmark"].choices = [("", "All benchmarks")] + [(n, n) for n in benchmarks]
+        self.fields["by"].choices = [("", "None")] + [(n, n) for n in BY_CHOICES]
+
+
+class LeaderboardDownloadForm(LeaderboardQueryForm):
+    """A download of the leaderboard table: the page's scope plus the format."""
+
+    format = forms.ChoiceField(choices=[("csv", "CSV"), ("markdown", "Markdown"), ("latex", "LaTeX")])
+
+
+class CrossFitStartForm(forms.Form):
+    """Starting a cross-fit on the leaderboard page."""
+
+    folds = forms.IntegerField(min_value=2, max_value=20, initial=5, help_text="K folds over questions (2–20).")
+    recipe = forms.ChoiceField(choices=[("default", "default ORCA settings"),
+                                        ("fast", "fast (3 epochs, 96 tokens, no rationale)")])

@@ -494,6 +494,7 @@ class RoutingDecision(models.Model):
         ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
         ACTIVE_SELECTED = "active_selected", "Drawn for the leaderboard (probability ∝ σ with a uniform floor)"
         ACTIVE_SKIPPED = "active_skipped", "Not drawn for the leaderboard (not to be rated)"
+        AUDIT = "audit", "In the audit share (always the default k: keeps the leaderboard unbiased)"
 
     candidate = models.ForeignKey(
         "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="routing_decisions",
@@ -557,6 +558,11 @@ class BenchmarkRouting(models.Model):
     floor = models.FloatField(
         default=0.2, help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ)."
     )
+    audit_share = models.FloatField(
+        null=True, blank=True,
+        help_text="Predicted disagreement: share (0–1) of the benchmark's answers, by random key, that routing never "
+                  "stops early (the audit the leaderboard estimates from); empty: ROUTING_AUDIT_SHARE.",
+    )
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="Who last chose the policy.",
@@ -567,6 +573,10 @@ class BenchmarkRouting(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(budget__gt=0.0, budget__lte=1.0), name="benchmark_routing_budget"),
             models.CheckConstraint(condition=Q(floor__gt=0.0, floor__lte=1.0), name="benchmark_routing_floor"),
+            models.CheckConstraint(
+                condition=Q(audit_share__isnull=True) | Q(audit_share__gte=0.0, audit_share__lte=1.0),
+                name="benchmark_routing_audit_share",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -577,8 +587,48 @@ class BenchmarkRouting(models.Model):
 
         errors = {name: "must be above 0 and at most 1" for name in ("budget", "floor")
                   if not 0.0 < (getattr(self, name) or 0.0) <= 1.0}
+        if self.audit_share is not None and not 0.0 <= self.audit_share <= 1.0:
+            errors["audit_share"] = "must be between 0 and 1"
         if errors:
             raise ValidationError(errors)
+
+
+class ActiveDraw(models.Model):
+    """The fixed design of the leaderboard-precision policy for one candidate answer: its uniform number u and
+    inclusion probability π, set at the first routing decision that applied the policy to it and never changed
+    (a new model version, new answers or a new budget leave them alone), so the draw (u < π) and the weight 1/π of
+    its ratings hold for the leaderboard's active estimate (Zrnic & Candès, ICML 2024; README, Leaderboard).
+
+    Written only by ``modelling.services.routing``.
+    """
+
+    candidate = models.OneToOneField(
+        "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="active_draw",
+        help_text="The candidate answer.",
+    )
+    u = models.FloatField(help_text="Uniform number in [0, 1) drawn once; the answer is drawn when u < π.")
+    pi = models.FloatField(help_text="Inclusion probability π in (0, 1], from ORCA's σ at the first decision.")
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The model whose predicted σ set π.",
+    )
+    budget = models.FloatField(help_text="The benchmark's budget share when π was set.")
+    floor = models.FloatField(help_text="The benchmark's uniform floor when π was set.")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When the draw was made.")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(pi__gt=0.0, pi__lte=1.0), name="active_draw_pi_0_1"),
+            models.CheckConstraint(condition=Q(u__gte=0.0, u__lt=1.0), name="active_draw_u_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.candidate_id}: u={self.u:.4f} π={self.pi:.4f}"
+
+    @property
+    def drawn(self) -> bool:
+        return self.u < self.pi
 
 
 class RaterSnapshot(models.Model):

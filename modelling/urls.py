@@ -25,6 +25,7 @@ urlpatterns = [
     path("quality/<int:pk>/", quality_views.quality_annotator, name="quality_annotator"),
     path("quality/<int:pk>/action/", quality_views.quality_annotator_action, name="quality_annotator_action"),
     path("leaderboard/", leaderboard.leaderboard_page, name="leaderboard"),
+    path("leaderboard/download/", leaderboard.leaderboard_download, name="leaderboard_download"),
     path("leaderboard/crossfit/", leaderboard.crossfit_start_view, name="crossfit_start"),
     path("leaderboard/crossfit/<int:pk>/cancel/", leaderboard.crossfit_cancel_view, name="crossfit_cancel"),
 ]

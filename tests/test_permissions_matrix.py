@@ -190,6 +190,7 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("modelling:routing_benchmark", "POST"): row(ADMIN, "benchmark_pk"),
     # The leaderboard: experts and admins read it; only admins start or cancel a cross-fit.
     ("modelling:leaderboard", "GET"): row(STAFF),
+    ("modelling:leaderboard_download", "GET"): row(STAFF),
     ("modelling:crossfit_start", "POST"): row(ADMIN),
     ("modelling:crossfit_cancel", "POST"): row(ADMIN, "crossfit_pk"),
     ("api-leaderboard", "GET"): row(STAFF),

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0008_judge_probability_modes'),
+        ('annotation', '0009_candidate_random_key'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -11,7 +11,6 @@ re-reads after taking the lock are exact. On PostgreSQL, annotators asking at th
 others (``SKIP LOCKED``) instead of queueing behind them. SQLite has no row locks; it runs one write transaction
 at a time, which serialises these functions just as well.
 """
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,8 +30,8 @@ from annotation.services.audit import audit_record
 from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
 from annotation.teams.scope import works_on_q
 
-#: Candidate ids read per page at one valid-rating count (in priority order; eligible ones are shuffled among
-#: equal priorities so concurrent annotators spread out), and pages per count before moving on to the next count.
+#: Candidate ids read per page at one valid-rating count (highest priority first, then by ``random_key``), and pages
+#: per count before moving on to the next count. Concurrent annotators spread out through ``SKIP LOCKED``.
 _PAGE = 32
 _PAGES = 4
 
@@ -167,7 +166,9 @@ def assignment_next(*, annotator, benchmark: Benchmark | None = None) -> NextIte
 
     1. The annotator's own open, unexpired assignment, if any (a reload or the back button shows the same item).
     2. Otherwise a new assignment on a candidate answer from :func:`candidates_open_for_annotator`, ordered
-       closest to done first (most valid ratings), then highest ``priority``, then at random. It expires after
+       closest to done first (most valid ratings), then highest ``priority``, then by the candidate's
+       ``random_key`` (drawn at creation: at any moment the answers started within a priority level are a uniform
+       random sample of that level, which the leaderboard's estimates rely on). It expires after
        ``settings.ANNOTATION_ASSIGNMENT_MINUTES`` minutes.
 
     The assignment comes with what the rating page shows loaded (:data:`RATING_PAGE_RELATED`).
@@ -217,10 +218,11 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
     """Pick, lock and assign a new candidate answer (see :func:`assignment_next_for_annotator`).
 
     Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads
-    pages of candidates in ``priority`` order straight from the index on ``(valid_rating_count, priority)`` — so
+    pages of candidates in ``(priority DESC, random_key)`` order straight from the index
+    ``candidate_queue_order`` on ``(valid_rating_count, priority DESC, random_key)`` — so
     PostgreSQL never sorts every open candidate — with the full eligibility test of
-    :func:`candidates_open_for_annotator` computed for that page only. Eligible candidates of equal priority are
-    shuffled, then locked one at a time with ``SKIP LOCKED``; one locked by another request, or filled meanwhile,
+    :func:`candidates_open_for_annotator` computed for that page only. Eligible candidates are locked one at a
+    time in that order with ``SKIP LOCKED``; one locked by another request, or filled meanwhile,
     is passed over. After ``_PAGES`` pages of a count without a taker it moves on; if every count came up empty
     that way, one exhaustive query makes sure nothing was missed.
     """
@@ -246,21 +248,18 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
     rest = list(
         candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
         .exclude(pk__in=tried)
-        .order_by("-valid_rating_count", "-priority")
+        .order_by("-valid_rating_count", "-priority", "random_key")
         .values_list("pk", "priority")[:_PAGE]
     )
     return _assignment_try(annotator=annotator, now=now, window=rest, tried=tried)
 
 
 def _assignment_try(*, annotator, now: datetime, window: list[tuple[int, int]], tried: set[int]) -> Assignment | None:
-    """Lock the first free candidate of ``window`` (``(pk, priority)`` rows; random order among equal priorities)
-    with ``SKIP LOCKED``, re-check its counts under the lock and assign it; None when every one was taken.
+    """Lock the first free candidate of ``window`` (``(pk, priority)`` rows in queue order: priority, then random
+    key) with ``SKIP LOCKED``, re-check its counts under the lock and assign it; None when every one was taken.
 
     The returned assignment comes with what the rating page shows loaded (:data:`RATING_PAGE_RELATED`).
     """
-    window = list(window)
-    random.shuffle(window)
-    window.sort(key=lambda row: -row[1])  # stable: random order among equal priorities
     for candidate_pk, _priority in window:
         tried.add(candidate_pk)
         if not queue_sql.queue_lock(candidate_id=candidate_pk, skip_locked=True):

@@ -139,11 +139,12 @@ def queue_page(
     *, level: int, routed_only: bool, offset: int, limit: int, annotator_id: int, now: datetime,
     benchmark_id: int | None,
 ) -> list[tuple[int, int, bool]]:
-    """``(pk, priority, eligible)`` of candidates with ``level`` valid ratings, highest ``priority`` first,
-    rows ``offset`` to ``offset + limit``; ``routed_only`` keeps those whose own ``target_ratings`` > ``level``.
+    """``(pk, priority, eligible)`` of candidates with ``level`` valid ratings, highest ``priority`` first and
+    within a priority by ``random_key``, rows ``offset`` to ``offset + limit``; ``routed_only`` keeps those whose own
+    ``target_ratings`` > ``level``.
 
-    The page is read from the index on ``(valid_rating_count, priority)``; ``eligible`` (module docstring) is
-    computed for the page's rows only.
+    The page is read from the index ``candidate_queue_order`` on ``(valid_rating_count, priority DESC,
+    random_key)``; ``eligible`` (module docstring) is computed for the page's rows only.
     """
     t = _tables()
     benchmark_test = " AND q.benchmark_id = %s" if benchmark_id is not None else ""
@@ -162,7 +163,7 @@ def queue_page(
         f"JOIN {t['question']} q ON q.id = v.question_id "
         f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
         f"WHERE c.valid_rating_count = %s{routed_test} "
-        "ORDER BY c.priority DESC LIMIT %s OFFSET %s"
+        "ORDER BY c.priority DESC, c.random_key LIMIT %s OFFSET %s"
     )
     params: list = [Question.Status.ACTIVE]
     if benchmark_id is not None:

@@ -366,6 +366,12 @@ PREPARATION_ITEM_LEASE_S = env.int("PREPARATION_ITEM_LEASE_S", default=2400)
 MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
 # Bootstrap replicates for the 95 % CI of alpha (page, command and snapshots).
 MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
+# Leaderboard (modelling/leaderboard/, README "Leaderboard"): below this many rated questions an LALM's row says
+# "too few questions" instead of an interval; a verdict between two LALMs needs this many shared rated questions;
+# Monte-Carlo sign flips of the pairwise test above 15 shared questions (exact below).
+LEADERBOARD_MIN_QUESTIONS = env.int("LEADERBOARD_MIN_QUESTIONS", default=5)
+LEADERBOARD_MIN_SHARED_QUESTIONS = env.int("LEADERBOARD_MIN_SHARED_QUESTIONS", default=10)
+LEADERBOARD_SIGN_FLIPS = env.int("LEADERBOARD_SIGN_FLIPS", default=10_000)
 
 # --- ORCA training, registry and scoring (modelling/services/training.py, predictions.py) ---------------------
 # Base model of runs started without one (the API, older run settings); the training form starts from a preset
@@ -422,6 +428,11 @@ ROUTING_OBSERVED_DISAGREEMENT_VARIANCE = env.float("ROUTING_OBSERVED_DISAGREEMEN
 ROUTING_OBSERVED_DISAGREEMENT_TARGET = env.int("ROUTING_OBSERVED_DISAGREEMENT_TARGET", default=None)
 # Questions with a candidate whose predicted variance is in this top share are offered to expert review (Stage 3).
 ROUTING_EXPERT_QUANTILE = env.float("ROUTING_EXPERT_QUANTILE", default=0.05)
+# The audit share: a uniform random share of each benchmark's candidate answers (by random key) that routing never
+# stops early and serves at ROUTING_AUDIT_PRIORITY; the leaderboard estimates from it while a benchmark is routed.
+# The default share of a benchmark without its own (set on the routing page).
+ROUTING_AUDIT_SHARE = env.float("ROUTING_AUDIT_SHARE", default=0.2)
+ROUTING_AUDIT_PRIORITY = env.int("ROUTING_AUDIT_PRIORITY", default=15)
 
 # --- Refinement (Stage 3) -----------------------------------------------------------------------------------
 # Flag rules (ORCA paper, sections 3.3 and 5.2). A question goes to the rationale queue when code A is on at least

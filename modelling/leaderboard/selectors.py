@@ -1,4 +1,5 @@
-"""Reads of the leaderboard: the store's answers, ratings, judge scores and ORCA predictions.
+"""Reads of the leaderboard: the store's answers, ratings, judge scores and how each benchmark's answers were
+chosen for rating.
 
 Only candidate answers on their question's *current* version count, and only their *valid* scored ratings
 (``is_valid=True``, score 1–5, made on that version): a correction makes the old version's ratings stop counting.
@@ -12,27 +13,34 @@ from django.db.models import F, Q
 from annotation.crowd.items import candidates_without_quality_items
 from annotation.models import CandidateAnswer, JudgeRating, Rating
 
+#: How a benchmark's rated answers were chosen (``LeaderboardData.sampling``).
+UNIFORM, ROUTED, ACTIVE = "uniform", "routed", "active"
+
 
 @dataclass
 class LeaderboardData:
     """Everything the leaderboard is computed from, one benchmark or all.
 
     Attributes:
-        answers: {candidate id: {lalm, question, benchmark, modality, category, words}} — every candidate answer
-            on its question's current version; ``question`` is the question's pk, ``words`` the answer's length in
-            whitespace-separated words.
+        answers: {candidate id: {lalm, question, benchmark, benchmark_id, modality, category, words, key}} — every
+            candidate answer on its question's current version; ``question`` is the question's pk, ``words`` the
+            answer's length in whitespace-separated words, ``key`` its random key (0–1).
         scores: {candidate id: [score 1–5, ...]} valid scored ratings made on the current version.
         judges: {judge label: {candidate id: score 1–5}} of active judges (and imported judge ratings), parsed
             scores only.
-        inclusion: {candidate id: (π, drawn)} for answers whose latest routing decision comes from the
-            leaderboard-precision policy (``modelling.services.routing``): the probability it was drawn with and
-            whether it was.
+        sampling: {benchmark pk: ``uniform`` | ``routed`` | ``active``}: ``active`` when its answers carry the
+            leaderboard-precision policy's fixed draws, ``routed`` when routing by disagreement ever decided one of
+            its answers (selection by priority, early stops), else ``uniform`` (the queue's random-key order).
+        audit_share: {benchmark pk: its audit share (0–1)}.
+        design: {candidate id: (π, u)} of answers with a fixed draw (drawn when u < π).
     """
 
     answers: dict[int, dict] = field(default_factory=dict)
     scores: dict[int, list[int]] = field(default_factory=dict)
     judges: dict[str, dict[int, float]] = field(default_factory=dict)
-    inclusion: dict[int, tuple[float, bool]] = field(default_factory=dict)
+    sampling: dict[int, str] = field(default_factory=dict)
+    audit_share: dict[int, float] = field(default_factory=dict)
+    design: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def _current(qs, prefix: str = ""):
@@ -40,18 +48,21 @@ def _current(qs, prefix: str = ""):
 
 
 def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
-    """Load the answers, valid ratings and judge scores of ``benchmark`` (a name; None = every benchmark)."""
+    """Load the answers, valid ratings, judge scores and sampling of ``benchmark`` (a name; None = every
+    benchmark)."""
     data = LeaderboardData()
     # Gold items and attention checks are the platform's own test items, not answers of an LALM.
     answers = _current(candidates_without_quality_items(CandidateAnswer.objects.all()))
     if benchmark is not None:
         answers = answers.filter(question_version__question__benchmark__name=benchmark)
     q = "question_version__question__"
-    for pk, lalm, question, bench, modality, category, text in answers.values_list(
-        "pk", "lalm__name", q + "id", q + "benchmark__name", q + "modality", q + "category", "text"
+    for pk, lalm, question, bench, bench_id, modality, category, text, key in answers.values_list(
+        "pk", "lalm__name", q + "id", q + "benchmark__name", q + "benchmark_id", q + "modality", q + "category",
+        "text", "random_key",
     ).order_by("pk").iterator(chunk_size=5000):
-        data.answers[pk] = {"lalm": lalm, "question": question, "benchmark": bench, "modality": modality,
-                            "category": category or "", "words": len(text.split())}
+        data.answers[pk] = {"lalm": lalm, "question": question, "benchmark": bench, "benchmark_id": bench_id,
+                            "modality": modality, "category": category or "", "words": len(text.split()),
+                            "key": key}
     ratings = Rating.objects.filter(
         is_valid=True, score__isnull=False, question_version=F("candidate__question_version"),
         candidate__question_version=F("candidate__question_version__question__current_version"),
@@ -70,18 +81,25 @@ def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
     ).iterator(chunk_size=5000):
         label = name or f"{judge_name} ({variant})"
         data.judges.setdefault(label, {})[cid] = float(score)
-    data.inclusion = _inclusion(list(data.answers))
+    _sampling(data)
     return data
 
 
-def _inclusion(candidate_ids: list[int]) -> dict[int, tuple[float, bool]]:
-    from modelling.models import RoutingDecision
+def _sampling(data: LeaderboardData) -> None:
+    """Fill ``sampling``, ``audit_share`` and ``design`` from the routing tables (modelling's own)."""
+    from modelling.models import ActiveDraw, RoutingDecision
+    from modelling.services.routing import audit_shares
 
-    latest: dict[int, tuple[str, float | None]] = {}
-    for start in range(0, len(candidate_ids), 5000):
-        for cid, reason, pi in RoutingDecision.objects.filter(candidate_id__in=candidate_ids[start:start + 5000]
-                                                              ).order_by("id").values_list(
-                "candidate_id", "reason", "inclusion_probability"):
-            latest[cid] = (reason, pi)  # later decisions win
-    selected = RoutingDecision.Reason.ACTIVE_SELECTED
-    return {cid: (pi, reason == selected) for cid, (reason, pi) in latest.items() if pi is not None}
+    ids = list(data.answers)
+    benchmarks = {a["benchmark_id"] for a in data.answers.values()}
+    shares = audit_shares()
+    data.audit_share = {b: shares.get(b, 0.0) for b in benchmarks}
+    routed, drawn = set(), set()
+    for start in range(0, len(ids), 5000):
+        chunk = ids[start:start + 5000]
+        for cid, pi, u in ActiveDraw.objects.filter(candidate_id__in=chunk).values_list("candidate_id", "pi", "u"):
+            data.design[cid] = (pi, u)
+            drawn.add(data.answers[cid]["benchmark_id"])
+        routed.update(data.answers[cid]["benchmark_id"] for cid in RoutingDecision.objects.filter(
+            candidate_id__in=chunk).values_list("candidate_id", flat=True).distinct())
+    data.sampling = {b: ACTIVE if b in drawn else ROUTED if b in routed else UNIFORM for b in benchmarks}

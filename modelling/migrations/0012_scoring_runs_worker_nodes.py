@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('modelling', '0010_model_import'),
+        ('modelling', '0011_active_draws_and_audit_share'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -11,8 +11,15 @@ human score of each candidate answer.
 of candidates with >= 2 valid ratings, in equal-count bins of predicted σ²; predicted μ against the mean normalised
 score in ten equal-width μ bins (a reliability diagram). A calibrated model lies on the diagonal.
 
+*Out of sample.* A model's μ on the answers it trained on is pulled towards their ratings, so every figure here is
+computed on answers the model never trained on (:func:`rater_sources`): the latest finished cross-fit's predictions
+(each answer predicted by a fold model that never saw its question), and for each trained model version the
+answers that had no valid rating when its training run read its data ("held out by time"). An imported checkpoint's
+training data is unknown: its figures say so.
+
 The computations are pure over :class:`modelling.selectors.ValidRatings` and a {candidate id: (μ, σ²)} mapping;
-:func:`rater_snapshots_write` stores the active model's figures as :class:`~modelling.models.RaterSnapshot` rows.
+:func:`rater_snapshots_write` stores the active model's out-of-sample figures as
+:class:`~modelling.models.RaterSnapshot` rows.
 """
 from __future__ import annotations
 
@@ -100,20 +107,77 @@ def predictions_of(*, model_version: ModelVersion) -> dict[int, tuple[float, flo
     return {cid: (mu, var) for cid, mu, var in rows.iterator(chunk_size=5000)}
 
 
-def rater_by_model_version(*, level: str = AgreementLevel.ORDINAL) -> list[tuple[ModelVersion, RaterResult]]:
-    """The rater figures of every model version that has predictions, newest first (computed now)."""
+@dataclass(frozen=True)
+class RaterSource:
+    """One model's predictions restricted to answers it never trained on.
+
+    Attributes:
+        name: the model version's or the cross-fit's name.
+        version: the model version (None for a cross-fit, whose folds are several).
+        predictions: {candidate id: (μ, σ²)} out of sample.
+        sample: ``cross-fit``, ``held out by time`` or ``training data unknown``.
+        label: the sample in words, shown beside the figures.
+    """
+
+    name: str
+    version: ModelVersion | None
+    predictions: dict
+    sample: str
+    label: str
+
+
+def out_of_sample_predictions(*, model_version: ModelVersion) -> RaterSource:
+    """``model_version``'s predictions of answers it did not train on: those without a valid rating made before its
+    training run read its data (the run's start). An imported checkpoint keeps all its predictions, labelled
+    "training data unknown"."""
+    from annotation.models import Rating
+
+    predictions = predictions_of(model_version=model_version)
+    run = model_version.training_run
+    if run is None:
+        return RaterSource(model_version.name, model_version, predictions, "training data unknown",
+                           "imported checkpoint: its training data is unknown, so these answers may be in-sample")
+    read_at = run.started_at or run.created_at
+    seen = set(Rating.objects.filter(is_valid=True, score__isnull=False, created_at__lt=read_at,
+                                     candidate_id__in=list(predictions)).values_list("candidate_id", flat=True))
+    kept = {cid: p for cid, p in predictions.items() if cid not in seen}
+    return RaterSource(model_version.name, model_version, kept, "held out by time",
+                       f"held out by time: {len(kept)} of {len(predictions)} predicted answers had no rating when "
+                       "its training data was read")
+
+
+def rater_sources() -> list[RaterSource]:
+    """Out-of-sample predictions to judge ORCA as a rater by: the latest finished cross-fit (all its predictions),
+    then every other model version with predictions, newest first (cross-fit folds are in the cross-fit's row)."""
+    from modelling.leaderboard.crossfit import crossfit_latest_done
+
+    sources = []
+    crossfit = crossfit_latest_done()
+    if crossfit is not None:
+        rows = Prediction.objects.filter(model_version__crossfit_fold__crossfit=crossfit).values_list(
+            "candidate_id", "mu", "variance")
+        sources.append(RaterSource(
+            crossfit.name, None, {cid: (mu, var) for cid, mu, var in rows.iterator(chunk_size=5000)}, "cross-fit",
+            "cross-fit: every answer predicted by a fold model that never trained on its question"))
+    versions = (ModelVersion.objects.filter(predictions__isnull=False, crossfit_fold__isnull=True).distinct()
+                .select_related("training_run").order_by("-created_at", "-id"))
+    return sources + [out_of_sample_predictions(model_version=v) for v in versions]
+
+
+def rater_by_source(*, level: str = AgreementLevel.ORDINAL) -> list[tuple[RaterSource, RaterResult]]:
+    """The rater figures of every :func:`rater_sources` entry, out of sample (computed now)."""
     ratings = valid_ratings_load()
-    versions = ModelVersion.objects.filter(predictions__isnull=False).distinct().order_by("-created_at", "-id")
-    return [(v, rater_compute(ratings=ratings, predictions=predictions_of(model_version=v), level=level))
-            for v in versions]
+    return [(source, rater_compute(ratings=ratings, predictions=source.predictions, level=level))
+            for source in rater_sources()]
 
 
 def rater_snapshots_write() -> list[RaterSnapshot]:
-    """Snapshot the active model's rater figures at both levels; nothing without an active scored model."""
+    """Snapshot the active model's out-of-sample rater figures at both levels; nothing without an active scored
+    model."""
     active = model_version_active()
     if active is None:
         return []
-    predictions = predictions_of(model_version=active)
+    predictions = out_of_sample_predictions(model_version=active).predictions
     if not predictions:
         return []
     ratings = valid_ratings_load()

@@ -27,6 +27,7 @@ from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the
     ACTIVE_PRIORITY,
     ACTIVE_SELECTED,
     ACTIVE_SKIPPED,
+    AUDIT,
     CONFIDENT_AGREEING,
     CONFIDENT_DISAGREEING,
     CONFIDENT_MODEL_AGREES,
@@ -39,8 +40,9 @@ from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the
     RoutingRules,
     RoutingThresholds,
     active_decide,
-    active_draw,
     active_probabilities,
+    audit_decide,
+    audit_member,
     model_continuous_rating,
     model_rating,
     routing_decide,
@@ -48,22 +50,27 @@ from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the
 )
 
 
-def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor: float = 0.2, user=None):
-    """Choose ``benchmark``'s routing policy (``BenchmarkRouting.Policy``) and re-evaluate routing; returns the row.
+def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor: float = 0.2,
+                          audit_share: float | None = None, user=None):
+    """Choose ``benchmark``'s routing policy (``BenchmarkRouting.Policy``), its leaderboard-precision budget and
+    floor and its audit share (None: ``ROUTING_AUDIT_SHARE``), and re-evaluate routing; returns the row.
 
-    Raises ``ValidationError`` naming the field for an unknown policy or a budget / floor outside (0, 1].
+    Budget and floor apply to answers drawn from now on: a drawn answer keeps its π (``ActiveDraw``).
+    Raises ``ValidationError`` naming the field for an unknown policy, a budget / floor outside (0, 1] or an audit
+    share outside [0, 1].
     """
     from annotation.services.audit import audit_record
     from modelling.models import BenchmarkRouting
 
     with transaction.atomic():
         row = BenchmarkRouting.objects.filter(benchmark=benchmark).first() or BenchmarkRouting(benchmark=benchmark)
-        old = {"policy": row.policy, "budget": row.budget, "floor": row.floor} if row.pk else None
-        row.policy, row.budget, row.floor, row.updated_by = policy, budget, floor, user
+        old = ({"policy": row.policy, "budget": row.budget, "floor": row.floor, "audit_share": row.audit_share}
+               if row.pk else None)
+        row.policy, row.budget, row.floor, row.audit_share, row.updated_by = policy, budget, floor, audit_share, user
         row.full_clean()
         row.save()
         audit_record(actor=user, action="routing.benchmark_policy", obj=row, old=old,
-                     new={"policy": policy, "budget": budget, "floor": floor})
+                     new={"policy": policy, "budget": budget, "floor": floor, "audit_share": audit_share})
         routing_refresh(force=True)
     return row
 
@@ -73,6 +80,17 @@ def _active_benchmarks() -> dict[int, tuple[float, float]]:
 
     return {b: (budget, floor) for b, budget, floor in BenchmarkRouting.objects.filter(
         policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION).values_list("benchmark_id", "budget", "floor")}
+
+
+def audit_shares() -> dict[int, float]:
+    """{benchmark pk: its audit share} for every benchmark (its own, else ``ROUTING_AUDIT_SHARE``)."""
+    from django.conf import settings
+
+    from annotation.models import Benchmark
+    from modelling.models import BenchmarkRouting
+
+    own = dict(BenchmarkRouting.objects.filter(audit_share__isnull=False).values_list("benchmark_id", "audit_share"))
+    return {pk: own.get(pk, settings.ROUTING_AUDIT_SHARE) for pk in Benchmark.objects.values_list("pk", flat=True)}
 
 
 # --- the platform: evaluating the policy over the store -----------------------------------------------------------
@@ -160,16 +178,15 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     thresholds = RoutingThresholds.from_variances([v for _, v in predictions.values()], rules)
     result.thresholds = thresholds
     ids = sorted(predictions if candidate_ids is None else set(candidate_ids) & predictions.keys())
-    active_pi = _active_inclusion(predictions)
-    latest_pi: dict[int, float | None] = {}  # the latest logged π per candidate (later rows overwrite)
-    if active_pi:
-        latest_pi = dict(RoutingDecision.objects.filter(candidate_id__in=list(active_pi)).order_by("id")
-                         .values_list("candidate_id", "inclusion_probability"))
+    shares = audit_shares()
     with transaction.atomic():
         current = {
             c.pk: c for c in CandidateAnswer.objects.select_for_update().filter(pk__in=ids)
-            .only("pk", "target_ratings", "priority")
+            .only("pk", "target_ratings", "priority", "random_key")
         }
+        bench_of = dict(CandidateAnswer.objects.filter(pk__in=ids).values_list(
+            "pk", "question_version__question__benchmark_id"))
+        design = _active_design(predictions=predictions, ids=ids, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
         log = []
@@ -179,14 +196,15 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                 continue
             mu, variance = predictions[cid]
             seen = scores.get(cid, [])
-            if cid in active_pi:
-                choice = active_decide(pi=active_pi[cid], u=active_draw(candidate_id=cid, model_version_id=active.pk))
+            share = shares.get(bench_of[cid], 0.0)
+            if cid in design:
+                choice = active_decide(pi=design[cid].pi, u=design[cid].u)
+            elif audit_member(random_key=candidate.random_key, share=share):
+                choice = audit_decide(rules=rules, share=share)
             else:
                 choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds, rules=rules)
             result.evaluated += 1
-            same_pi = choice.inclusion_probability is None or (
-                latest_pi.get(cid) is not None and abs(latest_pi[cid] - choice.inclusion_probability) < 1e-9)
-            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority) and same_pi:
+            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority):
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
             log.append(RoutingDecision(
@@ -204,9 +222,15 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     return result
 
 
-def _active_inclusion(predictions: dict[int, tuple[float, float]]) -> dict[int, float]:
-    """π of every predicted candidate answer on a benchmark under the leaderboard-precision policy (by LALM)."""
+def _active_design(*, predictions: dict[int, tuple[float, float]], ids: Sequence[int], active) -> dict:
+    """{candidate id: its ``ActiveDraw``} for the candidates among ``ids`` on a benchmark under the
+    leaderboard-precision policy. A candidate without a draw gets one now (its first decision): π from the
+    current predictions, ∝ σ with the benchmark's floor within its LALM's answers (budget share of them), and a
+    fresh uniform u; an existing draw is never changed. Call inside the evaluation's transaction."""
+    import random
+
     from annotation.models import CandidateAnswer
+    from modelling.models import ActiveDraw
 
     benchmarks = _active_benchmarks()
     if not benchmarks:
@@ -214,15 +238,24 @@ def _active_inclusion(predictions: dict[int, tuple[float, float]]) -> dict[int, 
     rows = CandidateAnswer.objects.filter(
         pk__in=list(predictions), question_version__question__benchmark_id__in=list(benchmarks)
     ).values_list("pk", "question_version__question__benchmark_id", "lalm_id")
-    by_benchmark: dict[int, dict[int, object]] = defaultdict(dict)
-    for cid, bench, lalm in rows:
-        by_benchmark[bench][cid] = lalm
-    out: dict[int, float] = {}
-    for bench, groups in by_benchmark.items():
-        budget, floor = benchmarks[bench]
-        out.update(active_probabilities(groups=groups, variances={c: predictions[c][1] for c in groups},
-                                        budget=budget, floor=floor))
-    return out
+    group_of = {cid: (bench, lalm) for cid, bench, lalm in rows}
+    wanted = [cid for cid in ids if cid in group_of]
+    draws = {d.candidate_id: d for d in ActiveDraw.objects.filter(candidate_id__in=wanted)}
+    missing = [cid for cid in wanted if cid not in draws]
+    if missing:
+        rng = random.SystemRandom()
+        new = []
+        for bench in {group_of[cid][0] for cid in missing}:
+            budget, floor = benchmarks[bench]
+            members = {cid: key for cid, key in group_of.items() if key[0] == bench}
+            pi = active_probabilities(groups=members, variances={c: predictions[c][1] for c in members},
+                                      budget=budget, floor=floor)
+            new += [ActiveDraw(candidate_id=cid, u=rng.random(), pi=max(pi[cid], 1e-9), model_version=active,
+                               budget=budget, floor=floor)
+                    for cid in missing if group_of[cid][0] == bench]
+        ActiveDraw.objects.bulk_create(new, batch_size=1000)
+        draws.update({d.candidate_id: d for d in new})
+    return draws
 
 
 def _mark_expert(*, active, predictions, thresholds: RoutingThresholds, ids: Sequence[int]) -> None:

@@ -7,6 +7,11 @@ number of ratings (None = the benchmark's k) and a queue priority.
 The policy (:func:`routing_decide`, pure; thresholds are settings, defaults in brackets). For one candidate answer
 with prediction (μ, σ²) and its valid scores 1–5 in arrival order (n of them), the first rule that applies wins:
 
+0. *audit* — the answer is in its benchmark's audit share (its ``random_key`` below the share, default
+   ``ROUTING_AUDIT_SHARE`` [0.2]): the default k and ``ROUTING_AUDIT_PRIORITY`` [15], whatever its prediction
+   and ratings (:func:`audit_decide`). The audit share is a uniform random sample that never stops early, so the
+   leaderboard's estimates stay unbiased under routing (README, Leaderboard);
+
 1. *observed disagreement / agreement* — once n >= ``ROUTING_OBSERVED_MIN_RATINGS`` [3], the observation
    overrides the prediction: sample variance (n − 1) >= ``ROUTING_OBSERVED_DISAGREEMENT_VARIANCE`` [1.0, the
    paper's threshold of genuine disagreement] → ``ROUTING_OBSERVED_DISAGREEMENT_TARGET`` [None: the default k]
@@ -51,6 +56,7 @@ DEFAULT = "default"
 ROUTING_OFF = "routing_off"
 ACTIVE_SELECTED = "active_selected"
 ACTIVE_SKIPPED = "active_skipped"
+AUDIT = "audit"
 #: Queue priority of answers the leaderboard-precision policy drew (offered before everything else).
 ACTIVE_PRIORITY = 20
 
@@ -76,6 +82,7 @@ class RoutingRules:
     observed_disagreement_variance: float = 1.0
     observed_disagreement_target: int | None = None
     expert_quantile: float = 0.05
+    audit_priority: int = 15
 
     @classmethod
     def from_settings(cls, source: Any = None) -> RoutingRules:
@@ -97,6 +104,7 @@ class RoutingRules:
             observed_disagreement_variance=settings.ROUTING_OBSERVED_DISAGREEMENT_VARIANCE,
             observed_disagreement_target=settings.ROUTING_OBSERVED_DISAGREEMENT_TARGET,
             expert_quantile=settings.ROUTING_EXPERT_QUANTILE,
+            audit_priority=settings.ROUTING_AUDIT_PRIORITY,
         )
 
 
@@ -219,6 +227,19 @@ def routing_decide(
     return RoutingChoice(None, 0, DEFAULT, f"no rule applies (μ={mu:.3f}, σ²={variance:.4f}, {n} ratings)", expert)
 
 
+def audit_member(*, random_key: float, share: float) -> bool:
+    """True when a candidate answer with this ``random_key`` (uniform in [0, 1), drawn at its creation) is in an
+    audit share of ``share`` (0–1): key < share. Raising the share keeps every earlier member."""
+    return random_key < share
+
+
+def audit_decide(*, rules: RoutingRules, share: float) -> RoutingChoice:
+    """An audit-share answer: the default k (never stopped early, never more) and ``rules.audit_priority``."""
+    return RoutingChoice(None, rules.audit_priority, AUDIT,
+                         f"in the audit share ({share:.0%} of the benchmark's answers, drawn by random key): "
+                         "always the default k ratings, whatever the prediction")
+
+
 def routing_replay(
     *, mu: float, variance: float, arrivals: Sequence[int], thresholds: RoutingThresholds, rules: RoutingRules,
     default_target: int,
@@ -243,17 +264,10 @@ def routing_replay(
 # answers are drawn for rating with probability π ∝ ORCA's σ mixed with a uniform floor
 # (``modelling.leaderboard.stats.inclusion_probabilities``; expected share ``budget`` of the LALM's answers), and a
 # drawn answer's ratings weigh 1/π in the leaderboard's active estimate, which keeps it unbiased (Zrnic & Candès,
-# ICML 2024). The draw is u < π with u a uniform number fixed per (candidate answer, model version)
-# (:func:`active_draw`), so re-evaluating does not re-draw; π itself can move when answers are added, and every
-# change of π is logged with the decision. Drawn answers get the default k and ``ACTIVE_PRIORITY``; the others
-# get target 0 ("not to be rated") and priority −1.
-
-
-def active_draw(*, candidate_id: int, model_version_id: int) -> float:
-    """The fixed uniform number u ∈ [0, 1) of one candidate answer under one model version (seeded by both)."""
-    import random
-
-    return random.Random(f"leaderboard-precision:{model_version_id}:{candidate_id}").random()
+# ICML 2024). The design is fixed: u (a uniform number) and π of a candidate are set at its first decision and
+# stored (``modelling.models.ActiveDraw``, written by ``modelling.services.routing``); later model versions, new
+# answers or a new budget never re-draw it. Drawn answers (u < π) get the default k and ``ACTIVE_PRIORITY``; the
+# others get target 0 ("not to be rated") and priority −1.
 
 
 def active_probabilities(

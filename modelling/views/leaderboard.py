@@ -1,13 +1,16 @@
-"""The leaderboard page (experts and admins) and starting/cancelling a cross-fit (admins). Thin: check access,
-validate the query string, call services, render."""
+"""The leaderboard page and its downloads (experts and admins), and starting/cancelling a cross-fit (admins). Thin:
+check access, validate the query string and forms, call services, render."""
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text
 from annotation.models import Benchmark
+from modelling.forms import CrossFitStartForm, LeaderboardDownloadForm, LeaderboardQueryForm
+from modelling.leaderboard import stats
 from modelling.leaderboard.crossfit import (
     CROSSFIT_RECIPES,
     crossfit_cancel,
@@ -15,29 +18,39 @@ from modelling.leaderboard.crossfit import (
     crossfit_start,
 )
 from modelling.leaderboard.services import (
-    BY_CHOICES,
     leaderboard_budget_plan,
     leaderboard_cached,
+    leaderboard_render,
 )
 from modelling.models import CrossFitRun
+
+#: Content type and file extension of each download format.
+DOWNLOADS = {"csv": ("text/csv; charset=utf-8", "csv"), "markdown": ("text/markdown; charset=utf-8", "md"),
+             "latex": ("application/x-tex; charset=utf-8", "tex")}
+
+
+def _benchmark_names() -> list[str]:
+    return list(Benchmark.objects.order_by("name").values_list("name", flat=True))
 
 
 @role_required(*STAFF)
 @require_GET
 def leaderboard_page(request):
     """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
-    plot, the pairwise table, system-level agreement, the cross-fits and the budget planner (``?a=&b=``)."""
-    benchmarks = list(Benchmark.objects.order_by("name").values_list("name", flat=True))
-    benchmark = request.GET.get("benchmark") or None
-    if benchmark not in benchmarks:
-        benchmark = None
-    by = request.GET.get("by") or None
-    if by not in BY_CHOICES:
-        by = None
+    plot beside the LALM × LALM verdict matrix (the full list of pairs behind a disclosure), system-level
+    agreement, the downloads, the cross-fits and the budget planner (``?a=&b=``)."""
+    form = LeaderboardQueryForm(request.GET, benchmarks=_benchmark_names())
+    query_error = ""
+    if form.is_valid():
+        query = form.cleaned_data
+    else:
+        query_error = errors_text(form)
+        query = {"benchmark": "", "by": "", "a": "", "b": ""}
+    benchmark, by = query["benchmark"] or None, query["by"] or None
     board, forest_svg = leaderboard_cached(benchmark=benchmark, by=by)
-    rated = [r.lalm for r in board.rows if r.rated_answers]
+    rated = [r.lalm for r in board.rows if board.question_values.get(r.lalm)]
     plan, plan_error = None, ""
-    a, b = request.GET.get("a") or "", request.GET.get("b") or ""
+    a, b = query["a"], query["b"]
     if a or b:
         if a not in rated or b not in rated or a == b:
             plan_error = "Choose two different LALMs with rated answers."
@@ -46,34 +59,62 @@ def leaderboard_page(request):
                 plan = leaderboard_budget_plan(board=board, a=a, b=b)
             except ValueError as exc:
                 plan_error = str(exc)
+    else:  # preselect two different LALMs (the two best)
+        a, b = (rated + ["", ""])[:2]
+    scope = {k: v for k, v in (("benchmark", benchmark), ("by", by)) if v}
     return render(request, "modelling/leaderboard.html", {
         "board": board,
-        "columns_judges": board.judges,
         "forest_svg": forest_svg,
-        "benchmarks": benchmarks,
+        "matrix": board.verdict_matrix(),
+        "decided": [p for p in board.pairwise if p.verdict != "undecided"],
+        "ci_methods": stats.CI_METHODS,
+        "benchmarks": form.fields["benchmark"].choices[1:],
         "benchmark": benchmark,
         "by": by,
-        "by_choices": BY_CHOICES,
+        "by_choices": form.fields["by"].choices[1:],
+        "query_error": query_error,
+        "scope": scope,
+        "downloads": [(fmt, label) for fmt, label in LeaderboardDownloadForm.base_fields["format"].choices],
         "rated_lalms": rated,
         "a": a,
         "b": b,
         "plan": plan,
         "plan_error": plan_error,
         "crossfits": list(crossfit_list()[:5]),
+        "crossfit_form": CrossFitStartForm(),
         "can_manage": has_role(request.user, ADMIN),
     })
+
+
+@role_required(*STAFF)
+@require_GET
+def leaderboard_download(request):
+    """The leaderboard table of the page's scope as a file: ``?format=csv|markdown|latex`` (+ ``benchmark``,
+    ``by``). 400 with the reason for an unknown format or benchmark."""
+    form = LeaderboardDownloadForm(request.GET, benchmarks=_benchmark_names())
+    if not form.is_valid():
+        return HttpResponse(errors_text(form), status=400,
+                            content_type="text/plain; charset=utf-8")
+    query = form.cleaned_data
+    board, _ = leaderboard_cached(benchmark=query["benchmark"] or None, by=query["by"] or None)
+    content_type, extension = DOWNLOADS[query["format"]]
+    name = "-".join(["leaderboard", query["benchmark"] or "all"] + ([query["by"]] if query["by"] else []))
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    response = HttpResponse(leaderboard_render(board, fmt=query["format"]), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{safe}.{extension}"'
+    return response
 
 
 @role_required(ADMIN)
 @require_POST
 def crossfit_start_view(request):
-    """Admins: start a cross-fit (``folds`` from the form, 2–20; ``recipe`` one of ``CROSSFIT_RECIPES``)."""
-    folds = request.POST.get("folds", "5")
-    recipe = request.POST.get("recipe", "default")
+    """Admins: start a cross-fit (``folds`` 2–20, ``recipe`` one of ``CROSSFIT_RECIPES``)."""
+    form = CrossFitStartForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, errors_text(form))
+        return redirect("modelling:leaderboard")
     try:
-        if recipe not in CROSSFIT_RECIPES:
-            raise ValidationError({"recipe": f"must be one of {', '.join(CROSSFIT_RECIPES)}"})
-        run = crossfit_start(folds=int(folds) if folds.isdigit() else folds, config=CROSSFIT_RECIPES[recipe],
+        run = crossfit_start(folds=form.cleaned_data["folds"], config=CROSSFIT_RECIPES[form.cleaned_data["recipe"]],
                              created_by=request.user)
     except ValidationError as exc:
         messages.error(request, errors_text(exc))

@@ -13,8 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
-from annotation.forms import errors_text, query_pk
+from annotation.forms import errors_text
 from annotation.models import Benchmark
+from modelling.forms import BenchmarkRoutingForm
 from modelling.models import (
     AgreementLevel,
     BenchmarkRouting,
@@ -31,8 +32,7 @@ from modelling.services.agreement_cache import cached_by_data, predictions_state
 from modelling.services.rater import (
     calibration_compute,
     calibration_svg,
-    predictions_of,
-    rater_by_model_version,
+    rater_by_source,
     rater_history_svg,
 )
 from modelling.services.routing import (
@@ -69,6 +69,7 @@ def routing_page(request):
         "can_manage": has_role(request.user, ADMIN),
         "benchmark_policies": _benchmark_policies(),
         "policy_choices": BenchmarkRouting.Policy.choices,
+        "default_audit_share": settings.ROUTING_AUDIT_SHARE,
     })
 
 
@@ -78,24 +79,26 @@ def _benchmark_policies() -> list:
     for b in benchmarks:
         row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
         b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
+        b.audit_share, b.audit_share_default = row.audit_share, row.audit_share is None
     return benchmarks
 
 
 @role_required(ADMIN)
 @require_POST
 def routing_benchmark(request, pk: int):
-    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``) and re-evaluate."""
+    """Admins: choose a benchmark's routing policy (``policy``, ``budget``, ``floor``, ``audit_share``) and
+    re-evaluate."""
     benchmark = get_object_or_404(Benchmark, pk=pk)
+    form = BenchmarkRoutingForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, errors_text(form))
+        return redirect("modelling:routing")
     try:
-        budget, floor = float(request.POST.get("budget", 0.3)), float(request.POST.get("floor", 0.2))
-        benchmark_routing_set(benchmark=benchmark, policy=request.POST.get("policy", ""), budget=budget,
-                              floor=floor, user=request.user)
-    except ValueError:
-        messages.error(request, "Budget and floor must be numbers.")
+        benchmark_routing_set(benchmark=benchmark, user=request.user, **form.cleaned_data)
     except ValidationError as exc:
         messages.error(request, errors_text(exc))
     else:
-        messages.success(request, f"{benchmark.name} now follows the {request.POST.get('policy')} policy.")
+        messages.success(request, f"{benchmark.name} now follows the {form.cleaned_data['policy']} policy.")
     return redirect("modelling:routing")
 
 
@@ -119,42 +122,44 @@ def routing_switch(request):
     return redirect("modelling:routing")
 
 
-def _calibration_with_chart(version: ModelVersion):
-    calibration = calibration_compute(ratings=valid_ratings_load(), predictions=predictions_of(model_version=version))
+def _calibration_with_chart(predictions: dict):
+    calibration = calibration_compute(ratings=valid_ratings_load(), predictions=predictions)
     return calibration, calibration_svg(calibration=calibration)
 
 
 @role_required(*STAFF)
 @require_GET
 def rater_page(request):
-    """ORCA as an extra rater beside the human alpha (per model version, and the active model over time) and the
-    calibration plots of one model version (``?version=<pk>``, default the active one)."""
+    """ORCA as an extra rater beside the human alpha, out of sample (the latest cross-fit, and each model version on
+    the answers it never trained on), the active model over time, and the calibration plots of one source
+    (``?source=<name>``, default the cross-fit, else the active model)."""
     level = request.GET.get("level", AgreementLevel.ORDINAL)
     if level not in AgreementLevel.values:
         level = AgreementLevel.ORDINAL
-    # Alpha with ORCA per model version, calibration and both charts change only with the ratings, predictions or
+    # Alpha with ORCA per source, calibration and both charts change only with the ratings, predictions or
     # snapshots: computed once per change of those (cached), not per request.
     active = model_version_active()
     data_state = (level, valid_ratings_fingerprint(), getattr(active, "pk", None), *predictions_state())
-    rows = cached_by_data(name="rater-rows", state=data_state, compute=lambda: rater_by_model_version(level=level))
-    versions = [v for v, _ in rows]
-    chosen = None
-    version_pk = query_pk(request.GET, "version")
-    if version_pk is not None:
-        chosen = next((v for v in versions if v.pk == version_pk), None)
-    chosen = chosen or next((v for v in versions if v.is_active), None) or (versions[0] if versions else None)
+    rows = cached_by_data(name="rater-rows", state=data_state, compute=lambda: rater_by_source(level=level))
+    sources = [source for source, _ in rows]
+    wanted = request.GET.get("source")
+    chosen = next((s for s in sources if s.name == wanted), None) if wanted else None
+    chosen = (chosen or next((s for s in sources if s.version is None), None)
+              or next((s for s in sources if s.version is not None and s.version.is_active), None)
+              or (sources[0] if sources else None))
     calibration, calibration_chart = None, ""
     if chosen is not None:
         calibration, calibration_chart = cached_by_data(
-            name="rater-calibration", state=(chosen.pk, *data_state),
-            compute=lambda: _calibration_with_chart(chosen),
+            name="rater-calibration", state=(chosen.name, *data_state),
+            compute=lambda: _calibration_with_chart(chosen.predictions),
         )
+    version = None if chosen is None else chosen.version
     history = (
-        RaterSnapshot.objects.filter(model_version=chosen, level=level).order_by("created_at", "id")
-        if chosen is not None else RaterSnapshot.objects.none()
+        RaterSnapshot.objects.filter(model_version=version, level=level).order_by("created_at", "id")
+        if version is not None else RaterSnapshot.objects.none()
     )
     history_state = history.aggregate(n=Count("id"), last=Max("id"))
-    history_chart = cached_by_data(name="rater-history", state=(level, getattr(chosen, "pk", None),
+    history_chart = cached_by_data(name="rater-history", state=(level, getattr(version, "pk", None),
                                                                  history_state["n"], history_state["last"]),
                                    compute=lambda: rater_history_svg(snapshots=list(history)))
     return render(request, "modelling/rater.html", {
@@ -164,6 +169,6 @@ def rater_page(request):
         "chosen": chosen,
         "calibration": calibration,
         "calibration_svg": calibration_chart,
-        "history_svg": history_chart,
+        "history_svg": history_chart if version is not None else "",
         "n_versions": ModelVersion.objects.count(),
     })

@@ -147,7 +147,7 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_pa
     # The leaderboard counts the LALMs' answers only: no row, answer or rating of a gold item or attention check.
     from modelling.leaderboard.services import leaderboard_compute
 
-    board = leaderboard_compute(resamples=50)
+    board = leaderboard_compute()
     assert {row.lalm for row in board.rows} == {c.lalm.name for c in real}
     assert sum(row.answers for row in board.rows) == 3 and sum(row.ratings for row in board.rows) == 6
 

@@ -19,6 +19,7 @@ from modelling.leaderboard.services import leaderboard_compute
 from modelling.models import CrossFitRun, Prediction, SplitKind, TrainingRun
 from modelling.services.training import training_config_clean
 from tests.factories import (
+    BenchmarkFactory,
     CandidateAnswerFactory,
     LALMFactory,
     QuestionFactory,
@@ -135,8 +136,9 @@ def test_a_tiny_cross_fit_predicts_every_answer_out_of_sample(tmp_path, settings
     settings.ORCA_TRAIN_QUEUE = ""
     right, wrong, imported = LALMFactory(name="right"), LALMFactory(name="wrong"), LALMFactory(name="imported")
     annotators = [UserFactory(), UserFactory()]
+    bench = BenchmarkFactory(name="tiny")
     for _ in range(6):
-        version = QuestionFactory(category="Counting").current_version
+        version = QuestionFactory(category="Counting", benchmark=bench).current_version
         good = CandidateAnswerFactory(question_version=version, lalm=right, text="A dog barking")
         bad = CandidateAnswerFactory(question_version=version, lalm=wrong, text="A violin melody")
         CandidateAnswerFactory(question_version=version, lalm=imported, text="Maybe a dog")
@@ -163,4 +165,5 @@ def test_a_tiny_cross_fit_predicts_every_answer_out_of_sample(tmp_path, settings
     board = leaderboard_compute()
     rows = {r.lalm: r for r in board.rows}
     assert board.model_version == run.name and board.prediction_source == "crossfit"
-    assert rows["right"].ppi is not None and rows["imported"].orca_only and rows["imported"].orca is not None
+    assert rows["right"].with_orca is not None and rows["right"].estimator == "ppi++"
+    assert rows["imported"].orca_only and rows["imported"].orca is not None

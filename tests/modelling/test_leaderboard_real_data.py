@@ -28,7 +28,7 @@ def test_seed_108_mean_ratings_per_lalm_equal_the_files(shared_data):
             if valid:
                 correctness.setdefault(tag, []).append(float(np.mean([(s - 1) / 4 for s in valid])))
         ratings_import_orca(path=path)
-    board = leaderboard_compute(benchmark="ORCA imported", resamples=200)
+    board = leaderboard_compute(benchmark="ORCA imported")
     rows = {r.lalm: r for r in board.rows}
     assert set(rows) == set(scores) and len(rows) == 15
     for tag, values in scores.items():
@@ -38,4 +38,8 @@ def test_seed_108_mean_ratings_per_lalm_equal_the_files(shared_data):
         assert row.sd_rating == pytest.approx(np.std(values, ddof=1), abs=1e-4)
         assert row.mean_correctness == pytest.approx(np.mean(correctness[tag]), abs=1e-4)
         assert row.ci[0] < row.mean_correctness < row.ci[1]
+        assert (row.estimator, row.ci_method, row.rated_share, row.sampling) == (
+            "classical", "t_adjusted", 1.0, "uniform")
     assert len(board.pairwise) == 15 * 14 // 2
+    # LALMs of seed-108 share at most 32 questions: every verdict rests on at least the minimum of shared questions
+    assert all(p.n_questions >= 10 for p in board.pairwise if p.verdict != "undecided")

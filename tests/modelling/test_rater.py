@@ -108,3 +108,45 @@ def test_snapshots_record_the_active_model_at_both_levels_and_the_page_shows_the
 
     client.force_login(AnnotatorFactory())
     assert client.get(reverse("modelling:rater")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_orca_as_a_rater_is_judged_out_of_sample_and_says_on_what(client):
+    """A model's μ on answers it trained on is in-sample: answers rated before its training run read the data are
+    left out; a finished cross-fit gives figures over every answer, labelled as such; the page names both."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from modelling.models import CrossFitFold, CrossFitRun
+    from modelling.services.rater import rater_by_source
+
+    run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x",
+                                     started_at=timezone.now())
+    version = ModelVersion.objects.create(training_run=run, name="orca-time", artifact_path="/x", is_active=True)
+    seen, fresh = CandidateAnswerFactory(), [CandidateAnswerFactory() for _ in range(3)]
+    old = RatingFactory(candidate=seen, score=5)
+    RatingFactory._meta.model.objects.filter(pk=old.pk).update(created_at=run.started_at - timedelta(hours=1))
+    for c, mu, score in zip([seen, *fresh], (0.95, 0.1, 0.5, 0.9), (5, 1, 3, 5)):
+        Prediction.objects.create(candidate=c, model_version=version, mu=mu, variance=0.02, alpha=1, beta=1)
+        if c is not seen:
+            RatingFactory(candidate=c, score=score)
+    crossfit = CrossFitRun.objects.create(folds=2, status=CrossFitRun.Status.DONE, finished_at=timezone.now())
+    fold_run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/y", split_kind="cross_fit")
+    fold = ModelVersion.objects.create(training_run=fold_run, name="fold-0", artifact_path="/y")
+    CrossFitFold.objects.create(crossfit=crossfit, fold=0, question_ids=[], model_version=fold)
+    for c, mu in zip([seen, *fresh], (0.9, 0.2, 0.4, 0.8)):
+        Prediction.objects.create(candidate=c, model_version=fold, mu=mu, variance=0.02, alpha=1, beta=1)
+    rows = rater_by_source()
+    assert [s.name for s, _ in rows] == [crossfit.name, "orca-time"]  # folds are in the cross-fit's row
+    (cf_source, cf), (time_source, held) = rows
+    assert cf.n_items == 4 and cf_source.sample == "cross-fit"
+    assert held.n_items == 3 and time_source.sample == "held out by time"
+    assert "3 of 4 predicted answers had no rating" in time_source.label
+    expected = rater_compute(ratings=valid_ratings_load(), predictions={c.pk: (m, 0.02) for c, m in
+                                                                         zip(fresh, (0.1, 0.5, 0.9))})
+    assert held.rho == pytest.approx(expected.rho) and held.n_ratings == expected.n_ratings == 3
+    client.force_login(UserFactory(roles=["expert"], is_staff=True))
+    body = client.get(reverse("modelling:rater")).content.decode()
+    assert "Out of sample only" in body and "held out by time: 3 of 4" in body
+    assert "cross-fit: every answer predicted by a fold model that never trained on its question" in body

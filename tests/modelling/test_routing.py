@@ -27,6 +27,12 @@ RULES = RoutingRules()
 THRESHOLDS = RoutingThresholds(high_variance=0.08, low_variance=0.02, expert_variance=0.1)
 
 
+@pytest.fixture(autouse=True)
+def _no_audit(settings):
+    """The rules below route every candidate; the audit share has its own tests at the end."""
+    settings.ROUTING_AUDIT_SHARE = 0.0
+
+
 # --- the pure policy -------------------------------------------------------------------------------------------
 
 
@@ -316,3 +322,38 @@ def test_an_admin_switches_routing_on_and_sees_who_got_more_raters_and_why(clien
     assert "Predicted disagreement (top σ² quantile)" in body and "k → 5" in body
     filtered = client.get(reverse("modelling:routing"), {"reason": "confident_agreeing"})
     assert len(filtered.context["page"].object_list) == 0
+
+
+# --- the audit share ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_audit_share_answers_always_get_the_default_k_at_the_audit_priority(settings):
+    """Answers whose random key is below the audit share are never stopped early nor given more raters, whatever
+    their prediction and ratings; the others are routed as before. A benchmark can set its own share."""
+    settings.ROUTING_AUDIT_SHARE = 0.5
+    version = _active_version()
+    cands = _candidates(version, [(0.95, 0.01)] * 4 + [(0.5, 0.10)] * 4)  # confident, and predicted disagreement
+    keys = [0.1, 0.3, 0.6, 0.9] * 2
+    for c, key in zip(cands, keys):
+        CandidateAnswer.objects.filter(pk=c.pk).update(random_key=key)
+    routing_policy_set(enabled=True)
+    for c in cands:
+        _rate(c, 5)  # matches a confident model's 4.8: the model's vote would stop it at one rating
+    routing_refresh()
+    for c, key in zip(cands, keys):
+        c.refresh_from_db()
+        audit = RoutingDecision.objects.filter(candidate=c, reason="audit").exists()
+        if key < 0.5:
+            assert (c.target_ratings, c.priority, audit) == (None, settings.ROUTING_AUDIT_PRIORITY, True)
+        else:
+            assert not audit and c.target_ratings in (1, 5)  # the model's vote, or predicted disagreement
+    # A benchmark's own share replaces the setting; a larger share keeps every earlier member.
+    from modelling.services.routing import benchmark_routing_set
+
+    bench = cands[0].question_version.question.benchmark
+    benchmark_routing_set(benchmark=bench, policy="disagreement", audit_share=0.7)
+    audited = {c.pk for c in cands if c.question_version.question.benchmark_id == bench.pk
+               and CandidateAnswer.objects.get(pk=c.pk).priority == settings.ROUTING_AUDIT_PRIORITY}
+    assert audited == {c.pk for c, key in zip(cands, keys)
+                       if c.question_version.question.benchmark_id == bench.pk and key < 0.7}

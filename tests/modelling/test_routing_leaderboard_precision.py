@@ -1,10 +1,13 @@
-"""The "leaderboard precision" routing policy: inclusion probabilities ∝ σ with a uniform floor per LALM, fixed
-draws, inverse-probability weights in the log, per-benchmark selection beside the disagreement policy."""
+"""The "leaderboard precision" routing policy: inclusion probabilities ∝ σ with a uniform floor per LALM, a fixed
+design (u and π stored at the first decision, kept across model versions), inverse-probability weights in the
+log, per-benchmark selection beside the disagreement policy."""
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
 
+from annotation.models import CandidateAnswer
 from modelling.models import (
+    ActiveDraw,
     BenchmarkRouting,
     ModelVersion,
     Prediction,
@@ -14,11 +17,11 @@ from modelling.models import (
 from modelling.services import routing
 from modelling.services.routing import (
     active_decide,
-    active_draw,
     active_probabilities,
     benchmark_routing_set,
     routing_evaluate,
     routing_policy_set,
+    routing_refresh,
 )
 from tests.factories import (
     BenchmarkFactory,
@@ -50,11 +53,9 @@ def test_a_draw_below_pi_selects_and_above_skips():
     assert (skipped.target_ratings, skipped.priority, skipped.reason) == (0, -1, routing.ACTIVE_SKIPPED)
 
 
-def test_draws_are_fixed_per_candidate_and_model_version_and_uniform():
-    assert active_draw(candidate_id=5, model_version_id=1) == active_draw(candidate_id=5, model_version_id=1)
-    assert active_draw(candidate_id=5, model_version_id=1) != active_draw(candidate_id=5, model_version_id=2)
-    u = np.array([active_draw(candidate_id=c, model_version_id=1) for c in range(4000)])
-    assert ((u >= 0) & (u < 1)).all() and abs(u.mean() - 0.5) < 0.02
+@pytest.fixture(autouse=True)
+def _no_audit(settings):
+    settings.ROUTING_AUDIT_SHARE = 0.0  # the disagreement benchmark's answers are routed, none audited
 
 
 @pytest.fixture
@@ -91,11 +92,16 @@ def test_the_policy_draws_about_the_budget_logs_pi_and_leaves_other_benchmarks_a
     assert pis.sum() == pytest.approx(0.3 * len(lp))  # 0.3 of each LALM's 150 answers in expectation
     drawn = [c for c in lp if decisions[c.pk].reason == routing.ACTIVE_SELECTED]
     assert abs(len(drawn) - 90) < 3 * np.sqrt((pis * (1 - pis)).sum())
+    draws = {d.candidate_id: d for d in ActiveDraw.objects.all()}
+    assert set(draws) == {c.pk for c in lp}
+    u_all = np.array([d.u for d in draws.values()])
+    assert ((u_all >= 0) & (u_all < 1)).all()
     for c in lp:
         c.refresh_from_db()
         d = decisions[c.pk]
         assert d.model_version == version
-        u = active_draw(candidate_id=c.pk, model_version_id=version.pk)
+        u = draws[c.pk].u
+        assert draws[c.pk].pi == d.inclusion_probability and draws[c.pk].model_version == version
         assert (d.reason == routing.ACTIVE_SELECTED) == (u < d.inclusion_probability)
         assert (c.target_ratings, c.priority) == ((None, routing.ACTIVE_PRIORITY) if u < d.inclusion_probability
                                                   else (0, -1))
@@ -108,6 +114,37 @@ def test_the_policy_draws_about_the_budget_logs_pi_and_leaves_other_benchmarks_a
                                               reason__in=[routing.ACTIVE_SELECTED, routing.ACTIVE_SKIPPED]).exists()
     # re-evaluating does not re-draw
     assert routing_evaluate().changed == 0
+
+
+@pytest.mark.django_db
+def test_a_new_active_model_changes_no_draw_no_weight_and_no_target(two_benchmarks):
+    """Beat activates a new model after every ORCA_RETRAIN_EVERY ratings: the design must not move with it."""
+    version, bench, cands = two_benchmarks
+    routing_policy_set(enabled=True)
+    benchmark_routing_set(benchmark=bench, policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION, budget=0.3)
+    before = {d.candidate_id: (d.u, d.pi, d.drawn) for d in ActiveDraw.objects.all()}
+    targets = dict((pk, (t, p)) for pk, t, p in CandidateAnswer.objects.filter(
+        pk__in=[c.pk for c in cands["LP"]]).values_list("pk", "target_ratings", "priority"))
+    run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/y")
+    ModelVersion.objects.filter(pk=version.pk).update(is_active=False)
+    newer = ModelVersion.objects.create(training_run=run, name="orca-lp-2", artifact_path="/y", is_active=True)
+    rng = np.random.default_rng(9)
+    for c in cands["LP"] + cands["DIS"]:  # very different σ: a re-draw would move most π
+        Prediction.objects.create(candidate=c, model_version=newer, mu=0.3,
+                                  variance=float(rng.uniform(0.001, 0.2)), alpha=1, beta=1)
+    assert routing_refresh() is not None
+    after = {d.candidate_id: (d.u, d.pi, d.drawn) for d in ActiveDraw.objects.all()}
+    assert after == before
+    for c in cands["LP"]:
+        c.refresh_from_db()
+        assert (c.target_ratings, c.priority) == targets[c.pk]
+    # an answer added later gets its own draw at its first decision; the old ones stay
+    q = QuestionFactory(benchmark=bench).current_version
+    late = CandidateAnswerFactory(question_version=q, lalm=cands["LP"][0].lalm)
+    Prediction.objects.create(candidate=late, model_version=newer, mu=0.3, variance=0.05, alpha=1, beta=1)
+    routing_refresh()
+    assert ActiveDraw.objects.filter(candidate=late, model_version=newer).exists()
+    assert {d.candidate_id: (d.u, d.pi, d.drawn) for d in ActiveDraw.objects.exclude(candidate=late)} == before
 
 
 @pytest.mark.django_db
@@ -136,10 +173,14 @@ def test_admins_choose_the_policy_on_the_routing_page_and_experts_may_not(client
     client.force_login(UserFactory(roles=["expert"], is_staff=True))
     assert client.post(url, {"policy": "leaderboard_precision"}).status_code == 403
     client.force_login(UserFactory(roles=["admin"], is_staff=True, is_superuser=True))
-    response = client.post(url, {"policy": "leaderboard_precision", "budget": "0.25", "floor": "0.1"})
+    response = client.post(url, {"policy": "leaderboard_precision", "budget": "0.25", "floor": "0.1",
+                                 "audit_share": "0.3"})
     assert response.status_code == 302
     row = BenchmarkRouting.objects.get(benchmark=bench)
-    assert (row.policy, row.budget, row.floor) == ("leaderboard_precision", 0.25, 0.1)
+    assert (row.policy, row.budget, row.floor, row.audit_share) == ("leaderboard_precision", 0.25, 0.1, 0.3)
+    # numbers a hand-written parser would choke on are form errors, not a server error
+    assert client.post(url, {"policy": "disagreement", "budget": "²", "floor": "0.1"}).status_code == 302
+    assert BenchmarkRouting.objects.get(benchmark=bench).policy == "leaderboard_precision"
     page = client.get(reverse("modelling:routing")).content.decode()
     assert "Leaderboard precision" in page and 'id="routing-benchmarks"' in page
     client.post(url, {"policy": "leaderboard_precision", "budget": "2"})

@@ -45,13 +45,13 @@ from annotation.services.exports.jobs import (
 )
 from annotation.services.exports.orca_jsonl import dataset_export_orca_jsonl
 from annotation.services.exports.records import ExportCancelled, ExportError, _candidate_selection
-from annotation.services.exports.writers import CSV_FORMULA_STARTS, TABLE_COLUMNS, csv_cell, csv_text
+from annotation.services.exports.writers import CSV_FORMULA_STARTS, TABLE_COLUMNS, csv_cell, csv_text, csv_write_rows
 
 __all__ = [
     "BENCHMARK_FORMATS", "CSV_FORMULA_STARTS", "DATASET_FORMATS", "DATASHEET_SECTIONS", "EXPORT_KINDS",
     "EXPORT_MAX_RECLAIMS", "SPLIT_KINDS", "TABLE_COLUMNS", "UNSPLIT", "BenchmarkExportSummary", "DatasetExportSummary",
     "ExportCancelled", "ExportError", "SplitCounts", "_AlphaAccumulator", "_candidate_selection",
-    "benchmark_export_corrected", "benchmark_format_of", "csv_cell", "csv_text", "dataset_export",
+    "benchmark_export_corrected", "benchmark_format_of", "csv_cell", "csv_text", "csv_write_rows", "dataset_export",
     "dataset_export_orca_jsonl", "datasheet_section_register", "export_archive_path", "export_download_path",
     "export_job_for_user", "export_jobs_for_user", "export_run", "export_start", "exports_reclaim_stale",
 ]

@@ -40,16 +40,20 @@ def csv_cell(value: str) -> str:
     return "'" + value if value and value[0] in CSV_FORMULA_STARTS else value
 
 
-def csv_text(*, header: Sequence[str], rows: Iterable[Sequence]) -> str:
-    """A small table as CSV text, the one way the platform writes a CSV download other than the dataset files:
-    ``header`` then ``rows``, each text cell made safe for spreadsheets (:func:`csv_cell`), None as ''. Use it for
-    every report or table download (study report, leaderboard, ...)."""
-    out = io.StringIO()
+def csv_write_rows(*, out: IO[str], rows: Iterable[Sequence]) -> None:
+    """Write ``rows`` (lists of cells) to ``out`` as CSV (``csv.writer``, RFC 4180 quoting), every text cell made
+    safe for spreadsheets by :func:`csv_cell`; None is written as "". The platform's one CSV writer for tables
+    users download (the dataset export's rows go through :func:`_csv_rows`, the same escaping)."""
     writer = csv.writer(out)
-    writer.writerow([csv_cell(str(name)) for name in header])
-    writer.writerows([
-        "" if value is None else csv_cell(value) if isinstance(value, str) else value for value in row
-    ] for row in rows)
+    for row in rows:
+        writer.writerow(["" if cell is None else csv_cell(cell) if isinstance(cell, str) else cell for cell in row])
+
+
+def csv_text(*, header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """``header`` then ``rows`` as CSV text, written by :func:`csv_write_rows` (the same escaping): for small report
+    downloads built in memory (the study report)."""
+    out = io.StringIO()
+    csv_write_rows(out=out, rows=[[str(name) for name in header], *rows])
     return out.getvalue()
 
 

@@ -45,6 +45,7 @@ from annotation.models import (
     QuestionVersion,
     Rating,
     TableImport,
+    random_key_new,
 )
 from annotation.services.accounts import import_accounts_get_or_create
 from annotation.services.audio import AudioReadError, audio_clip_from_path, audio_file_info
@@ -718,11 +719,11 @@ def _write_candidates(*, plan: _Plan, benchmark: Benchmark, mapping: TableMappin
             if (version_id, lalm_id) not in existing:
                 n = len(planned.ratings)
                 target = (n + k if need_k else n) if n else None
-                yield version_id, lalm_id, planned.text, None, target, 0, n
+                yield version_id, lalm_id, planned.text, None, target, 0, n, random_key_new()
 
     if summary.candidates_created:
         _rows_insert(CandidateAnswer, ["question_version_id", "lalm_id", "text", "source_job_id", "target_ratings",
-                                       "priority", "valid_rating_count"], new_candidate_rows(),
+                                       "priority", "valid_rating_count", "random_key"], new_candidate_rows(),
                      now_fields=["created_at"])
     created = _current_candidates(benchmark, lalm_ids, full=False) if summary.candidates_created else {}
 

@@ -1,9 +1,11 @@
-"""``manage.py leaderboard``: the LALM leaderboard (human means with CIs, judges, ORCA, PPI) as text."""
+"""``manage.py leaderboard``: the LALM leaderboard (estimates named with their estimator and interval method,
+verdicts, judges, ORCA) as text."""
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Benchmark
 from modelling.leaderboard.services import (
     BY_CHOICES,
+    FORMATS,
     leaderboard_compute,
     leaderboard_render,
 )
@@ -11,27 +13,25 @@ from modelling.leaderboard.services import (
 
 class Command(BaseCommand):
     help = (
-        "Print the LALM leaderboard: per LALM answers, rated answers, valid ratings, mean rating ± sd (1-5), mean "
-        "correctness (normalised) with a 95 % cluster-bootstrap CI over questions, answer length, judges' means, "
-        "ORCA's mean mu and sigma^2 and the prediction-powered estimate. --json prints {benchmark, model_version, "
-        "rows}; --by adds a breakdown."
+        "Print the LALM leaderboard: per LALM answers, % rated, valid ratings, mean rating ± sd (1-5), the "
+        "estimate of mean correctness (normalised) with its 95 % CI, the estimator (classical, ppi++, active) and "
+        "the interval method, the human-only estimate, answer length, judges' means, ORCA's mean mu and sigma^2 "
+        "and notes. --json prints {benchmark, model_version, prediction_source, sampling_note, rows, pairwise}; "
+        "--by adds a breakdown."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--benchmark", help="Only this benchmark (its name); default: all benchmarks.")
         parser.add_argument("--by", choices=BY_CHOICES, help="Also break the table down by modality or category.")
-        parser.add_argument("--resamples", type=int, default=None,
-                            help="Bootstrap resamples (default: MODELLING_BOOTSTRAP_RESAMPLES).")
-        parser.add_argument("--seed", type=int, default=0, help="Bootstrap seed.")
+        parser.add_argument("--seed", type=int, default=0,
+                            help="Seed of the Monte-Carlo sign flips of the pairwise test (above 15 questions).")
         fmt = parser.add_mutually_exclusive_group()
-        for name in ("json", "csv", "markdown", "latex"):
+        for name in FORMATS:
             fmt.add_argument(f"--{name}", dest="fmt", action="store_const", const=name, help=f"Print {name}.")
 
-    def handle(self, *args, benchmark, by, resamples, seed, fmt, **options):
+    def handle(self, *args, benchmark, by, seed, fmt, **options):
         if benchmark is not None and not Benchmark.objects.filter(name=benchmark).exists():
             known = ", ".join(Benchmark.objects.values_list("name", flat=True)) or "none"
             raise CommandError(f"--benchmark: no benchmark named {benchmark!r} (known: {known})")
-        if resamples is not None and resamples < 1:
-            raise CommandError("--resamples must be at least 1")
-        board = leaderboard_compute(benchmark=benchmark, by=by, resamples=resamples, seed=seed)
+        board = leaderboard_compute(benchmark=benchmark, by=by, seed=seed)
         self.stdout.write(leaderboard_render(board, fmt=fmt or "markdown"))
