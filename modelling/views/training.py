@@ -23,7 +23,7 @@ from modelling.services.training import training_run_cancel, training_run_start
 from modelling.services.training_chart import training_progress_svg
 from modelling.services.workers import cuda_worker_alive
 
-#: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; /work/shared/data/README.md).
+#: The ORCA paper's figures (clamped; unseen-question test splits, mean of five; ORCA paper, section 5).
 PAPER_RESULTS = [
     {"name": "Paper: ORCA Gemma3-270M (clamped)", "rho": 0.844, "tau": 0.721, "mae_mu": 0.121, "mae_var": None},
     {"name": "Paper: ORCA OLMo2-1B (clamped)", "rho": 0.895, "tau": 0.784, "mae_mu": 0.094, "mae_var": None},

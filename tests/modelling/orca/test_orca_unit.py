@@ -300,7 +300,7 @@ def test_seed108_dev_always_zero_variance_baseline():
     hm, hv = item_targets(items)
     m = evaluate_predictions([0.5] * len(items), [0.0] * len(items), hm, hv)
     assert len(items) == 269
-    assert m["mae_var"] == pytest.approx(0.031, abs=5e-4)  # MODELLING-NOTES' always-zero baseline
+    assert m["mae_var"] == pytest.approx(0.031, abs=5e-4)  # the always-zero baseline (bench/orca_experiments.md)
 
 
 def test_json_finite_makes_metrics_strict_json():
