@@ -19,6 +19,7 @@ def test_an_annotator_on_a_staff_page_gets_the_styled_403_saying_why_with_a_way_
     body = response.content.decode()
     assert "The pipeline dashboard is for experts and admins." in body
     assert "signed in as <strong>ann</strong> (annotator)" in body
+    assert "(Admin → Users &amp; roles)" in body and "Django admin" not in body  # roles are given on the platform
     assert 'class="button button-primary" href="/rate/">Go to your home page</a>' in body
     header = body[body.index("<header"):body.index("</header>")]
     assert 'data-group="rate"' in header and "/dashboard/" not in header  # the annotator's own navigation
