@@ -73,6 +73,18 @@ def test_item_page_shows_codes_comments_histogram_and_history_link(client, exper
     assert reverse("refinement:history", args=[question.pk]) in body
 
 
+def test_item_page_shows_the_server_measured_seconds_on_task_not_the_clients(client, expert):
+    question = flagged(["R"])
+    Rating.objects.filter(candidate__question_version=question.current_version).update(
+        seconds_on_task=2.0, server_seconds_on_task=47.0)
+    client.force_login(expert)
+    body = client.get(reverse("refinement:item", args=[question.pk])).content.decode()
+    cells = [cell.strip() for cell in body.split('<td class="num">')[1:]]
+    assert any(cell.startswith("47<") for cell in cells)
+    assert not any(cell.startswith("2<") for cell in cells)  # the client's number is not trusted
+    assert "measured by the server" in body
+
+
 def test_second_expert_cannot_claim_a_claimed_item_through_the_page(client, expert):
     question = flagged(["R"])
     other = AnnotatorFactory(username="other-expert", roles=["expert"])
