@@ -1,7 +1,7 @@
 """The item store: benchmarks, audio, versioned questions, LALMs, candidate answers, ratings and jobs.
 
-See ``ARCHITECTURE.md`` (data model) and the ORCA paper, sections 3.1–3.3. Invariants that matter are database
-constraints, so they hold for every writer (web, API, imports, jobs).
+See the README (Layout; Integrity: versions, races and input) and the ORCA paper, sections 3.1–3.3. Invariants
+that matter are database constraints, so they hold for every writer (web, API, imports, jobs).
 """
 import random
 
@@ -512,9 +512,10 @@ class Job(models.Model):
 class JobItem(models.Model):
     """One unit of work of a Stage 1 job: one question (for the job's LALM when it makes candidate answers).
 
-    The row is what makes jobs re-runnable (ARCHITECTURE.md, jobs): a worker claims it with a conditional update,
-    and the result (a new ``QuestionVersion`` or a ``CandidateAnswer``) is written in the same transaction that
-    moves it from ``running`` to ``done``, so a killed or duplicated task never writes a result twice.
+    The row is what makes jobs re-runnable (README, Layout: ``annotation/jobs/``): a worker claims it with a
+    conditional update, and the result (a new ``QuestionVersion`` or a ``CandidateAnswer``) is written in the same
+    transaction that moves it from ``running`` to ``done``, so a killed or duplicated task never writes a result
+    twice.
     """
 
     Status = run_status_variant(

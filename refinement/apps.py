@@ -5,8 +5,8 @@ class RefinementConfig(AppConfig):
     """Stage 3: feedback-code correction queues, AI suggestions, versioned corrections and re-entry.
 
     ORCA paper, sections 3.3 and 5.2. Imports ``annotation``; ``annotation`` never imports this app
-    (ARCHITECTURE.md), so flags are evaluated by this app (beat task, import command, page views), never called
-    from the rating service.
+    (README, Layout: house rules), so flags are evaluated by this app (beat task, import command, page views),
+    never called from the rating service.
     """
 
     default_auto_field = "django.db.models.BigAutoField"

@@ -77,3 +77,19 @@ def test_services_never_import_tasks(graph_all):
 def test_the_circle_finder_finds_a_circle(house):
     assert house.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
+
+
+#: Notes that live beside the repository, not in it: a reader of a clone cannot open them.
+_NOTES_OUTSIDE = ("ARCHITECTURE.md", "STYLE.md", "MODELLING-NOTES")
+
+
+def test_code_and_pages_cite_only_what_a_reader_of_the_repository_can_open(house):
+    bench = sorted((ROOT / "bench").glob("*.py")) + sorted((ROOT / "bench").glob("*.md"))
+    files = [*house.project_files(), *sorted((ROOT / "templates").rglob("*.html")), *bench, ROOT / "README.md"]
+    offending = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if any(note in line for note in _NOTES_OUTSIDE)
+    ]
+    assert offending == []

@@ -20,7 +20,7 @@ def user_sees_blind(user) -> bool:
 
 
 def _queue_question_filter(prefix: str) -> Q:
-    """Questions with an open refinement item. annotation does not import refinement (ARCHITECTURE.md): the
+    """Questions with an open refinement item. annotation does not import refinement (README, Layout): the
     relation is named through the ORM, and matches nothing when that app is not installed."""
     if not apps.is_installed("refinement"):
         return Q(pk__in=[])

@@ -1,5 +1,5 @@
 """The life of a job made of items (Stage 1 preparation, LLM judge runs): one ``Job`` row, one ``JobItem`` per
-question, one Celery message per item or per small batch (ARCHITECTURE.md, jobs).
+question, one Celery message per item or per small batch (README, Layout: ``annotation/jobs/``).
 
 Guarantees, per item also inside a batch:
 

@@ -1,5 +1,5 @@
-"""Stage 1 preparation jobs: start, the work of one item, progress, and the staff pages' reads (ARCHITECTURE.md,
-jobs).
+"""Stage 1 preparation jobs: start, the work of one item, progress, and the staff pages' reads (README,
+Layout: ``annotation/jobs/``).
 
 A job is a ``Job`` row (kind transcribe/rationale/candidates) with one ``JobItem`` per question; how items are
 claimed, closed, retried, cancelled and sent again is :mod:`annotation.jobs.items`. This module registers what one

@@ -1,7 +1,7 @@
 """Writing a candidate answer's routing fields (``target_ratings``, ``priority``) on behalf of whoever routes.
 
 Annotation knows nothing about why: routing by ORCA's predicted disagreement lives in ``modelling`` and calls this
-service (ARCHITECTURE.md: annotation imports neither modelling nor refinement). The workbench honours the fields
+service (README, Layout: annotation imports neither modelling nor refinement). The workbench honours the fields
 as it always did (``annotation.services.assignment``: closest-to-done first, then priority, then the random key; the
 effective k is ``target_ratings``, else the benchmark's, else ``ANNOTATION_TARGET_RATINGS``).
 """

@@ -1,7 +1,7 @@
 """Agreement snapshots: Krippendorff's alpha recorded as ratings accumulate (ORCA paper, section 5.2).
 
-Design. ``annotation`` must not import ``modelling`` (ARCHITECTURE.md), so the rating services cannot call us
-when a rating arrives. Instead a Celery beat task (``agreement_snapshot_task``, every 5 minutes) asks
+Design. ``annotation`` must not import ``modelling`` (README, Layout: house rules), so the rating services cannot
+call us when a rating arrives. Instead a Celery beat task (``agreement_snapshot_task``, every 5 minutes) asks
 :func:`agreement_snapshots_refresh` whether at least ``MODELLING_SNAPSHOT_EVERY`` (default 100) new valid
 ratings exist: *new* = the current number of valid scored ratings minus ``n_ratings`` of the newest overall
 ('all', ordinal) snapshot. A burst of ratings is therefore snapshotted within 5 minutes of crossing the

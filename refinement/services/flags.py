@@ -12,8 +12,8 @@ Rules (thresholds are settings, defaults in brackets), over the question's *vali
 
 The ``transcript`` queue is filled by experts by hand, never by a rule.
 
-When flags are evaluated. ``annotation`` must not import ``refinement`` (ARCHITECTURE.md), so the rating service
-cannot call us. :func:`flags_refresh_for_questions` is instead run (a) every minute by Celery beat
+When flags are evaluated. ``annotation`` must not import ``refinement`` (README, Layout: house rules), so the
+rating service cannot call us. :func:`flags_refresh_for_questions` is instead run (a) every minute by Celery beat
 (``refinement.tasks.flags_refresh_task`` -> :func:`flags_refresh_recent`) over questions with ratings updated
 since the :class:`~refinement.models.FlagWatermark`; (b) explicitly after imports
 (``python manage.py refinement_queues`` refreshes before printing); (c) synchronously when an expert opens a queue

@@ -95,8 +95,8 @@ _ORCA_CANDIDATE_FIELDS = ("pk", "external_id", "lalm", "question", "reference", 
 def _prediction_model():
     """The modelling app's ``Prediction`` model when that app is installed, else None.
 
-    annotation never imports modelling (ARCHITECTURE.md); the app registry lets the export name the latest ORCA
-    prediction without that import.
+    annotation never imports modelling (README, Layout: house rules); the app registry lets the export name the
+    latest ORCA prediction without that import.
     """
     if not apps.is_installed("modelling"):
         return None
