@@ -84,18 +84,9 @@ class QuestionVersionAdmin(ReadOnlyAdmin):
     search_fields = ["question__external_id", "question_text"]
 
 
-class EditedInThePlatformAdmin(admin.ModelAdmin):
+class EditedInThePlatformAdmin(ReadOnlyAdmin):
     """Read-only here: LALMs and judges are added and changed on their pages (``/lalms/``, ``/judges/``), whose
     forms check the provider set-up (keys bound to hosts, no private base URL) and write the audit log."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(LALM)

@@ -80,7 +80,11 @@ def _role_flags(user, role: str) -> None:
 
 def user_role_of(user) -> str:
     """The highest role ``user`` holds ('' for none), as :func:`annotation.access.roles_of` counts it."""
-    held = roles_of(user)
+    return role_highest(roles_of(user))
+
+
+def role_highest(held) -> str:
+    """The highest of the roles ``held`` ('' for none; :data:`annotation.access.ROLES` is lowest first)."""
     return next((role for role in reversed(ROLES) if role in held), "")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from annotation.access import ADMIN, STAFF, require_role
@@ -285,11 +285,10 @@ def connection_test_for_staff(*, user, test_pk: int) -> ConnectionTest:
 
 def latest_connection_tests(*, kind: str) -> dict[int, ConnectionTest]:
     """``{LALM or judge pk: its latest connection test}`` (``kind``: ``lalm`` or ``judge``)."""
-    latest: dict[int, ConnectionTest] = {}
-    tests = ConnectionTest.objects.filter(**{f"{kind}__isnull": False}).order_by(f"{kind}_id", "-created_at", "-id")
-    for test in tests:
-        latest.setdefault(getattr(test, f"{kind}_id"), test)
-    return latest
+    newest = (ConnectionTest.objects.filter(**{kind: OuterRef(f"{kind}_id")})
+              .order_by("-created_at", "-id").values("pk")[:1])
+    tests = ConnectionTest.objects.filter(**{f"{kind}__isnull": False}).filter(pk=Subquery(newest))
+    return {getattr(test, f"{kind}_id"): test for test in tests}
 
 
 def judges_for_page(*, user) -> list:

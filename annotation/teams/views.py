@@ -6,25 +6,28 @@ Password-setting links are shown once, in the response that made them; they are 
 """
 from __future__ import annotations
 
+import smtplib
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import ValidationError
-from django.core.mail import send_mail
+from django.core.mail import send_mass_mail
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.access import ADMIN, ROLES, role_required
+from annotation.access import ADMIN, ROLES, role_required, roles_from
 from annotation.forms import errors_text
 from annotation.models import Benchmark
 from annotation.services.accounts import (
     INVITE_COLUMNS,
     InviteError,
     password_link_path,
+    role_highest,
     user_active_set,
     user_role_of,
     user_role_set,
@@ -53,14 +56,19 @@ class ActiveForm(forms.Form):
 class TeamForm(forms.Form):
     """The members of one benchmark (a searchable list of checkboxes in the browser)."""
 
-    members = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.none(), required=False,
-        widget=forms.SelectMultiple(attrs={"data-searchable": "people", "size": 8}),
+    members = forms.TypedMultipleChoiceField(
+        coerce=int, required=False, widget=forms.SelectMultiple(attrs={"data-searchable": "people", "size": 8}),
         help_text="Nobody: the benchmark is open to everyone who belongs to no team.")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, people: list | None = None, **kwargs):
+        """``people``: who may be a member (:func:`team_member_choices`), read once per page for all its forms."""
         super().__init__(*args, **kwargs)
-        self.fields["members"].queryset = team_member_choices()
+        self._people = {person.pk: person for person in (team_member_choices() if people is None else people)}
+        self.fields["members"].choices = [(pk, person.get_username()) for pk, person in self._people.items()]
+
+    def clean_members(self) -> list:
+        """The chosen users (the field checked each pk against the choices)."""
+        return [self._people[pk] for pk in self.cleaned_data["members"]]
 
 
 class InviteForm(forms.Form):
@@ -97,9 +105,9 @@ def user_list(request: HttpRequest) -> HttpResponse:
     """Every user with a role: role (changeable), active flag, benchmarks, last login; a new password link. Import-only
     accounts are counted, not listed."""
     users = list(users_with_roles_for_admin(user=request.user))
-    for user in users:
-        user.role = user_role_of(user) if user.is_active else next(
-            (g.name for g in user.groups.all() if g.name in ROLES), "")
+    for user in users:  # groups are prefetched: no query per user
+        user.role = role_highest(roles_from(group_names=[g.name for g in user.groups.all()],
+                                            is_staff=user.is_staff, is_superuser=user.is_superuser))
         user.benchmark_names = [m.benchmark.name for m in user.benchmark_memberships.all()]
     return render(request, "teams/users.html", {
         "users": users, "roles": ROLE_CHOICES, "import_accounts": import_accounts_count_for_admin(user=request.user)})
@@ -157,13 +165,15 @@ def user_link(request: HttpRequest, user_pk: int) -> HttpResponse:
                        title=f"Password link for {user.get_username()}")
 
 
-@require_http_methods(["GET", "POST"])
+@require_GET
 @role_required(ADMIN)
 def team_list(request: HttpRequest) -> HttpResponse:
-    """Every benchmark with its members and a form to set them."""
+    """Every benchmark with its members and a form to set them (``team_set`` takes each form's POST)."""
     teams = teams_for_admin(user=request.user)
+    people = list(team_member_choices())  # one query for every benchmark's form
     for team in teams:
-        team.form = TeamForm(initial={"members": team.members}, prefix=f"b{team.benchmark.pk}")
+        team.form = TeamForm(initial={"members": [member.pk for member in team.members]}, people=people,
+                             prefix=f"b{team.benchmark.pk}")
     return render(request, "teams/teams.html", {"teams": teams})
 
 
@@ -202,13 +212,15 @@ def invite(request: HttpRequest) -> HttpResponse:
                      "link": request.build_absolute_uri(password_link_path(user=i.user))} for i in invited]
             sent = 0
             if form.cleaned_data["send_email"]:
-                for row in rows:
-                    if row["user"].email:
-                        send_mail("Your account on the ORCA annotation platform",
-                                  f"An account {row['user'].get_username()} ({row['role']}) was made for you. Set "
-                                  f"your password here (the link works once): {row['link']}",
-                                  None, [row["user"].email])
-                        sent += 1
+                mails = [("Your account on the ORCA annotation platform",
+                          f"An account {row['user'].get_username()} ({row['role']}) was made for you. Set your "
+                          f"password here (the link works once): {row['link']}", None, [row["user"].email])
+                         for row in rows if row["user"].email]
+                try:
+                    sent = send_mass_mail(mails)  # one connection to the mail server for all of them
+                except (OSError, smtplib.SMTPException) as error:
+                    messages.error(request, f"The users were created but the e-mails could not be sent ({error}): "
+                                            "give them the links below.")
             messages.success(request, f"Invited {len(rows)} users" + (f"; {sent} e-mailed." if sent else "."))
             return _links_page(request, rows=rows, title="Invited users")
     status = 400 if request.method == "POST" else 200
