@@ -16,7 +16,7 @@ from modelling.leaderboard.crossfit import crossfit_start
 from modelling.models import CrossFitRun, TrainingRun
 from modelling.services.training import training_run_start
 from refinement.models import CorrectionItem
-from tests.factories import BenchmarkFactory, QuestionFactory, RatingFactory, UserFactory
+from tests.factories import BenchmarkFactory, LALMFactory, QuestionFactory, RatingFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
 
@@ -89,6 +89,40 @@ def test_a_send_that_fails_after_the_commit_fails_the_row_with_the_reason(celery
     run = TrainingRun.objects.get()
     assert run.status == TrainingRun.Status.FAILED and run.finished_at is not None
     assert "FAILED: The task queue did not take the task (training run)" in run.log
+
+
+@pytest.mark.parametrize("kind", ["import", "connection test"])
+def test_a_table_import_or_connection_test_whose_send_fails_after_the_commit_ends_failed(kind, celery_broker,
+                                                                                          tmp_path):
+    """Both kinds were registered without their row, so a lost send left them queued for ever (an import then
+    refused every new one: "A validation or import of this table is running")."""
+    import annotation.services.endpoints  # noqa: F401  (registers the kinds as the worker and web do)
+    import annotation.services.importers.table_jobs  # noqa: F401
+    from annotation.jobs.registry import enqueue
+    from annotation.models import ConnectionTest
+    from annotation.services.endpoints import CONNECTION_TEST
+
+    folder = tmp_path / "broker"
+    celery_broker("filesystem://", **_filesystem_options(folder))
+    with pytest.raises(EnqueueError), transaction.atomic():
+        transaction.on_commit(lambda: _break(folder))
+        if kind == "import":
+            row = Job.objects.create(kind=Job.Kind.IMPORT)
+            enqueue(Job.Kind.IMPORT, row.pk)
+        else:
+            row = ConnectionTest.objects.create(lalm=LALMFactory())
+            enqueue(CONNECTION_TEST, row.pk)
+    row.refresh_from_db()
+    assert row.status == "failed" and row.finished_at is not None
+    assert "The task queue did not take the task" in row.error
+
+
+def test_enqueue_refuses_a_kind_without_a_row_it_could_fail():
+    from annotation.jobs.registry import enqueue, kind_register
+
+    kind_register("row-less test kind", task="annotation.tasks.no_such_task")
+    with pytest.raises(KeyError, match="has no row registered"):
+        enqueue("row-less test kind", 1)
 
 
 def test_items_whose_message_fails_after_the_commit_end_failed_and_can_be_retried(celery_broker, tmp_path):

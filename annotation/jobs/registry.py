@@ -147,17 +147,24 @@ def enqueue(kind: str, *args, task_id: str | None = None, queue: str | None = No
     there, :class:`EnqueueError` is raised and the caller's transaction rolls back, so no row waits for a message
     that never comes. Should the send still fail after the commit, the kind's registered row (``args[0]``) ends
     FAILED with the reason and :class:`EnqueueError` propagates from the commit.
+
+    Raises:
+        KeyError: ``kind`` is not registered, or registered without ``row`` (its row could never be failed: it
+            would stay queued for ever after a lost send). Kinds made of items send through
+            :func:`annotation.jobs.items.items_enqueue`.
     """
     task = kind_task(kind)
-    broker_check()
     row = _ROWS.get(kind)
+    if row is None:
+        raise KeyError(f"job kind {kind!r} has no row registered (kind_register(..., row=...)): enqueue fails that "
+                       "row when its message cannot be sent")
+    broker_check()
 
     def send() -> None:
         try:
             task_send(task, *args, task_id=task_id, queue=queue)
         except EnqueueError as error:
-            if row is not None:
-                run_fail_unsent(row, args[0], reason=str(error))
+            run_fail_unsent(row, args[0], reason=str(error))
             raise
 
     transaction.on_commit(send)

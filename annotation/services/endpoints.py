@@ -300,4 +300,4 @@ def judges_for_page(*, user) -> list:
     return judges
 
 
-kind_register(CONNECTION_TEST, task="annotation.tasks.connection_test_task")
+kind_register(CONNECTION_TEST, task="annotation.tasks.connection_test_task", row=ConnectionTest)

@@ -46,7 +46,7 @@ from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
 
-kind_register(Job.Kind.IMPORT, task="annotation.tasks.table_import_job_task")
+kind_register(Job.Kind.IMPORT, task="annotation.tasks.table_import_job_task", row=Job)
 
 
 def _folder(name: str) -> Path:
