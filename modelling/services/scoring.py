@@ -41,7 +41,8 @@ def scoring_run_start(*, version: ModelVersion | None = None, run: TrainingRun |
     """Queue a scoring job of a model version (give the ``version``, or the DONE training ``run`` that trained it);
     with ``activate`` the job makes it the active model once it loaded and passed its checks.
 
-    A plain scoring job (``activate`` False) of a version that already has one queued or running returns that one.
+    A plain scoring job (``activate`` False) of a version that already has a scoring job queued or running (plain,
+    or an activation, which scores too) returns that one: the model is never loaded twice to score the same answers.
     Runs in a request: no model is loaded here.
 
     Raises:
@@ -58,7 +59,7 @@ def scoring_run_start(*, version: ModelVersion | None = None, run: TrainingRun |
             raise ValidationError(f"training run #{run.pk} has no registered model")
     with transaction.atomic():
         if not activate:
-            pending = ScoringRun.objects.filter(model_version=version, status__in=ACTIVE, activate=False).first()
+            pending = ScoringRun.objects.filter(model_version=version, status__in=ACTIVE).first()
             if pending is not None:
                 return pending
         row = ScoringRun.objects.create(model_version=version, activate=activate, created_by=user)

@@ -256,6 +256,13 @@ def test_a_model_whose_folder_fails_its_checks_is_never_activated():
     assert scoring_run_execute(run_id=job.pk) is None  # a redelivered message does nothing
 
 
+def test_a_plain_scoring_request_joins_the_activation_job_that_scores_the_same_version():
+    run = done_run(dev_rho=0.80)
+    activation = scoring_run_start(run=run, activate=True, user=UserFactory())
+    assert scoring_run_start(version=activation.model_version) == activation  # the beat's request: no second load
+    assert ScoringRun.objects.count() == 1
+
+
 def test_retraining_starts_only_after_enough_new_valid_ratings(settings, django_capture_on_commit_callbacks):
     settings.ORCA_RETRAIN_EVERY = 3
     assert training_retrain_if_due() is None  # no active model yet
