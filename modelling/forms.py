@@ -192,5 +192,10 @@ class CrossFitStartForm(forms.Form):
     """Starting a cross-fit on the leaderboard page."""
 
     folds = forms.IntegerField(min_value=2, max_value=20, initial=5, help_text="K folds over questions (2–20).")
-    recipe = forms.ChoiceField(choices=[("default", "default ORCA settings"),
-                                        ("fast", "fast (3 epochs, 96 tokens, no rationale)")])
+    recipe = forms.ChoiceField(choices=[])
+
+    def __init__(self, *args, **kwargs):
+        from modelling.leaderboard.crossfit import CROSSFIT_RECIPE_LABELS, CROSSFIT_RECIPES
+
+        super().__init__(*args, **kwargs)
+        self.fields["recipe"].choices = [(name, CROSSFIT_RECIPE_LABELS.get(name, name)) for name in CROSSFIT_RECIPES]

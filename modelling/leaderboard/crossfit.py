@@ -45,6 +45,8 @@ CROSSFIT = "crossfit"
 #: 2 CPU cores, where the default settings take about as long as a training run, 13 minutes. Its cross-fitted μ
 #: reached dev ρ 0.655 and a PPI interval of 0.76 × human-only at a 30 % budget in the replay.
 CROSSFIT_RECIPES = {"default": {}, "fast": {"epochs": 3, "max_length": 96, "rationale": False}}
+#: How the page names each recipe of :data:`CROSSFIT_RECIPES` (the start form's choices).
+CROSSFIT_RECIPE_LABELS = {"default": "default ORCA settings", "fast": "fast (3 epochs, 96 tokens, no rationale)"}
 
 
 def crossfit_latest_done() -> CrossFitRun | None:

@@ -38,6 +38,7 @@ from django.utils import timezone
 from modelling.leaderboard import stats
 from modelling.leaderboard.selectors import ACTIVE, ROUTED, UNIFORM, LeaderboardData, leaderboard_data_load
 from modelling.orca.data import normalise_rating
+from modelling.services.routing_policy import audit_member
 
 #: Grouping keys of ``--by``.
 BY_CHOICES = ("modality", "category")
@@ -385,8 +386,8 @@ def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampli
             part.notes.append(too_few.format(n=len(part.labels)))
         return part
     if sampling == ROUTED:
-        part.labels = [c for c in rated if data.answers[c]["key"] < share]
-        audit = sum(data.answers[c]["key"] < share for c in ids)
+        part.labels = [c for c in rated if audit_member(random_key=data.answers[c]["key"], share=share)]
+        audit = sum(audit_member(random_key=data.answers[c]["key"], share=share) for c in ids)
         part.notes.append(f"routing chose what was rated: the estimates use the audit share only ({len(part.labels)} "
                           f"of its {_count(audit, 'answer')} rated; ratings of "
                           f"{_count(len(rated) - len(part.labels), 'routed answer')} weigh 0)")
@@ -649,12 +650,10 @@ def leaderboard_markdown(board: Leaderboard, *, heading_level: int = 2) -> str:
 def leaderboard_csv(board: Leaderboard) -> str:
     """The table(s) as CSV through the platform's CSV writer (spreadsheet formulas escaped); a ``group`` column
     holds the breakdown value ('' for the overall rows)."""
-    from annotation.services.exports import csv_write_rows
+    from annotation.services.exports import csv_text
 
-    out = io.StringIO()
-    csv_write_rows(out=out, rows=[["group"] + table_columns(board)] + [
-        [title or ""] + table_cells(board, r) for title, rows in _sections(board) for r in rows])
-    return out.getvalue()
+    return csv_text(header=["group", *table_columns(board)],
+                    rows=[[title or "", *table_cells(board, r)] for title, rows in _sections(board) for r in rows])
 
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
