@@ -40,19 +40,6 @@ _CUDA_PROBE = (
 )
 
 
-def _installed_versions() -> dict:
-    """torch and transformers versions from the installed packages' metadata (nothing imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in ("torch", "transformers"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "not installed"
-    return found
-
-
 def cuda_probe(timeout_s: float = 180.0) -> dict:
     """``{cuda, device_name, versions}`` as torch sees them in a fresh Python process (``cuda`` False and the error
     in ``versions`` when torch cannot be imported or the probe times out).
@@ -60,7 +47,9 @@ def cuda_probe(timeout_s: float = 180.0) -> dict:
     A machine without an NVIDIA device node (``/dev/nvidia*``: every CPU-only machine) answers ``cuda`` False at
     once, without starting Python and importing torch (seconds of CPU on every worker start)."""
     if not any(Path("/dev").glob("nvidia*")):
-        return {"cuda": False, "device_name": "", "versions": _installed_versions()}
+        from modelling.orca.integrity import environment  # library versions from metadata, nothing imported
+
+        return {"cuda": False, "device_name": "", "versions": environment()}
     try:
         done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=timeout_s)
         return json.loads(done.stdout.strip().splitlines()[-1])
