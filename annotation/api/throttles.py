@@ -5,18 +5,21 @@ from rest_framework.throttling import AnonRateThrottle, ScopedRateThrottle, User
 from config.proxies import client_ip
 
 
-class _ClientIpMixin:
+class ClientIpMixin:
+    """A DRF throttle's client identity: the client address as ``config.proxies.client_ip`` reads it (trusted
+    proxies only), "unknown" when there is none."""
+
     def get_ident(self, request) -> str:
         return client_ip(request) or "unknown"
 
 
-class AnonThrottle(_ClientIpMixin, AnonRateThrottle):
+class AnonThrottle(ClientIpMixin, AnonRateThrottle):
     """Requests without a login, per client address (rate ``anon``)."""
 
 
-class UserThrottle(_ClientIpMixin, UserRateThrottle):
+class UserThrottle(ClientIpMixin, UserRateThrottle):
     """Requests of a logged-in user, per user (rate ``user``)."""
 
 
-class TokenObtainThrottle(_ClientIpMixin, ScopedRateThrottle):
+class TokenObtainThrottle(ClientIpMixin, ScopedRateThrottle):
     """``POST /api/auth/token/`` per client address (rate ``auth-token``), on top of the per-account lockout."""

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from rest_framework.throttling import SimpleRateThrottle
 
 from annotation.access import ADMIN, role_required
+from annotation.api.throttles import ClientIpMixin
 from annotation.crowd import selectors
 from annotation.crowd.forms import (
     AttentionCheckForm,
@@ -55,14 +56,13 @@ from annotation.crowd.studies import (
     study_signed_links,
 )
 from annotation.forms import errors_text, form_add_validation_error, query_pk
-from config.proxies import client_ip
 
 logger = logging.getLogger(__name__)
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
-class StudyEntryThrottle(SimpleRateThrottle):
+class StudyEntryThrottle(ClientIpMixin, SimpleRateThrottle):
     """Requests to entry links per client address (``config.proxies.client_ip``, the address the login lockout
     and API throttles use), at ``settings.STUDY_ENTRY_THROTTLE`` (e.g. ``"30/minute"``; None: unlimited). Counts
     live in Django's cache (``CACHE_URL``), shared by all web processes when that is Redis."""
@@ -73,7 +73,7 @@ class StudyEntryThrottle(SimpleRateThrottle):
         return settings.STUDY_ENTRY_THROTTLE
 
     def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": client_ip(request) or "unknown"}
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
 def _refused(request: HttpRequest, reason: str) -> HttpResponse:
