@@ -44,6 +44,15 @@ def rising_sweep() -> np.ndarray:
     return 0.3 * np.sin(phase)
 
 
+def tone_wav_write(path: Path, *, freq_hz: float = 440.0, seconds: float = 1.0) -> Path:
+    """Write a sine of ``freq_hz`` Hz lasting ``seconds`` s to ``path`` as a 16 kHz mono 16-bit WAV (the demo's
+    tones; the clip an LALM's connection test is asked about) and return ``path``."""
+    import soundfile as sf
+
+    sf.write(path, _tone(freq_hz, seconds).astype(np.float32), SAMPLE_RATE, subtype="PCM_16")
+    return path
+
+
 #: File name (the demo question id + ".wav") -> generator.
 CLIPS = {
     "demo-beeps.wav": three_beeps,

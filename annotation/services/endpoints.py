@@ -17,11 +17,8 @@ stays "queued" or "running" for ever.
 from __future__ import annotations
 
 import logging
-import math
-import struct
 import tempfile
 import time
-import wave
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,6 +29,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from annotation.access import ADMIN, STAFF, require_role
+from annotation.demo.synth import tone_wav_write
 from annotation.jobs.lifecycle import run_claim, run_fail, run_finish
 from annotation.jobs.registry import enqueue, kind_register
 from annotation.judging.probability import GENERATE
@@ -178,17 +176,6 @@ def connection_test_start(*, lalm: LALM | None = None, judge: Judge | None = Non
     return test
 
 
-def _tone(path: Path) -> None:
-    """Write one second of a 440 Hz sine (16 kHz, 16-bit mono WAV) to ``path``: the clip an LALM is asked about."""
-    rate = 16000
-    frames = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * n / rate))) for n in range(rate))
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(frames)
-
-
 def lalm_probe(*, lalm: LALM) -> Probe:
     """Ask ``lalm`` :data:`LALM_PROBE_QUESTION` about a generated tone, as a candidate-answer job would (its system
     prompt and template; one attempt, at most :data:`PROBE_TIMEOUT_S`).
@@ -201,7 +188,7 @@ def lalm_probe(*, lalm: LALM) -> Probe:
     endpoint = endpoint_label(endpoint_resolve(provider=lalm.provider, conf=lalm.settings))
     with tempfile.TemporaryDirectory() as folder:
         clip = Path(folder) / "tone-440hz-1s.wav"
-        _tone(clip)
+        tone_wav_write(clip, freq_hz=440.0, seconds=1.0)
         generation = generator.answer(audio_path=str(clip), question=LALM_PROBE_QUESTION)
     audio = "with a 1 s 440 Hz tone" if getattr(generator.chat, "audio_input", True) else "without audio"
     return Probe(endpoint=endpoint, request=f"{LALM_PROBE_QUESTION} ({audio})", answer=generation.text)
