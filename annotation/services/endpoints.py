@@ -16,6 +16,7 @@ stays "queued" or "running" for ever.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import tempfile
 import time
@@ -37,7 +38,7 @@ from annotation.models import LALM, ConnectionTest, Judge
 from annotation.providers.answers import answer_generator_for
 from annotation.providers.base import ProviderError, RetryPolicy
 from annotation.providers.setup import ProviderSetupError, endpoint_label, endpoint_resolve
-from annotation.services.audit import audit_record
+from annotation.services.audit import audit_record, audited_fields_set
 from annotation.services.judge_comparison import judge_list_for_staff
 from annotation.services.judging import Probe, judge_probe, judge_setup_problems
 
@@ -87,22 +88,21 @@ def lalm_setup_problems(*, lalm: LALM) -> dict[str, str]:
     return problems
 
 
-def _row_values(row, names) -> dict:
-    return {name: getattr(row, name) for name in names}
-
-
-def _save(row, *, fields: tuple[str, ...], problems: dict[str, str], actor, what: str):
-    """full_clean and save ``row`` (refused with ``problems``), audited as ``<what>.create`` / ``<what>.update``."""
-    _raise_problems(problems)
-    row.full_clean()
+def _save(row, *, values: dict, check, actor, what: str):
+    """Save ``values`` on ``row`` (a new row when its pk is None) through
+    :func:`annotation.services.audit.audited_fields_set`: validated, only the changed fields saved, one audit event
+    ``<what>.create`` / ``<what>.update``. ``check(candidate)`` returns the setup problems of the row with the new
+    values (:func:`lalm_setup_problems`); any refuses the save. Returns the saved row."""
+    candidate = copy.copy(row)
+    for name, value in values.items():
+        setattr(candidate, name, value)
+    _raise_problems(check(candidate))
     with transaction.atomic():
-        old = None
-        if row.pk is not None:
-            old = _row_values(type(row).objects.select_for_update().get(pk=row.pk), fields)
-        row.save()
-        audit_record(actor=actor, action=f"{what}.{'update' if old else 'create'}", obj=row, old=old,
-                     new=_row_values(row, fields))
-    return row
+        creating = row.pk is None
+        target = row if creating else type(row).objects.select_for_update().get(pk=row.pk)
+        audited_fields_set(row=target, values=values, allowed=values.keys(),
+                           action=f"{what}.{'create' if creating else 'update'}", by=actor, noun=what)
+    return target
 
 
 def lalm_save(*, lalm: LALM | None, name: str, provider: str, settings_: dict, is_active: bool = True,
@@ -118,11 +118,10 @@ def lalm_save(*, lalm: LALM | None, name: str, provider: str, settings_: dict, i
         ValidationError: per field (a settings key, ``name``, ``provider``): what keeps the row from working.
     """
     require_role(actor, ADMIN, message="Only admins may add or change LALMs.")
-    row = lalm or LALM()
-    row.name, row.provider, row.is_active, row.description = name.strip(), provider, is_active, description
-    row.settings = _fields(settings_)
-    return _save(row, fields=("name", "provider", "settings", "is_active", "description"),
-                 problems=lalm_setup_problems(lalm=row), actor=actor, what="lalm")
+    values = {"name": name.strip(), "provider": provider, "settings": _fields(settings_), "is_active": is_active,
+              "description": description}
+    return _save(lalm or LALM(), values=values, check=lambda row: lalm_setup_problems(lalm=row), actor=actor,
+                 what="lalm")
 
 
 def judge_save(*, judge: Judge | None, name: str, provider: str, model: str, prompt_variant: str, mode: str,
@@ -139,13 +138,11 @@ def judge_save(*, judge: Judge | None, name: str, provider: str, model: str, pro
         PermissionDenied: ``actor`` is not an admin. ValidationError: per field, as :func:`lalm_save`.
     """
     require_role(actor, ADMIN, message="Only admins may add or change judges.")
-    row = judge or Judge()
-    row.name, row.provider, row.model = name.strip(), provider, model.strip()
-    row.prompt_variant, row.mode, row.is_active, row.description = prompt_variant, mode, is_active, description
-    row.settings = _fields(settings_)
+    values = {"name": name.strip(), "provider": provider, "model": model.strip(), "prompt_variant": prompt_variant,
+              "mode": mode, "settings": _fields(settings_), "is_active": is_active, "description": description}
     with transaction.atomic():
-        _save(row, fields=("name", "provider", "model", "prompt_variant", "mode", "settings", "is_active",
-                           "description"), problems=judge_setup_problems(judge=row), actor=actor, what="judge")
+        row = _save(judge or Judge(), values=values, check=lambda row: judge_setup_problems(judge=row), actor=actor,
+                    what="judge")
         if row.provider == Judge.Provider.OPENAI and row.mode != GENERATE:
             connection_test_start(judge=row, actor=actor)
     return row
