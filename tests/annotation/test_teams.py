@@ -204,7 +204,9 @@ def test_the_teams_page_sets_members_and_the_change_is_audited(client, admin):
     assert list(BenchmarkMembership.objects.values_list("user__username", flat=True)) == ["ana"]
     event = AuditEvent.objects.get(action="team.members")
     assert event.new == {"members": [ann.pk]} and event.actor == admin
-    assert "1 member: ana" in client.get(reverse("team:teams")).content.decode()
+    page = client.get(reverse("team:teams")).content.decode()
+    assert "1 member: ana" in page
+    assert f'<option value="{ann.pk}" selected>ana</option>' in page  # the form starts from the members
 
 
 def test_only_admins_change_teams_and_roles():
