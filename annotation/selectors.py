@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from annotation.access import ADMIN, RATERS, STAFF, has_role, require_role
 from annotation.crowd.items import candidates_without_quality_items
-from annotation.models import Assignment, AudioClip, Benchmark, Job, Rating
+from annotation.models import Assignment, AudioClip, Benchmark, CandidateAnswer, Job, Rating
 from annotation.services.assignment import RATING_PAGE_RELATED, candidates_open_for_annotator
 from annotation.services.target_ratings import target_ratings_expression
+from annotation.teams.scope import benchmark_readable, benchmarks_readable, readable, readable_candidate_q
 
 
 def rating_counting_queryset() -> QuerySet[Rating]:
@@ -55,20 +56,25 @@ def assignment_get_for_annotator(*, user, assignment_pk: int, page: bool = True)
 
 
 def audio_clip_get_for_user(*, user, clip_pk: int) -> AudioClip:
-    """The audio clip ``clip_pk`` if ``user`` may hear it: staff always; raters when it belongs to a question
-    they were assigned or rated.
+    """The audio clip ``clip_pk`` if ``user`` may hear it: it belongs to a question of a benchmark they read
+    (:func:`annotation.teams.scope.readable_q`: admins any; experts their team's benchmarks); an annotator or
+    crowd participant moreover only when they were assigned or rated a candidate answer of that question which
+    they still read (:func:`~annotation.teams.scope.readable_candidate_q`), so leaving a team ends the audio
+    access its old assignments gave.
 
     Raises:
         PermissionDenied: the user may not rate.
-        Http404: no such clip, or the user has no item that uses it.
+        Http404: no such clip, or the user may not hear it (the same answer: another team's clip is not given
+            away).
     """
     require_role(user, *RATERS)
     clips = AudioClip.objects.filter(pk=clip_pk)
-    if not has_role(user, *STAFF):
-        clips = clips.filter(
-            Q(questions__versions__candidates__assignments__annotator=user)
-            | Q(questions__versions__candidates__ratings__annotator=user)
-        )
+    if has_role(user, *STAFF):
+        clips = readable(clips, user=user, path="questions__benchmark")
+    else:
+        own = CandidateAnswer.objects.filter(Q(assignments__annotator=user) | Q(ratings__annotator=user))
+        own = own.filter(readable_candidate_q(user=user, path=""))
+        clips = clips.filter(questions__versions__candidates__in=own.values("pk"))
     clip = clips.distinct().first()
     if clip is None:
         raise Http404("No such audio clip.")
@@ -92,7 +98,8 @@ class BenchmarkProgress:
 
 
 def rating_progress_for_annotator(*, user, now: datetime | None = None) -> list[BenchmarkProgress]:
-    """The user's progress per benchmark, for every benchmark they rated or could rate now, ordered by name."""
+    """The user's progress per benchmark, for every benchmark they read (:mod:`annotation.teams.scope`) and rated
+    or could rate now, ordered by name."""
     require_role(user, *RATERS)
     now = now or timezone.now()
     start_of_day = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -111,7 +118,7 @@ def rating_progress_for_annotator(*, user, now: datetime | None = None) -> list[
         .annotate(n=Count("pk"))
         .order_by()
     }
-    benchmarks = Benchmark.objects.filter(pk__in=set(rated) | set(available)).order_by("name")
+    benchmarks = benchmarks_readable(user=user).filter(pk__in=set(rated) | set(available))
     return [
         BenchmarkProgress(
             benchmark_pk=b.pk,
@@ -125,27 +132,31 @@ def rating_progress_for_annotator(*, user, now: datetime | None = None) -> list[
 
 
 def benchmark_get_for_rating(*, user, benchmark_pk: int) -> Benchmark:
-    """The benchmark ``benchmark_pk`` for the rating queue.
+    """The benchmark ``benchmark_pk`` for the rating queue, if the user reads it (:mod:`annotation.teams.scope`).
 
     Raises:
         PermissionDenied: the user may not rate.
-        Http404: no such benchmark.
+        Http404: no such benchmark, or one of another team (the same answer: a forced ``?benchmark=`` learns
+            neither its name nor whether it has items left).
     """
     require_role(user, *RATERS)
-    try:
-        return Benchmark.objects.get(pk=benchmark_pk)
-    except Benchmark.DoesNotExist:
-        raise Http404("No such benchmark.") from None
+    benchmark = benchmark_readable(user=user, pk=benchmark_pk)
+    if benchmark is None:
+        raise Http404("No such benchmark.")
+    return benchmark
 
 
 def rating_list_for_annotator(*, user, benchmark: Benchmark | None = None):
-    """The user's own ratings, newest first, annotated with ``k`` and ``current_version_id`` (for the edit rule,
-    see ``annotation.services.rating.rating_is_editable``), with candidate, question and benchmark loaded."""
+    """The user's own ratings of candidate answers they still read (:func:`~annotation.teams.scope.
+    readable_candidate_q`: a member removed from a team no longer sees, nor edits, that benchmark's items), newest
+    first, annotated with ``k`` and ``current_version_id`` (for the edit rule, see
+    ``annotation.services.rating.rating_is_editable``), with candidate, question and benchmark loaded."""
     from django.db.models import F
 
     require_role(user, *RATERS)
     qs = (
         Rating.objects.filter(annotator=user)
+        .filter(readable_candidate_q(user=user, path="candidate__"))
         .select_related("candidate", "question_version__question__benchmark")
         .annotate(
             k=_rating_target_ratings(),
@@ -213,7 +224,9 @@ class RatingOverview:
 
 
 def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime | None = None) -> RatingOverview:
-    """Ratings per item histogram, items complete/incomplete, and annotators' throughput and median seconds."""
+    """Ratings per item histogram, items complete/incomplete, and annotators' throughput and median seconds, over
+    ``benchmark`` or every benchmark ``user`` reads (:mod:`annotation.teams.scope`: an expert's team's; an admin's
+    all)."""
     import statistics
     from datetime import timedelta
 
@@ -227,6 +240,8 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
         question_version__question__status=Question.Status.ACTIVE,
     ))
     ratings = rating_counting_queryset()
+    candidates = readable(candidates, user=user, path="question_version__question__benchmark")
+    ratings = readable(ratings, user=user, path="candidate__question_version__question__benchmark")
     if benchmark is not None:
         candidates = candidates.filter(question_version__question__benchmark=benchmark)
         ratings = ratings.filter(candidate__question_version__question__benchmark=benchmark)
@@ -279,18 +294,20 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
 
 
 def benchmark_list_for_overview(*, user):
-    """All benchmarks, by name, for the overview's filter. Raises ``PermissionDenied`` like the overview."""
+    """The benchmarks ``user`` reads, by name, for the overview's filter. Raises ``PermissionDenied`` like the
+    overview."""
     require_role(user, *STAFF)
-    return Benchmark.objects.order_by("name")
+    return benchmarks_readable(user=user)
 
 
 def benchmark_get_for_overview(*, user, benchmark_pk: int) -> Benchmark:
-    """One benchmark for the overview. Raises ``PermissionDenied`` or ``Http404``."""
+    """One benchmark ``user`` reads, for the overview. Raises ``PermissionDenied``, or ``Http404`` for no such
+    benchmark and for another team's (the same answer)."""
     require_role(user, *STAFF)
-    try:
-        return Benchmark.objects.get(pk=benchmark_pk)
-    except Benchmark.DoesNotExist:
-        raise Http404("No such benchmark.") from None
+    benchmark = benchmark_readable(user=user, pk=benchmark_pk)
+    if benchmark is None:
+        raise Http404("No such benchmark.")
+    return benchmark
 
 
 def export_jobs_for_user(*, user):

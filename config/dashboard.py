@@ -255,7 +255,7 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
     overall, alpha_computed_at = _agreement(funnels)
     active = ModelVersion.objects.filter(is_active=True).select_related("training_run").first()
     rho, split = _rho(active)
-    return PipelineDashboard(
+    return _team_scope(PipelineDashboard(
         benchmarks=funnels,
         alpha=overall.alpha,
         alpha_ratings=overall.n_ratings,
@@ -265,7 +265,29 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
         active_rho_split=split,
         running=_running(),
         flags_evaluated_at=flags_evaluated_at(),
-    )
+    ), user=user)
+
+
+def _team_scope(dashboard: PipelineDashboard, *, user) -> PipelineDashboard:
+    """``dashboard`` as ``user`` may read it (``annotation.teams.scope``): unchanged for who reads every benchmark;
+    for an expert of a team, only their benchmarks' funnels and jobs, and alpha over their benchmarks' ratings (the
+    agreement page's figure for them)."""
+    from dataclasses import replace
+
+    from annotation.services.jobs import job_list_for_staff
+    from annotation.teams.scope import benchmarks_readable, reads_every_benchmark
+    from modelling.services.agreement_cache import agreement_report_cached
+
+    if reads_every_benchmark(user=user):
+        return dashboard
+    names = tuple(benchmarks_readable(user=user).values_list("name", flat=True))
+    jobs = set(job_list_for_staff(user=user).values_list("pk", flat=True))
+    cached = agreement_report_cached(level=AgreementLevel.ORDINAL, benchmarks=names)
+    return replace(
+        dashboard, benchmarks=[f for f in dashboard.benchmarks if f.name in names],
+        running=[w for w in dashboard.running if w.url_name != "annotation:job" or w.pk in jobs],
+        alpha=cached.report.overall.alpha, alpha_ratings=cached.report.overall.n_ratings,
+        alpha_computed_at=cached.computed_at)
 
 
 @require_GET

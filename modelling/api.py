@@ -4,14 +4,16 @@ import django_filters as filters
 from django.urls import include, path
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.access import IsExpertOrAdmin
 from annotation.api.routers import MAX_ID, IdRouter
 from annotation.models import Modality
+from annotation.teams.scope import benchmark_readable, benchmarks_readable, readable, reads_every_benchmark
 from modelling.models import AgreementSnapshot, ModelVersion, Prediction, TrainingRun
+from modelling.selectors import agreement_snapshots_for_user
 
 
 class AgreementSnapshotSerializer(serializers.ModelSerializer):
@@ -59,12 +61,19 @@ class PredictionFilter(filters.FilterSet):
 
 
 class AgreementSnapshotViewSet(viewsets.ReadOnlyModelViewSet):
-    """Krippendorff's alpha per scope over time."""
+    """Krippendorff's alpha per scope over time. Who reads every benchmark (admins; everyone without teams) gets
+    every scope; an expert of a team the ``benchmark:NAME`` scopes of their benchmarks only (the others pool other
+    teams' ratings)."""
 
     permission_classes = [IsExpertOrAdmin]
     serializer_class = AgreementSnapshotSerializer
     queryset = AgreementSnapshot.objects.order_by("-created_at", "-id")
     filterset_fields = ["scope", "level", "trigger"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return AgreementSnapshot.objects.none()
+        return agreement_snapshots_for_user(user=self.request.user)
 
 
 class TrainingRunViewSet(viewsets.ReadOnlyModelViewSet):
@@ -86,23 +95,31 @@ class ModelVersionViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class PredictionViewSet(viewsets.ReadOnlyModelViewSet):
-    """ORCA predictions per candidate answer: mean μ and variance on the 0–1 scale, Beta α and β."""
+    """ORCA predictions per candidate answer of the benchmarks you read: mean μ and variance on the 0–1 scale, Beta
+    α and β."""
 
     permission_classes = [IsExpertOrAdmin]
     serializer_class = PredictionSerializer
     filterset_class = PredictionFilter
     queryset = Prediction.objects.order_by("id")
 
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Prediction.objects.none()
+        return readable(Prediction.objects.order_by("id"), user=self.request.user,
+                        path="candidate__question_version__question__benchmark")
+
 
 class LeaderboardQuerySerializer(serializers.Serializer):
-    benchmark = serializers.CharField(required=False, help_text="Benchmark name; default: all benchmarks.")
+    benchmark = serializers.CharField(required=False, help_text=(
+        "Benchmark name; default: all benchmarks (for an expert of a team, who does not read every benchmark: the "
+        "first of theirs by name)."))
     by = serializers.ChoiceField(choices=["modality", "category"], required=False,
                                  help_text="Also break the table down by modality or category.")
 
     def validate_benchmark(self, value):
-        from annotation.models import Benchmark
-
-        if not Benchmark.objects.filter(name=value).exists():
+        # Another team's benchmark answers like one that does not exist (annotation.teams.scope).
+        if benchmark_readable(user=self.context["request"].user, name=value) is None:
             raise serializers.ValidationError(f"no benchmark named {value!r}")
         return value
 
@@ -199,10 +216,16 @@ class LeaderboardView(APIView):
     def get(self, request):
         from modelling.leaderboard.services import leaderboard_cached
 
-        query = LeaderboardQuerySerializer(data=request.query_params)
+        query = LeaderboardQuerySerializer(data=request.query_params, context={"request": request})
         if not query.is_valid():
             raise ValidationError(query.errors)
-        board, _ = leaderboard_cached(**query.validated_data)
+        scope = dict(query.validated_data)
+        if not scope.get("benchmark") and not reads_every_benchmark(user=request.user):
+            first = benchmarks_readable(user=request.user).values_list("name", flat=True).first()
+            if first is None:
+                raise NotFound("No benchmark of yours has answers to rank.")
+            scope["benchmark"] = first
+        board, _ = leaderboard_cached(**scope)
         return Response(board.as_api())
 
 

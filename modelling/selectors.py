@@ -105,6 +105,19 @@ def agreement_snapshot_history(*, level: str, scope: str | None = None) -> Query
     return qs.order_by("created_at", "id")
 
 
+def agreement_snapshots_for_user(*, user) -> QuerySet[AgreementSnapshot]:
+    """Snapshots ``user`` may read, newest first: every scope for who reads every benchmark (admins; everyone while
+    no benchmark has a team), else the ``benchmark:NAME`` scopes of the benchmarks they read
+    (``annotation.teams.scope``): the overall, modality, category and LALM scopes pool other teams' ratings."""
+    from annotation.teams.scope import benchmarks_readable, reads_every_benchmark
+
+    snapshots = AgreementSnapshot.objects.order_by("-created_at", "-id")
+    if reads_every_benchmark(user=user):
+        return snapshots
+    names = benchmarks_readable(user=user).values_list("name", flat=True)
+    return snapshots.filter(scope__in=[f"benchmark:{name}" for name in names])
+
+
 # --- ORCA training runs, model registry and predictions ------------------------------------------------------
 
 
@@ -142,9 +155,11 @@ def rated_lalm_names() -> list[str]:
     return sorted(set(valid_rating_queryset().values_list("candidate__lalm__name", flat=True)))
 
 
-def item_question_list(*, model_version=None) -> QuerySet:
+def item_question_list(*, model_version=None, user=None) -> QuerySet:
     """Questions with candidate answers on their current version, with their count and, when ``model_version`` is
-    given, the largest predicted variance among them (``max_variance``; ordering: most uncertain first)."""
+    given, the largest predicted variance among them (``max_variance``; ordering: most uncertain first). With
+    ``user``, only the questions of the benchmarks they read (``annotation.teams.scope``: an expert's team's; an
+    admin's all), so another team's item is a 404."""
     from django.db.models import (
         Count,
         Exists,
@@ -163,7 +178,12 @@ def item_question_list(*, model_version=None) -> QuerySet:
     # Correlated subqueries on the current version: grouping every question by all its columns over a join with
     # all versions' candidates took three times as long on the real data.
     candidates = CandidateAnswer.objects.filter(question_version=OuterRef("current_version")).order_by()
-    qs = Question.objects.select_related("benchmark").filter(Exists(candidates)).annotate(
+    qs = Question.objects.select_related("benchmark").filter(Exists(candidates))
+    if user is not None:
+        from annotation.teams.scope import readable
+
+        qs = readable(qs, user=user, path="benchmark")
+    qs = qs.annotate(
         n_candidates=Subquery(
             candidates.values("question_version").annotate(n=Count("id")).values("n"), output_field=IntegerField()
         )

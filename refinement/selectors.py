@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db.models import Count, Q, QuerySet
 
-from annotation.access import ADMIN, STAFF, has_role, require_role
+from annotation.access import STAFF, require_role
 from annotation.agreement import krippendorff_alpha, value_counts_matrix
 from annotation.models import Benchmark, CandidateAnswer, Modality, Question, QuestionVersion, Rating
-from annotation.teams.scope import works_on_q
+from annotation.teams.scope import readable
 from refinement.diffs import DiffPart, word_diff
 from refinement.models import (
     CorrectableField,
@@ -31,12 +31,10 @@ HISTORY_FIELDS = (CorrectableField.QUESTION_TEXT, CorrectableField.REFERENCE_ANS
 
 
 def _scoped(rows: QuerySet, *, user, path: str) -> QuerySet:
-    """``rows`` of the benchmarks ``user`` works on (reached by the lookup ``path``), for an expert; every row for an
-    admin or when ``user`` is None (:mod:`annotation.teams.scope`: their team's benchmarks, or the open ones when
-    they belong to no team)."""
-    if user is not None and not has_role(user, ADMIN):
-        rows = rows.filter(works_on_q(user=user, path=path))
-    return rows
+    """``rows`` of the benchmarks ``user`` reads (reached by the lookup ``path``; :func:`annotation.teams.scope.
+    readable`: an expert's team's benchmarks, or the open ones when they belong to no team; an admin's every one);
+    every row when ``user`` is None (the beat's and commands' reads)."""
+    return rows if user is None else readable(rows, user=user, path=path)
 
 
 def _open_items(*, user=None) -> QuerySet[CorrectionItem]:
@@ -182,9 +180,12 @@ def item_for_expert(*, user, item_id: int) -> CorrectionItem:
 
 
 def suggestion_for_expert(*, user, suggestion_id: int) -> Suggestion:
-    """An AI suggestion, for an expert (raises like :func:`question_for_expert`)."""
+    """An AI suggestion of a question of a benchmark the expert reads (admins: any; raises like
+    :func:`question_for_expert`: another team's suggestion is ``Suggestion.DoesNotExist``, as its question is)."""
     require_role(user, *STAFF)
-    return _with_diff(Suggestion.objects.select_related("question", "base_version").get(pk=suggestion_id))
+    suggestions = _scoped(Suggestion.objects.select_related("question", "base_version"), user=user,
+                          path="question__benchmark")
+    return _with_diff(suggestions.get(pk=suggestion_id))
 
 
 def _with_diff(suggestion: Suggestion) -> Suggestion:
@@ -411,8 +412,9 @@ def _alpha_row(label: str, rows: list[tuple[int, int, int]]) -> AlphaRow:
     )
 
 
-def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
-    """Compute the :class:`RefinementReport` over every benchmark, or one.
+def refinement_report(*, benchmark_id: int | None = None, user=None) -> RefinementReport:
+    """Compute the :class:`RefinementReport` over every benchmark, or one; with ``user``, over the benchmarks they
+    read only (:func:`_scoped`: an expert's team's; an admin's all).
 
     Corrections count distinct questions corrected per field (as the paper's Table 1: a question whose reference
     answer was corrected twice counts once). Alpha uses only scored ratings (U/E without a score are left out),
@@ -421,6 +423,9 @@ def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
     corrections = Correction.objects.all()
     ratings = Rating.objects.all()
     items = CorrectionItem.objects.all()
+    corrections = _scoped(corrections, user=user, path="question__benchmark")
+    ratings = _scoped(ratings, user=user, path="question_version__question__benchmark")
+    items = _scoped(items, user=user, path="question__benchmark")
     if benchmark_id:
         corrections = corrections.filter(question__benchmark_id=benchmark_id)
         ratings = ratings.filter(question_version__question__benchmark_id=benchmark_id)
@@ -456,6 +461,6 @@ def refinement_report(*, benchmark_id: int | None = None) -> RefinementReport:
 
 
 def refinement_report_for_user(*, user, benchmark_id: int | None = None) -> RefinementReport:
-    """:func:`refinement_report` for an expert."""
+    """:func:`refinement_report` of the benchmarks an expert reads (admins: all)."""
     require_role(user, *STAFF)
-    return refinement_report(benchmark_id=benchmark_id)
+    return refinement_report(benchmark_id=benchmark_id, user=user)

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from annotation.access import IsAdminRole, IsExpertOrAdmin, IsRater
 from annotation.api import filters, serializers
 from annotation.api.selectors import (
+    benchmark_list_for_user,
     candidate_list_for_user,
     question_list_for_user,
     rating_list_for_user,
@@ -42,8 +43,9 @@ from annotation.models import (
 from annotation.services.assignment import assignment_next
 from annotation.services.audit import audit_events_for_user
 from annotation.services.exports import ExportError, export_download_path, export_jobs_for_user, export_start
-from annotation.services.jobs import JobStartError, job_start
+from annotation.services.jobs import JobStartError, job_list_for_staff, job_start
 from annotation.services.rating import rating_submit
+from annotation.teams.scope import benchmarks_readable, readable
 
 #: Response header of ``POST /api/assignments/next/``'s 204 when the queue is closed to the annotator: the reason.
 QUEUE_CLOSED_HEADER = "X-Queue-Closed"
@@ -121,12 +123,18 @@ class TokenObtainView(ObtainAuthToken):
 
 
 class BenchmarkViewSet(viewsets.ReadOnlyModelViewSet):
-    """Benchmarks (any role)."""
+    """The benchmarks you read (admins: all; others: their team's, the open ones when in no team, a crowd
+    participant their study's)."""
 
     permission_classes = [IsRater]
     serializer_class = serializers.BenchmarkSerializer
     queryset = Benchmark.objects.order_by("name")
     filterset_fields = ["name"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Benchmark.objects.none()
+        return benchmark_list_for_user(user=self.request.user)
 
 
 @_schema_by_role("QuestionForRole", serializers.QuestionSerializer, serializers.AnnotatorQuestionSerializer,
@@ -264,7 +272,9 @@ class AssignmentViewSet(viewsets.GenericViewSet):
     def next(self, request):
         data = serializers.NextAssignmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        benchmark = _get_or_400(Benchmark.objects.all(), data.validated_data.get("benchmark"), "benchmark")
+        # Another team's benchmark answers like one that does not exist.
+        benchmark = _get_or_400(benchmarks_readable(user=request.user), data.validated_data.get("benchmark"),
+                                "benchmark")
         nxt = assignment_next(annotator=request.user, benchmark=benchmark)
         assignment = nxt.assignment
         if assignment is None:
@@ -279,12 +289,19 @@ class AssignmentViewSet(viewsets.GenericViewSet):
 
 
 class JudgeRatingViewSet(viewsets.ReadOnlyModelViewSet):
-    """LLM judge scores (experts and admins; never shown to annotators, rating is blind)."""
+    """LLM judge scores of the benchmarks you read (experts and admins; never shown to annotators, rating is
+    blind)."""
 
     permission_classes = [IsExpertOrAdmin]
     serializer_class = serializers.JudgeRatingSerializer
     filterset_class = filters.JudgeRatingFilter
     queryset = JudgeRating.objects.order_by("id")
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return JudgeRating.objects.none()
+        return readable(JudgeRating.objects.order_by("id"), user=self.request.user,
+                        path="candidate__question_version__question__benchmark")
 
 
 @extend_schema_view(
@@ -292,11 +309,20 @@ class JudgeRatingViewSet(viewsets.ReadOnlyModelViewSet):
     cancel=extend_schema(request=None, responses={200: serializers.JobSerializer}),
 )
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    """Background jobs: status for experts and admins; start and cancel for admins (the browser's services)."""
+    """Background jobs: status for experts (the jobs of the benchmarks they read, and of none) and admins; start
+    and cancel for admins (the browser's services)."""
 
     serializer_class = serializers.JobSerializer
     filterset_class = filters.JobFilter
     queryset = Job.objects.select_related("benchmark", "lalm", "created_by").order_by("-created_at", "-id")
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Job.objects.none()
+        try:
+            return job_list_for_staff(user=self.request.user).order_by("-created_at", "-id")
+        except DjangoPermissionDenied:
+            return Job.objects.none()
 
     def get_permissions(self):
         if self.action in ("create", "cancel"):

@@ -320,3 +320,30 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
     return Assignment.objects.filter(status=Assignment.Status.OPEN, expires_at__lte=now).update(
         status=Assignment.Status.EXPIRED
     )
+
+
+def assignments_release_outside_teams(*, benchmark: Benchmark, user_ids) -> int:
+    """Release (mark expired) the open assignments a change of ``benchmark``'s team took away; returns how many.
+
+    Those are the open assignments on ``benchmark`` of everyone who no longer works on it (a removed member; anyone
+    without a team when it got its first members), and the open assignments on any benchmark of ``user_ids`` (the
+    members added or removed) that they no longer work on (a first membership closes the open benchmarks to them).
+    Qualification items stay: they are for everyone (``annotation.crowd.queue``). Call inside the team change's
+    transaction (``annotation.teams.services.membership_set``), after the memberships are written, so the rule
+    (:mod:`annotation.teams.scope`) reads the new teams. The released slots go back to the queue at once, and the
+    rating service refuses a submit of such an item (code ``not_member``).
+    """
+    held = (
+        Assignment.objects.filter(status=Assignment.Status.OPEN)
+        .filter(Q(candidate__question_version__question__benchmark=benchmark) | Q(annotator_id__in=list(user_ids)))
+        .exclude(candidate__quality_item__in_qualification=True)
+    )
+    release: list[int] = []
+    for annotator_id in sorted(set(held.values_list("annotator_id", flat=True))):
+        mine = held.filter(annotator_id=annotator_id)
+        kept = mine.filter(works_on_q(user=annotator_id, path="candidate__question_version__question__benchmark"))
+        release += mine.exclude(pk__in=kept.values("pk")).values_list("pk", flat=True)
+    if not release:
+        return 0
+    return Assignment.objects.filter(pk__in=release, status=Assignment.Status.OPEN).update(
+        status=Assignment.Status.EXPIRED)

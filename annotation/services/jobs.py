@@ -237,9 +237,14 @@ def job_progress(*, job: Job) -> JobProgress:
 
 # --- selectors for the staff pages --------------------------------------------------------------------------
 def job_list_for_staff(*, user):
-    """All jobs, newest first, with benchmark and LALM joined. Raises ``PermissionDenied`` for non-staff."""
+    """Jobs of the benchmarks ``user`` reads (``annotation.teams.scope``: an expert's team's; an admin's all) and
+    jobs of no benchmark, newest first, with benchmark and LALM joined. Raises ``PermissionDenied`` for
+    non-staff."""
+    from annotation.teams.scope import readable_q
+
     require_role(user, *STAFF)
-    return Job.objects.select_related("benchmark", "lalm", "created_by").order_by("-created_at", "-pk")
+    return (Job.objects.filter(Q(benchmark__isnull=True) | readable_q(user=user, path="benchmark"))
+            .select_related("benchmark", "lalm", "created_by").order_by("-created_at", "-pk"))
 
 
 def job_for_staff(*, user, job_pk: int) -> Job:

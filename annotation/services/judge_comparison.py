@@ -30,26 +30,37 @@ def judge_list_for_staff(*, user):
     ).order_by("name")
 
 
-def human_means(*, benchmark: Benchmark | None = None, min_ratings: int = 2) -> dict[int, float]:
+def _readable(rows, *, user, path: str):
+    """``rows`` of the benchmarks ``user`` reads (``annotation.teams.scope``); all rows when ``user`` is None."""
+    from annotation.teams.scope import readable
+
+    return rows if user is None else readable(rows, user=user, path=path)
+
+
+def human_means(*, benchmark: Benchmark | None = None, min_ratings: int = 2, user=None) -> dict[int, float]:
     """``{candidate_id: mean valid human score}`` for candidates with at least ``min_ratings`` valid scores (on
-    current question versions: ``annotation.selectors.rating_counting_queryset``)."""
+    current question versions: ``annotation.selectors.rating_counting_queryset``), of the benchmarks ``user`` reads
+    when given."""
     from annotation.selectors import rating_counting_queryset
 
-    qs = rating_counting_queryset().filter(score__isnull=False)
+    qs = _readable(rating_counting_queryset().filter(score__isnull=False), user=user,
+                   path="candidate__question_version__question__benchmark")
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
     rows = qs.values("candidate_id").annotate(n=Count("pk"), mean=Avg("score")).filter(n__gte=min_ratings).order_by()
     return {row["candidate_id"]: float(row["mean"]) for row in rows}
 
 
-def judge_scores(*, benchmark: Benchmark | None = None) -> dict[str, dict]:
-    """``{label: {"scores": {candidate_id: score}, "expected": {...}, "failures": n, "mode": m}}`` per judge.
+def judge_scores(*, benchmark: Benchmark | None = None, user=None) -> dict[str, dict]:
+    """``{label: {"scores": {candidate_id: score}, "expected": {...}, "failures": n, "mode": m}}`` per judge (of the
+    benchmarks ``user`` reads when given).
 
     Labels: the judge's name; imported/legacy rows without a judge row are ``"<judge_name> / <prompt_variant>"``.
     ``expected`` holds generate-mode expected scores only (in the ``probability`` mode the score *is* Σ p(k)·k);
     ``mode`` is the mode of the judge's latest row.
     """
-    qs = JudgeRating.objects.select_related("judge")
+    qs = _readable(JudgeRating.objects.select_related("judge"), user=user,
+                   path="candidate__question_version__question__benchmark")
     if benchmark is not None:
         qs = qs.filter(candidate__question_version__question__benchmark=benchmark)
     out: dict[str, dict] = {}
@@ -84,9 +95,11 @@ class JudgeCoverage:
         return self.candidates - self.scored - self.failures
 
 
-def judge_coverage(*, benchmark: Benchmark | None = None) -> list[JudgeCoverage]:
-    """Per judge (rows with a judge): scored and failed candidate answers among the current versions' ones."""
+def judge_coverage(*, benchmark: Benchmark | None = None, user=None) -> list[JudgeCoverage]:
+    """Per judge (rows with a judge): scored and failed candidate answers among the current versions' ones (of the
+    benchmarks ``user`` reads when given)."""
     current = CandidateAnswer.objects.filter(question_version__question__current_version=F("question_version"))
+    current = _readable(current, user=user, path="question_version__question__benchmark")
     if benchmark is not None:
         current = current.filter(question_version__question__benchmark=benchmark)
     total = current.count()
@@ -226,13 +239,14 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
 
     Items: candidate answers with at least ``min_human_ratings`` valid human scores. The learned fusion is fitted
     on the train split of their questions (``split_unseen_questions``, 8:1:1 stratified, ``seed``) and evaluated
-    with the judges on dev + test. Raises ``PermissionDenied`` for non-staff.
+    with the judges on dev + test; over ``benchmark`` or every benchmark ``user`` reads (``annotation.teams.scope``:
+    an expert's team's; an admin's all). Raises ``PermissionDenied`` for non-staff.
     """
     from annotation.services.splits import split_unseen_questions
 
     require_role(user, *STAFF)
-    human = human_means(benchmark=benchmark, min_ratings=min_human_ratings)
-    per_judge = judge_scores(benchmark=benchmark)
+    human = human_means(benchmark=benchmark, min_ratings=min_human_ratings, user=user)
+    per_judge = judge_scores(benchmark=benchmark, user=user)
     scores_by_judge = {label: entry["scores"] for label, entry in per_judge.items() if entry["scores"]}
     rows = [agreement_row(label=label, predicted=entry["scores"], human=human, failures=entry["failures"],
                           note=MODE_NOTES.get(entry["mode"], ""))
@@ -269,4 +283,4 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
                                        note=f"calibrated + weighted, fitted on {fusion.n_train} train items"))
     return JudgeComparison(n_items=len(human), rows=rows, held_out_rows=held_rows, fusion=fusion,
                            n_train=len(train_ids), n_held_out=len(held_ids),
-                           coverage=judge_coverage(benchmark=benchmark))
+                           coverage=judge_coverage(benchmark=benchmark, user=user))

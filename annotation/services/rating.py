@@ -18,6 +18,7 @@ from annotation.models import Assignment, CandidateAnswer, Question, Rating
 from annotation.services import queue_sql
 from annotation.services.assignment import insert_unless_raced, target_ratings_expression
 from annotation.services.audit import audit_record
+from annotation.teams.scope import works_on_candidate
 
 
 def _clean_seconds(value: float | None, *, field: str) -> float | None:
@@ -125,7 +126,9 @@ def rating_submit(
             for bad values, ``candidate`` when the question version is no longer current, the question is not
             active; ``assignment`` when it belongs to someone or something else, or the annotator holds no open,
             unexpired assignment on the candidate (code ``skipped``, ``expired`` or ``no_assignment``).
-            ``candidate`` errors carry a code: ``stale_version`` or ``inactive_question``.
+            ``candidate`` errors carry a code: ``stale_version``, ``inactive_question`` or ``not_member`` (the
+            annotator no longer works on the benchmark: :mod:`annotation.teams.scope`; a member removed from a team
+            cannot submit the item they held).
     """
     code_string = rating_validate(score=score, codes=codes)
     seconds_on_task = _clean_seconds(seconds_on_task, field="seconds_on_task")
@@ -154,11 +157,17 @@ def rating_submit(
                 f"This question is {Question.Status(state['question_status']).label.lower()} and cannot be rated now.",
                 code="inactive_question",
             )
-        if not state["own_slot"]:
-            raise _no_open_assignment_error(candidate_id=candidate.pk, annotator=annotator, now=now)
-
         # A gold item or attention check: stored like any rating, but never valid (crowd/models.py).
         quality_item = quality_item_for_candidate(candidate_id=candidate.pk)
+        # Teams: only who works on the benchmark now may rate it (leaving a team releases the member's items, and
+        # this refuses the one in hand, also in a race with the release); qualification items are for everyone.
+        if not (quality_item is not None and quality_item.in_qualification) and not works_on_candidate(
+                user_id=annotator.pk, candidate_id=candidate.pk):
+            raise _candidate_error(
+                "This benchmark is no longer yours to rate (its team changed), so this rating was not saved; take "
+                "the next item.", code="not_member")
+        if not state["own_slot"]:
+            raise _no_open_assignment_error(candidate_id=candidate.pk, annotator=annotator, now=now)
         # Time on task as the server saw it (assignment handed out -> rating stored): the client's number is kept
         # but never trusted, since any script can send one.
         server_seconds = max(0.0, (timezone.now() - state["own_slot_since"]).total_seconds())

@@ -10,13 +10,17 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from annotation.access import ADMIN, ROLES, require_role, role_q
 from annotation.models import Benchmark, ImportAccount
+from annotation.services.assignment import assignments_release_outside_teams
 from annotation.services.audit import audit_record
 from annotation.teams.models import BenchmarkMembership
 
 
 def membership_set(*, benchmark: Benchmark, users, actor) -> tuple[int, int]:
     """Make ``users`` exactly the members of ``benchmark``; returns ``(added, removed)``. With no users left the
-    benchmark is open again (served to everyone without a membership). Audited as ``team.members``.
+    benchmark is open again (served to everyone without a membership). Audited as ``team.members``. In the same
+    transaction the open assignments the change took away are released
+    (``annotation.services.assignment.assignments_release_outside_teams``): a removed member's item in hand goes
+    back to the queue, and with it their access to its audio.
 
     Raises:
         PermissionDenied: ``actor`` is not an admin.
@@ -31,6 +35,8 @@ def membership_set(*, benchmark: Benchmark, users, actor) -> tuple[int, int]:
         BenchmarkMembership.objects.filter(benchmark=benchmark, user_id__in=removed).delete()
         BenchmarkMembership.objects.bulk_create(
             [BenchmarkMembership(benchmark=benchmark, user_id=pk, added_by=actor) for pk in sorted(added)])
+        if added or removed:
+            assignments_release_outside_teams(benchmark=benchmark, user_ids=added | removed)
         if added or removed:
             audit_record(actor=actor, action="team.members", obj=benchmark,
                          old={"members": sorted(current)}, new={"members": sorted(wanted)})

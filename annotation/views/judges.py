@@ -17,6 +17,7 @@ from annotation.services.endpoints import judges_for_page
 from annotation.services.jobs import job_list_for_staff
 from annotation.services.judge_comparison import judge_comparison
 from annotation.services.judging import JudgeJobError, judge_availability, judge_job_start
+from annotation.teams.scope import benchmark_readable, benchmarks_readable
 
 
 class JudgeJobForm(forms.Form):
@@ -74,13 +75,13 @@ def judge_compare(request: HttpRequest) -> HttpResponse:
     benchmark = None
     pk = query_pk(request.GET, "benchmark")
     if pk is not None:
-        benchmark = Benchmark.objects.filter(pk=pk).first()
+        benchmark = benchmark_readable(user=request.user, pk=pk)  # another team's: as if there were none
     comparison = judge_comparison(user=request.user, benchmark=benchmark)
     fusion = comparison.fusion
     context = {
         "comparison": comparison,
         "fusion_weights": list(zip(fusion.judges, fusion.weights, strict=True)) if fusion else [],
         "benchmark": benchmark,
-        "benchmarks": Benchmark.objects.order_by("name"),
+        "benchmarks": benchmarks_readable(user=request.user),
     }
     return render(request, "annotation/judges/compare.html", context)

@@ -10,10 +10,12 @@ warms the cache (:func:`agreement_reports_warm`), so the page is usually fast ev
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -55,11 +57,20 @@ class CachedAgreementReport:
     from_cache: bool
 
 
-def agreement_report_cached(*, level: str, resamples: int | None = None) -> CachedAgreementReport:
+def _benchmarks_key(benchmarks: tuple[str, ...] | None) -> str:
+    """A cache-key part for a set of benchmark names: "all" for None, else a short hash of the sorted names."""
+    if benchmarks is None:
+        return "all"
+    return hashlib.sha256("\x1f".join(sorted(benchmarks)).encode()).hexdigest()[:16]
+
+
+def agreement_report_cached(*, level: str, resamples: int | None = None,
+                            benchmarks: tuple[str, ...] | None = None) -> CachedAgreementReport:
     """The agreement report of the valid ratings at ``level``, from the cache when the ratings have not changed.
 
-    ``resamples`` defaults to ``MODELLING_BOOTSTRAP_RESAMPLES``. Raises ValueError for an unknown level (as
-    :func:`agreement_report`).
+    ``resamples`` defaults to ``MODELLING_BOOTSTRAP_RESAMPLES``. ``benchmarks``: names of the benchmarks whose
+    ratings count (None: every benchmark), for an expert of a team (``annotation.teams.scope``): each set is
+    computed and cached on its own. Raises ValueError for an unknown level (as :func:`agreement_report`).
     """
     resamples = settings.MODELLING_BOOTSTRAP_RESAMPLES if resamples is None else resamples
     computed = []
@@ -67,6 +78,8 @@ def agreement_report_cached(*, level: str, resamples: int | None = None) -> Cach
     def compute() -> dict:
         started = time.perf_counter()
         ratings = valid_ratings_load()
+        if benchmarks is not None:
+            ratings = ratings.subset(np.isin(ratings.benchmark, list(benchmarks)))
         report = agreement_report(ratings=ratings, level=level, resamples=resamples, seed=DEFAULT_SEED,
                                   min_shared=PAIR_MIN_SHARED, top=TABLE_TOP)
         computed.append(True)
@@ -74,7 +87,8 @@ def agreement_report_cached(*, level: str, resamples: int | None = None) -> Cach
                 "n_ratings": len(ratings)}
 
     entry = cached_by_data(name=f"agreement-report:{level}",
-                           state=(resamples, PAIR_MIN_SHARED, TABLE_TOP, valid_ratings_fingerprint()), compute=compute)
+                           state=(resamples, PAIR_MIN_SHARED, TABLE_TOP, valid_ratings_fingerprint(),
+                                  _benchmarks_key(benchmarks)), compute=compute)
     return CachedAgreementReport(**entry, from_cache=not computed)
 
 
@@ -89,11 +103,12 @@ def agreement_alphas_cached(*, level: str) -> tuple[list[AgreementResult], datet
     )
 
 
-def agreement_chart_cached(*, level: str) -> tuple[str, int]:
+def agreement_chart_cached(*, level: str, benchmarks: tuple[str, ...] | None = None) -> tuple[str, int]:
     """(SVG of the alpha-over-time chart at ``level``, number of snapshots drawn), drawn once per new snapshot.
 
     Drawing with matplotlib takes about 0.2 s; the chart only changes when a snapshot is written, so the key is
-    the level with the count and newest id of its snapshots (one aggregate query).
+    the level with the count and newest id of its snapshots (one aggregate query). ``benchmarks``: draw only the
+    ``benchmark:NAME`` snapshots of these names (None: every scope), as :func:`agreement_report_cached`.
     """
     from django.db.models import Count, Max
 
@@ -101,10 +116,15 @@ def agreement_chart_cached(*, level: str) -> tuple[str, int]:
     from modelling.selectors import agreement_snapshot_history
     from modelling.services.charts import agreement_chart_svg
 
-    state = AgreementSnapshot.objects.filter(level=level).aggregate(n=Count("id"), last=Max("id"))
+    snapshots = AgreementSnapshot.objects.filter(level=level)
+    history = agreement_snapshot_history(level=level)
+    if benchmarks is not None:
+        scopes = [f"benchmark:{name}" for name in benchmarks]
+        snapshots, history = snapshots.filter(scope__in=scopes), history.filter(scope__in=scopes)
+    state = snapshots.aggregate(n=Count("id"), last=Max("id"))
     svg = cached_by_data(
-        name=f"agreement-chart:{level}", state=(state["n"], state["last"]),
-        compute=lambda: agreement_chart_svg(snapshots=list(agreement_snapshot_history(level=level)), level=level),
+        name=f"agreement-chart:{level}", state=(state["n"], state["last"], _benchmarks_key(benchmarks)),
+        compute=lambda: agreement_chart_svg(snapshots=list(history), level=level),
     )
     return svg, state["n"]
 

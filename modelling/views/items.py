@@ -18,9 +18,10 @@ from modelling.selectors import (
 @role_required(*STAFF)
 @require_GET
 def items_page(request):
-    """Questions with candidate answers, the most uncertain (largest predicted σ² of the active model) first."""
+    """Questions with candidate answers of the benchmarks the user reads, the most uncertain (largest predicted σ²
+    of the active model) first."""
     active = model_version_active()
-    page = Paginator(item_question_list(model_version=active), 50).get_page(request.GET.get("page"))
+    page = Paginator(item_question_list(model_version=active, user=request.user), 50).get_page(request.GET.get("page"))
     for question in page:
         variance = getattr(question, "max_variance", None)
         question.max_sigma = math.sqrt(variance) if variance is not None else None
@@ -35,7 +36,7 @@ def item_page(request, pk: int):
     Scores are on the normalised scale y = (r − 1)/4; the human mean is shown on the same scale next to the 1–5
     scores.
     """
-    question = get_object_or_404(item_question_list(), pk=pk)
+    question = get_object_or_404(item_question_list(user=request.user), pk=pk)  # another team's: 404
     active = model_version_active()
     candidates = item_candidates_with_predictions(question=question, model_version=active)
     for c in candidates:

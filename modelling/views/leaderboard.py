@@ -2,13 +2,13 @@
 check access, validate the query string and forms, call services, render."""
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text
-from annotation.models import Benchmark
+from annotation.teams.scope import benchmarks_readable, reads_every_benchmark
 from modelling.forms import CrossFitStartForm, LeaderboardDownloadForm, LeaderboardQueryForm
 from modelling.leaderboard import stats
 from modelling.leaderboard.crossfit import (
@@ -29,8 +29,21 @@ DOWNLOADS = {"csv": ("text/csv; charset=utf-8", "csv"), "markdown": ("text/markd
              "latex": ("application/x-tex; charset=utf-8", "tex")}
 
 
-def _benchmark_names() -> list[str]:
-    return list(Benchmark.objects.order_by("name").values_list("name", flat=True))
+def _benchmark_names(user) -> list[str]:
+    """The benchmarks ``user`` may choose (``annotation.teams.scope``): another team's is refused by the form as if
+    it did not exist."""
+    return list(benchmarks_readable(user=user).values_list("name", flat=True))
+
+
+def _scope(user, benchmark: str, names: list[str]) -> str | None:
+    """The benchmark to compute: the chosen one, or None (all benchmarks) for a user who reads every benchmark;
+    for a user who does not (an expert of a team), their first benchmark, since "all" would include other teams'
+    answers. Raises Http404 when they read no benchmark at all."""
+    if benchmark or reads_every_benchmark(user=user):
+        return benchmark or None
+    if not names:
+        raise Http404("No benchmark of yours has answers to rank.")
+    return names[0]
 
 
 @role_required(*STAFF)
@@ -39,14 +52,15 @@ def leaderboard_page(request):
     """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
     plot beside the LALM × LALM verdict matrix (the full list of pairs behind a disclosure), system-level
     agreement, the downloads, the cross-fits and the budget planner (``?a=&b=``)."""
-    form = LeaderboardQueryForm(request.GET, benchmarks=_benchmark_names())
+    names = _benchmark_names(request.user)
+    form = LeaderboardQueryForm(request.GET, benchmarks=names)
     query_error = ""
     if form.is_valid():
         query = form.cleaned_data
     else:
         query_error = errors_text(form)
         query = {"benchmark": "", "by": "", "a": "", "b": ""}
-    benchmark, by = query["benchmark"] or None, query["by"] or None
+    benchmark, by = _scope(request.user, query["benchmark"], names), query["by"] or None
     board, forest_svg = leaderboard_cached(benchmark=benchmark, by=by)
     rated = [r.lalm for r in board.rows if board.question_values.get(r.lalm)]
     plan, plan_error = None, ""
@@ -69,6 +83,7 @@ def leaderboard_page(request):
         "decided": [p for p in board.pairwise if p.verdict != "undecided"],
         "ci_methods": stats.CI_METHODS,
         "benchmarks": form.fields["benchmark"].choices[1:],
+        "all_benchmarks": reads_every_benchmark(user=request.user),  # teams: "All" only for who reads every one
         "benchmark": benchmark,
         "by": by,
         "by_choices": form.fields["by"].choices[1:],
@@ -91,14 +106,16 @@ def leaderboard_page(request):
 def leaderboard_download(request):
     """The leaderboard table of the page's scope as a file: ``?format=csv|markdown|latex`` (+ ``benchmark``,
     ``by``). 400 with the reason for an unknown format or benchmark."""
-    form = LeaderboardDownloadForm(request.GET, benchmarks=_benchmark_names())
+    names = _benchmark_names(request.user)
+    form = LeaderboardDownloadForm(request.GET, benchmarks=names)
     if not form.is_valid():
         return HttpResponse(errors_text(form), status=400,
                             content_type="text/plain; charset=utf-8")
     query = form.cleaned_data
-    board, _ = leaderboard_cached(benchmark=query["benchmark"] or None, by=query["by"] or None)
+    benchmark = _scope(request.user, query["benchmark"], names)
+    board, _ = leaderboard_cached(benchmark=benchmark, by=query["by"] or None)
     content_type, extension = DOWNLOADS[query["format"]]
-    name = "-".join(["leaderboard", query["benchmark"] or "all"] + ([query["by"]] if query["by"] else []))
+    name = "-".join(["leaderboard", benchmark or "all"] + ([query["by"]] if query["by"] else []))
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
     response = HttpResponse(leaderboard_render(board, fmt=query["format"]), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{safe}.{extension}"'

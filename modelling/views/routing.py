@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import errors_text
 from annotation.models import Benchmark
+from annotation.teams.scope import benchmarks_readable, readable
 from modelling.forms import BenchmarkRoutingForm
 from modelling.models import (
     AgreementLevel,
@@ -56,7 +57,10 @@ def routing_page(request):
     reason = request.GET.get("reason") or None
     if reason not in RoutingDecision.Reason.values:
         reason = None
-    page = Paginator(routing_decision_list(reason=reason), DECISIONS_PER_PAGE).get_page(request.GET.get("page"))
+    # Teams: the log and the policies of the benchmarks the user reads (annotation.teams.scope); admins: all.
+    decisions = readable(routing_decision_list(reason=reason), user=request.user,
+                         path="candidate__question_version__question__benchmark")
+    page = Paginator(decisions, DECISIONS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "modelling/routing.html", {
         "policy": routing_policy_load(),
         "rules": RoutingRules.from_settings(),
@@ -67,15 +71,15 @@ def routing_page(request):
         "reason": reason,
         "reasons": RoutingDecision.Reason.choices,
         "can_manage": has_role(request.user, ADMIN),
-        "benchmark_policies": _benchmark_policies(),
+        "benchmark_policies": _benchmark_policies(user=request.user),
         "policy_choices": BenchmarkRouting.Policy.choices,
         "default_audit_share": settings.ROUTING_AUDIT_SHARE,
     })
 
 
-def _benchmark_policies() -> list:
+def _benchmark_policies(*, user) -> list:
     rows = {r.benchmark_id: r for r in BenchmarkRouting.objects.all()}
-    benchmarks = list(Benchmark.objects.order_by("name"))
+    benchmarks = list(benchmarks_readable(user=user))
     for b in benchmarks:
         row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
         b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
