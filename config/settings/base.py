@@ -486,3 +486,10 @@ CONTENT_SECURITY_POLICY = {
 # Audio uploads (annotation.services.audio.audio_clip_from_upload): largest file in bytes and longest clip in seconds.
 AUDIO_UPLOAD_MAX_BYTES = env.int("AUDIO_UPLOAD_MAX_BYTES", default=50 * 1024 * 1024)
 AUDIO_UPLOAD_MAX_SECONDS = env.float("AUDIO_UPLOAD_MAX_SECONDS", default=600.0)
+
+# --- Security of the import surfaces (issue #34; README "Security and integrity") ---------------------------------
+# Zip files given to the importers (a table zip, an audio zip, a zipped datasets folder; annotation/services/
+# archives.py): more members, or more bytes unpacked in all, refuse the zip; a member is never unpacked under its
+# own name.
+IMPORT_ARCHIVE_MAX_MEMBERS = env.int("IMPORT_ARCHIVE_MAX_MEMBERS", default=200_000)
+IMPORT_ARCHIVE_MAX_BYTES = env.int("IMPORT_ARCHIVE_MAX_BYTES", default=16 * 1024**3)

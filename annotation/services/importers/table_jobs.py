@@ -41,7 +41,7 @@ from annotation.services.importers.table_mapping import (
     mapping_parse,
     rating_scale_guess,
 )
-from annotation.services.importers.table_sources import table_format_detect, table_read
+from annotation.services.importers.table_sources import table_read, table_zip_extract
 from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def _save_upload(upload, folder: Path, field: str) -> Path:
     if upload.size > settings.IMPORT_UPLOAD_MAX_BYTES:
         raise ValidationError({field: f"{upload.name}: {upload.size} bytes is over the limit of "
                                       f"{settings.IMPORT_UPLOAD_MAX_BYTES} bytes (IMPORT_UPLOAD_MAX_BYTES)."})
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / (get_valid_filename(Path(upload.name or "upload").name)[:150] or "upload")
     with path.open("wb") as fh:
         for chunk in upload.chunks():
@@ -99,35 +100,25 @@ def _download(url: str, folder: Path, field: str) -> Path:
 
 
 def _unzipped_table(path: Path, field: str) -> Path:
-    """The table inside an uploaded zip file: a ``datasets`` folder or the one table file in it."""
-    folder = path.with_suffix("")
+    """The table inside an uploaded zip file (a ``datasets`` folder or the one table file in it), unpacked without
+    using member names as paths (:func:`~annotation.services.importers.table_sources.table_zip_extract`)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if member.startswith("/") or ".." in PurePosixPath(member).parts:
-                    raise ValidationError({field: f"{path.name}: the member {member!r} leaves the zip file's folder."})
-            if sum(info.file_size for info in archive.infolist()) > settings.IMPORT_UPLOAD_MAX_BYTES:
-                raise ValidationError({field: f"{path.name} unpacks to more than IMPORT_UPLOAD_MAX_BYTES."})
-            archive.extractall(folder)
-    except zipfile.BadZipFile as exc:
-        raise ValidationError({field: f"{path.name} is not a valid zip file."}) from exc
-    candidates = [p for p in folder.rglob("*") if p.is_dir() and any((p / m).exists() for m in
-                                                                      ("dataset_info.json", "dataset_dict.json"))]
-    candidates = candidates or ([folder] if (folder / "dataset_dict.json").exists() else [])
-    if candidates:
-        return min(candidates, key=lambda p: len(p.parts))
-    tables = []
-    for file in folder.rglob("*"):
-        if file.is_file() and not file.name.startswith("."):
-            try:
-                table_format_detect(file)
-            except ImportFormatError:
-                continue
-            tables.append(file)
-    if len(tables) != 1:
-        raise ValidationError({field: f"{path.name} must hold one table file or one datasets folder; "
-                                      f"it holds {len(tables)} table files."})
-    return tables[0]
+        return table_zip_extract(path, path.parent / "unzipped")
+    except ImportFormatError as exc:
+        raise ValidationError({field: str(exc)}) from exc
+
+
+def _audio_zip_check(path: Path, field: str) -> None:
+    """Refuse an audio zip whose member names leave its folder, or too many or too large members, naming the
+    member (:func:`annotation.services.archives.zip_open`); the import reads members by name lookup only."""
+    from annotation.services.archives import ArchiveError, zip_limits, zip_open
+
+    if not zipfile.is_zipfile(path):
+        raise ValidationError({field: f"{path.name}: give the audio files as one zip file."})
+    try:
+        zip_open(path, **zip_limits()).close()
+    except ArchiveError as exc:
+        raise ValidationError({field: str(exc)}) from exc
 
 
 def _guessed_mapping(table) -> dict:
@@ -180,11 +171,14 @@ def table_import_draft_create(
             path = _download(source, folder, "url")
         audio_root = ""
         if audio_upload:
-            audio_root = str(_save_upload(audio_upload, folder, "audio_upload"))
+            audio_root = str(_save_upload(audio_upload, folder / "audio", "audio_upload"))
             if not zipfile.is_zipfile(audio_root):
                 raise ValidationError({"audio_upload": "Upload the audio files as one zip file."})
+            _audio_zip_check(Path(audio_root), "audio_upload")
         elif audio_path.strip():
             audio_root = str(_server_path(audio_path.strip(), "audio_path"))
+            if Path(audio_root).is_file():
+                _audio_zip_check(Path(audio_root), "audio_path")
         document = None
         if mapping_upload:
             try:
