@@ -271,6 +271,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema, Swagger UI and Redoc only for people logged in (session or token): the schema lists every
+    # operation and field of the platform (issue #34 item 6; README "REST API").
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "ENUM_NAME_OVERRIDES": {
         "QuestionStatusEnum": "annotation.models.Question.Status",
         "QuestionVersionSourceEnum": "annotation.models.QuestionVersion.Source",
