@@ -121,6 +121,20 @@ def _audio_zip_check(path: Path, field: str) -> None:
         raise ValidationError({field: str(exc)}) from exc
 
 
+#: Rows of a table the draft reads in the web request: its columns, the guessed mapping and the row count when the
+#: table is no longer (larger tables are counted from their metadata — Parquet, ``datasets`` — or by the
+#: validation).
+DRAFT_HEAD_ROWS = 5000
+
+
+def _rows_known(head) -> int | None:
+    """The table's row count from a head read of ``DRAFT_HEAD_ROWS + 1`` rows: known from metadata, or when the
+    head reached the end of the table; None otherwise (a validation or import counts and saves it)."""
+    if head.total_rows is not None:
+        return head.total_rows
+    return head.n_rows if head.n_rows <= DRAFT_HEAD_ROWS else None
+
+
 def _guessed_mapping(table) -> dict:
     columns = mapping_guess(table.names)
     document: dict = {"layout": "long", "columns": columns, "imported_ratings": "complete"}
@@ -143,12 +157,16 @@ def table_import_draft_create(
     ``audio_path`` (a folder or zip inside ``IMPORT_SERVER_DIRS``). The mapping starts as ``mapping_upload`` (a
     saved mapping JSON), the ``preset`` for LALM ``lalm``, or guessed from the column names
     (:func:`~annotation.services.importers.table_mapping.mapping_guess`) with a rating scale guessed from the
-    rating column's values.
+    rating column's values. Only the first :data:`DRAFT_HEAD_ROWS` rows are read here (the web request): the
+    columns are those of these rows, and ``rows`` stays empty for a longer table without metadata to count it (a
+    validation counts it). Zip files are unpacked without using member names as paths
+    (:mod:`annotation.services.archives`).
 
     Raises:
         PermissionDenied: ``user`` is not an admin.
         ValidationError: keyed by form field: no or several sources, a path outside ``IMPORT_SERVER_DIRS``, a
-            failed download, an unreadable table or mapping file.
+            failed download, an unreadable table, a refused zip (naming the member), a mapping file over
+            ``IMPORT_MAPPING_MAX_BYTES`` or unreadable.
     """
     import json
 
@@ -181,6 +199,10 @@ def table_import_draft_create(
                 _audio_zip_check(Path(audio_root), "audio_path")
         document = None
         if mapping_upload:
+            if mapping_upload.size > settings.IMPORT_MAPPING_MAX_BYTES:  # checked before a byte of it is read
+                raise ValidationError({"mapping_upload": f"{mapping_upload.name}: {mapping_upload.size} bytes is over "
+                                       f"the limit of {settings.IMPORT_MAPPING_MAX_BYTES} bytes for a mapping "
+                                       "(IMPORT_MAPPING_MAX_BYTES)."})
             try:
                 document = json.loads(mapping_upload.read().decode("utf-8"))
                 mapping = mapping_parse(document)
@@ -196,8 +218,8 @@ def table_import_draft_create(
             mapping = mapping_parse(document)
         else:
             mapping = TableMapping()
-        try:
-            table = table_read(path, file_format=mapping.file_format, split=mapping.split)
+        try:  # only the head in the request: a validation or import (a worker for large tables) reads the rest
+            table = table_read(path, file_format=mapping.file_format, split=mapping.split, nrows=DRAFT_HEAD_ROWS + 1)
         except ImportFormatError as exc:
             raise ValidationError({"upload" if upload else "server_path" if server_path else "url": str(exc)}) \
                 from exc
@@ -206,7 +228,7 @@ def table_import_draft_create(
                 benchmark_name=benchmark_name.strip(), source_kind=kind, source=source[:1000],
                 file_path=str(path), file_format=table.file_format, audio_root=audio_root,
                 mapping=document if document is not None else _guessed_mapping(table), columns=table.names,
-                rows=table.n_rows, created_by=user,
+                rows=_rows_known(table), created_by=user,
             )
             audit_record(actor=user, action="import.draft", obj=record, new={
                 "source": record.source, "rows": record.rows, "benchmark": record.benchmark_name})
@@ -246,7 +268,9 @@ def table_import_start(*, record: TableImport, user, dry_run: bool, run_inline: 
         raise ValidationError("A validation or import of this table is running; wait for it to finish.")
     params = {"table_import": record.pk, "dry_run": dry_run, "benchmark_name": record.benchmark_name,
               "file": Path(record.file_path).name}
-    inline = run_inline if run_inline is not None else (record.rows or 0) <= settings.IMPORT_INLINE_MAX_ROWS
+    # Not counted yet (only the head was read): a worker reads it.
+    inline = run_inline if run_inline is not None else (
+        record.rows is not None and record.rows <= settings.IMPORT_INLINE_MAX_ROWS)
     with transaction.atomic():
         job = Job.objects.create(kind=Job.Kind.IMPORT, params=params, total=record.rows or 0, created_by=user,
                                  benchmark=Benchmark.objects.filter(name=record.benchmark_name).first())
@@ -304,6 +328,8 @@ def table_import_run(*, job_pk: int) -> str:
                                params={**params, "phase": "done"})
             return Job.Status.FAILED
         result = {"ok": True, "dry_run": dry_run, **summary.as_dict(), "lines": summary.lines()}
+        if dry_run and record.rows != summary.rows:  # counted now (a draft knows only the head of a large table)
+            TableImport.objects.filter(pk=record.pk).update(rows=summary.rows)
         benchmark = Benchmark.objects.filter(name=record.benchmark_name).first()
         with transaction.atomic():
             finished = lifecycle.run_finish(Job, job_pk, done=summary.rows, total=summary.rows,

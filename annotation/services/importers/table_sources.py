@@ -67,6 +67,9 @@ class Table:
 
     ``column(name)`` returns the column's values in row order as Python values (``None`` where a row has none);
     ``@row`` is the 0-based row number. ``head(n)`` gives the first ``n`` rows as ``{column: value}``.
+    ``total_rows``: the number of data rows of the whole file when it is known — from a full read, or from the
+    file's metadata (Parquet, ``datasets``) when only its first rows were read — else None (:func:`table_read` with
+    ``nrows`` reads no further than it must).
     """
 
     file: str
@@ -74,6 +77,7 @@ class Table:
     names: list[str]
     n_rows: int
     _column: Callable[[str, int, int], list]
+    total_rows: int | None = None
 
     def column(self, name: str, start: int = 0, stop: int | None = None) -> list:
         """The values of rows ``start`` to ``stop`` (default: to the end) of column ``name``."""
@@ -144,7 +148,9 @@ def _read_delimited(path: Path, *, sep: str, nrows: int | None) -> Table:
     if bad_rows:
         raise ImportFormatError(file=path.name, problem=f"not a valid {kind} file: " + "; ".join(bad_rows[:20])
                                 + (f"; and {len(bad_rows) - 20} more rows" if len(bad_rows) > 20 else ""))
-    return _arrow_columns(path.name, "tsv" if sep == "\t" else "csv", list(header), table)
+    result = _arrow_columns(path.name, "tsv" if sep == "\t" else "csv", list(header), table)
+    result.total_rows = result.n_rows if nrows is None else None
+    return result
 
 
 def _flatten_keys(record: dict, prefix: str, out: dict) -> None:
@@ -181,19 +187,99 @@ def _records_table(file: str, file_format: str, records: list) -> Table:
     return Table(file, file_format, list(names), len(records), column)
 
 
+class _JsonHead:
+    """The first objects of a JSON list (or of the one list in ``{"key": [...]}``), read incrementally from a binary
+    file: a preview reads the head of a large JSON file without reading, or holding, the rest (issue #34).
+    ``NaN``/``Infinity`` are refused as the full read (orjson) refuses them."""
+
+    _CHUNK = 1 << 20
+    _MAX_VALUE = 256 << 20  # one row this large is refused rather than re-parsed in ever larger buffers
+
+    def __init__(self, fh):
+        import json
+
+        self._text = io.TextIOWrapper(fh, encoding="utf-8-sig")
+        self._decoder = json.JSONDecoder(parse_constant=self._constant)
+        self._buf, self._pos, self._eof = "", 0, False
+
+    @staticmethod
+    def _constant(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    def _fill(self) -> None:
+        chunk = self._text.read(self._CHUNK)
+        self._eof = not chunk
+        self._buf, self._pos = self._buf[self._pos:] + chunk, 0
+
+    def _peek(self) -> str:
+        while True:
+            while self._pos < len(self._buf) and self._buf[self._pos] in " \t\r\n":
+                self._pos += 1
+            if self._pos < len(self._buf) or self._eof:
+                return self._buf[self._pos] if self._pos < len(self._buf) else ""
+            self._fill()
+
+    def _expect(self, char: str, what: str) -> None:
+        if self._peek() != char:
+            raise ValueError(f"expected {what} at character {self._pos}")
+        self._pos += 1
+
+    def _value(self):
+        import json
+
+        while True:
+            try:
+                value, self._pos = self._decoder.raw_decode(self._buf, self._pos)
+                return value
+            except json.JSONDecodeError:
+                if self._eof or len(self._buf) - self._pos > self._MAX_VALUE:
+                    raise
+                self._fill()
+
+    def records(self, nrows: int) -> list:
+        """Up to ``nrows`` values of the list. Raises ``ValueError`` (invalid JSON or not a list)."""
+        if self._peek() == "{":  # {"data": [...]}: the one list inside
+            self._pos += 1
+            if self._peek() != '"':
+                raise ValueError("expected a JSON list of objects (one per row)")
+            self._value()
+            self._expect(":", "':'")
+        if self._peek() != "[":
+            raise ValueError("expected a JSON list of objects (one per row)")
+        self._pos += 1
+        out: list = []
+        if self._peek() == "]":
+            return out
+        while len(out) < nrows:
+            self._peek()
+            out.append(self._value())
+            following = self._peek()
+            if following == "]" or len(out) == nrows:
+                break
+            self._expect(",", "',' or ']'")
+        return out
+
+
 def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
     import orjson
 
     opener = gzip.open if path.suffix.lower() == ".gz" else open
     try:
-        if not jsonl:
+        if not jsonl and nrows is not None:
+            with opener(path, "rb") as fh:
+                try:
+                    records = _JsonHead(fh).records(nrows)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    problem = str(exc) if str(exc).startswith("expected a JSON list") else f"invalid JSON: {exc}"
+                    raise ImportFormatError(file=path.name, problem=problem) from exc
+        elif not jsonl:
             with opener(path, "rb") as fh:
                 data = orjson.loads(fh.read())
             if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
                 data = next(iter(data.values()))  # {"data": [...]}: the one list inside
             if not isinstance(data, list):
                 raise ImportFormatError(file=path.name, problem="expected a JSON list of objects (one per row)")
-            records = data[:nrows] if nrows is not None else data
+            records = data
         else:
             records = []
             with opener(path, "rb") as fh:
@@ -211,7 +297,9 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
         raise ImportFormatError(file=path.name, problem=f"invalid JSON: {exc}") from exc
     except OSError as exc:
         raise ImportFormatError(file=path.name, problem=f"cannot read the file ({exc})") from exc
-    return _records_table(path.name, "jsonl" if jsonl else "json", records)
+    table = _records_table(path.name, "jsonl" if jsonl else "json", records)
+    table.total_rows = table.n_rows if nrows is None else None
+    return table
 
 
 def _arrow_table(file: str, file_format: str, table, nrows: int | None) -> Table:
@@ -238,10 +326,22 @@ def _read_parquet(path: Path, *, nrows: int | None) -> Table:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        if nrows is None:
+            table = pq.read_table(path)
+            total = table.num_rows
+        else:  # the first row groups only, up to nrows rows; the count from the file's metadata
+            parquet = pq.ParquetFile(path)
+            total = parquet.metadata.num_rows
+            batches = []
+            for batch in parquet.iter_batches(batch_size=max(nrows, 1)):
+                batches.append(batch)
+                break
+            table = pa.Table.from_batches(batches, schema=parquet.schema_arrow)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ImportFormatError(file=path.name, problem=f"not a readable Parquet file ({exc})") from exc
-    return _arrow_table(path.name, "parquet", table, nrows)
+    result = _arrow_table(path.name, "parquet", table, nrows)
+    result.total_rows = total
+    return result
 
 
 def _read_hf(path: Path, *, split: str, nrows: int | None) -> Table:
@@ -260,8 +360,11 @@ def _read_hf(path: Path, *, split: str, nrows: int | None) -> Table:
             raise ImportFormatError(file=path.name, problem=f"choose a split with \"split\" in the mapping: the "
                                     f"folder holds {', '.join(splits)}" + (f", not {split!r}" if split else ""))
         dataset = dataset[split]
-    table = dataset.with_format("arrow")[:] if len(dataset) else dataset.data.table.slice(0, 0)
-    return _arrow_table(path.name, "hf", table, nrows)
+    size = len(dataset) if nrows is None else min(nrows, len(dataset))
+    table = dataset.with_format("arrow")[:size] if size else dataset.data.table.slice(0, 0)
+    result = _arrow_table(path.name, "hf", table, nrows)
+    result.total_rows = len(dataset)  # memory-mapped: counted without reading the rows
+    return result
 
 
 # --- datasets folders and table zips -----------------------------------------------------------------------------
@@ -465,7 +568,9 @@ def table_zip_extract(path: Path, folder: Path) -> Path:
 
 def table_read(path: Path, *, file_format: str = "", split: str = "", nrows: int | None = None) -> Table:
     """Read the table at ``path`` (a file, or a ``datasets`` folder) in ``file_format`` (default: detected, see
-    :func:`table_format_detect`); only its first ``nrows`` rows when given (the import page's preview).
+    :func:`table_format_detect`); only its first ``nrows`` rows when given (the import page's draft and preview):
+    CSV, TSV, JSONL and JSON files are then read no further than those rows, Parquet only its first row group,
+    a ``datasets`` folder only those rows of its memory-mapped Arrow files.
 
     Raises:
         ImportFormatError: naming the file and, where known, the line: unknown format, not UTF-8, malformed CSV,
