@@ -5,11 +5,15 @@ run against old code that would connect: while it is active, a Python socket may
 address, and a host name resolves only if it is ``localhost`` or the test gave it answers with
 ``network_guard.resolves(name, [addresses, ...])`` (one list per lookup, the last one repeated: a DNS answer that
 changes). Every refused connection is recorded in ``network_guard.refused``.
+
+``admin_browser``: the test client logged in as an admin, with media and imports in the test's own folder.
 """
 import ipaddress
 import socket
 
 import pytest
+
+from tests.factories import UserFactory
 
 
 class NetworkGuard:
@@ -70,3 +74,11 @@ def network_guard(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     yield guard
+
+
+@pytest.fixture
+def admin_browser(client, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.IMPORT_DIR = tmp_path / "media" / "imports"
+    client.force_login(UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"]))
+    return client

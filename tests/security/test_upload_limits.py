@@ -11,7 +11,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotation.models import TableImport
-from tests.factories import UserFactory
 from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_MAPPING, NEWCOMER_ROWS, records, write_csv
 
 pytestmark = pytest.mark.django_db
@@ -28,48 +27,40 @@ class UnreadableBody:
     readline = read
 
 
-@pytest.fixture
-def admin_client(client, settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.IMPORT_DIR = tmp_path / "media" / "imports"
-    client.force_login(UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"]))
-    return client
-
-
 @pytest.mark.parametrize(("url", "setting"), [
     ("/imports/", "IMPORT_UPLOAD_MAX_BYTES"),
     ("/admin/annotation/audioclip/add/", "AUDIO_UPLOAD_MAX_BYTES"),
     ("/accounts/login/", "REQUEST_BODY_MAX_BYTES"),
 ])
-def test_a_body_over_the_limit_is_refused_before_it_is_read(admin_client, url, setting, settings):
+def test_a_body_over_the_limit_is_refused_before_it_is_read(admin_browser, url, setting, settings):
     declared = getattr(settings, setting) + 2 * 1024 * 1024
-    response = admin_client.generic("POST", url, b"", content_type="multipart/form-data; boundary=x",
+    response = admin_browser.generic("POST", url, b"", content_type="multipart/form-data; boundary=x",
                                     CONTENT_LENGTH=str(declared), **{"wsgi.input": UnreadableBody()})
     assert response.status_code == 413
     assert "over the limit" in response.content.decode() and setting in response.content.decode()
 
 
-def test_an_oversized_table_upload_gets_413_and_nothing_is_stored(admin_client, settings, tmp_path):
+def test_an_oversized_table_upload_gets_413_and_nothing_is_stored(admin_browser, settings, tmp_path):
     settings.IMPORT_UPLOAD_MAX_BYTES = 50_000
     table = write_csv(tmp_path / "big.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS * 3000)  # ~0.5 MB
-    response = admin_client.post(reverse("annotation:imports"), {
+    response = admin_browser.post(reverse("annotation:imports"), {
         "benchmark_name": "B", "upload": SimpleUploadedFile(table.name, table.read_bytes())})
     assert response.status_code == 413
     assert not TableImport.objects.exists() and not (Path(settings.IMPORT_DIR)).exists()
 
 
-def test_the_mapping_upload_has_a_limit_checked_before_it_is_read(admin_client, settings, tmp_path):
+def test_the_mapping_upload_has_a_limit_checked_before_it_is_read(admin_browser, settings, tmp_path):
     settings.IMPORT_MAPPING_MAX_BYTES = 2000
     table = write_csv(tmp_path / "t.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS)
     mapping = json.dumps(NEWCOMER_MAPPING) + " " * 5000  # valid JSON, too large
-    page = admin_client.post(reverse("annotation:imports"), {
+    page = admin_browser.post(reverse("annotation:imports"), {
         "benchmark_name": "B", "upload": SimpleUploadedFile(table.name, table.read_bytes()),
         "mapping_upload": SimpleUploadedFile("mapping.json", mapping.encode())}).content.decode()
     assert "over the limit of 2000 bytes for a mapping (IMPORT_MAPPING_MAX_BYTES)" in page
     assert not TableImport.objects.exists()
 
 
-def test_the_draft_reads_only_the_head_of_a_large_json_table(admin_client, tmp_path):
+def test_the_draft_reads_only_the_head_of_a_large_json_table(admin_browser, tmp_path):
     """The whole JSON list was parsed in the web request; now only its first rows are, and the rest — here
     truncated, which a full read would refuse — is left to the validation, which counts the rows."""
     rows = records(NEWCOMER_COLUMNS, NEWCOMER_ROWS * 1000)  # 9000 rows
@@ -77,7 +68,7 @@ def test_the_draft_reads_only_the_head_of_a_large_json_table(admin_client, tmp_p
     cut = text[: text.index("},", len(text) * 2 // 3) + 2] + '{"question": "unfinished'  # broken after ~6000 rows
     path = tmp_path / "big.json"
     path.write_text(cut)
-    response = admin_client.post(reverse("annotation:imports"), {
+    response = admin_browser.post(reverse("annotation:imports"), {
         "benchmark_name": "B", "upload": SimpleUploadedFile(path.name, path.read_bytes())})
     assert response.status_code == 302
     record = TableImport.objects.get()
