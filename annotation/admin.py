@@ -143,14 +143,15 @@ class JobAdmin(ReadOnlyAdmin):
 
 
 @admin.register(TableImport)
-class TableImportAdmin(admin.ModelAdmin):
-    """Table imports: mapped on the "New benchmark / Add data" page, recorded by ``import_table`` too."""
+class TableImportAdmin(ReadOnlyAdmin):
+    """Table imports are made on the "New benchmark / Add data" page (and recorded by ``import_table``): shown here,
+    never added or changed, because their ``file_path``, ``audio_root``, ``source`` and ``mapping`` are read by the
+    import page's preview, player and jobs, and the page admits only uploads, downloads it checked and paths inside
+    ``IMPORT_SERVER_DIRS`` (an edit here pointed a draft at ``/etc/passwd``; issue #34 item 3)."""
 
     list_display = ["id", "source", "benchmark_name", "file_format", "rows", "imported_at", "created_by"]
     list_filter = ["file_format", "source_kind"]
     search_fields = ["source", "benchmark_name"]
-    raw_id_fields = ["benchmark", "job", "created_by"]
-    readonly_fields = ["columns", "summary", "imported_at"]
 
 
 @admin.register(ImportAccount)

@@ -113,13 +113,14 @@ class RatingFactory(factory.django.DjangoModelFactory):
 
 
 class AudioClipFactory(factory.django.DjangoModelFactory):
-    """An audio clip whose stored file holds ``data`` (placeholder bytes unless given); sha256 matches them."""
+    """An audio clip whose stored file holds ``data`` (placeholder bytes behind a WAV header unless given, so
+    ``/audio/`` sniffs them as WAV); sha256 matches them."""
 
     class Meta:
         model = AudioClip
         exclude = ("data",)
 
-    data = factory.Sequence(lambda n: b"RIFF" + bytes(range(256)) * 16 + str(n).encode())
+    data = factory.Sequence(lambda n: b"RIFF\x00\x00\x00\x00WAVE" + bytes(range(256)) * 16 + str(n).encode())
     file = factory.LazyAttribute(lambda o: ContentFile(o.data, name="clip.wav"))
     sha256 = factory.LazyAttribute(lambda o: hashlib.sha256(o.data).hexdigest())
     original_name = "clip.wav"

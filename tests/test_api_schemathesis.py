@@ -3,6 +3,7 @@
 Bounded: a few examples per operation (``SCHEMATHESIS_MAX_EXAMPLES``, default 2), as an admin with a token, so every
 operation is reachable; the whole run stays well under a minute.
 """
+import json
 import os
 
 import pytest
@@ -15,7 +16,20 @@ from rest_framework.authtoken.models import Token
 from config.wsgi import application
 from tests.factories import RatingFactory, UserFactory
 
-schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+
+def _schema():
+    """The schema ``/api/schema/`` serves (to logged-in users only), made in-process by drf-spectacular's generator,
+    with the WSGI app to call."""
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.renderers import OpenApiJsonRenderer
+
+    raw = json.loads(OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True)))
+    loaded = schemathesis.openapi.from_dict(raw)
+    loaded.app = application
+    return loaded
+
+
+schema = _schema()
 
 
 @pytest.fixture(autouse=True)

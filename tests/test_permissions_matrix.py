@@ -60,9 +60,9 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("login", "GET"): row(ALL),
     ("logout", "POST"): row(ALL),
     ("api-token", "POST"): row(ALL),
-    ("api-schema", "GET"): row(ALL),
-    ("api-docs", "GET"): row(ALL),
-    ("api-redoc", "GET"): row(ALL),
+    ("api-schema", "GET"): row(RATERS),  # behind login (issue #34): any signed-in user
+    ("api-docs", "GET"): row(RATERS),
+    ("api-redoc", "GET"): row(RATERS),
     # Workbench (annotation): every role rates; an assignment is its owner's only.
     ("annotation:home", "GET"): row(RATERS),
     ("annotation:next", "GET"): row(RATERS),

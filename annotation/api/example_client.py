@@ -4,10 +4,12 @@ Run against a running platform::
 
     python -m annotation.api.example_client --base-url http://127.0.0.1:8000 --username annotator1 --password orca-demo
 
-It downloads ``/api/schema/`` (OpenAPI 3, JSON), finds each operation by its ``operationId`` (no path is written
-here), gets a token (``auth_token_create``), asks the queue for the next item (``assignments_next_create``), submits
-a rating for it (``ratings_create``, score 1–5 and feedback codes from ORCA paper, Appendix A) and lists the
-questions it may read (``questions_list``: an annotator's own items). It prints one JSON object with what it did.
+It gets a token from ``/api/auth/token/`` (the one path written here: the schema is served to logged-in users
+only), downloads ``/api/schema/`` (OpenAPI 3, JSON), finds each operation by its ``operationId``, checks the token
+operation is the one it used (``auth_token_create``), asks the queue for the next item
+(``assignments_next_create``), submits a rating for it (``ratings_create``, score 1–5 and feedback codes from ORCA
+paper, Appendix A) and lists the questions it may read (``questions_list``: an annotator's own items). It prints
+one JSON object with what it did.
 Standard library only (urllib), so any Python 3.11 can run it without installing this project. No Django import.
 
 Exit status: 0 on success (including "nothing left to rate"), 1 when a request fails (the HTTP status and the
@@ -23,6 +25,8 @@ import urllib.parse
 import urllib.request
 
 SCHEMA_PATH = "/api/schema/"
+#: Where a token is had: the only path written here, because the schema needs a login to be read.
+TOKEN_PATH = "/api/auth/token/"
 #: The operations this client uses, by operationId (drf-spectacular names them <resource>_<action>).
 OPERATIONS = ("auth_token_create", "questions_list", "assignments_next_create", "ratings_create")
 
@@ -34,10 +38,11 @@ class ApiError(RuntimeError):
 class SchemaClient:
     """Calls operations of an OpenAPI 3 schema by operationId, with token authentication once logged in."""
 
-    def __init__(self, *, base_url: str, timeout_s: float = 30.0):
+    def __init__(self, *, base_url: str, username: str, password: str, timeout_s: float = 30.0):
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.token: str | None = None
+        self.token = self._request("POST", TOKEN_PATH, body={"username": username, "password": password})[1]["token"]
         self.schema = self._request("GET", SCHEMA_PATH, accept="application/vnd.oai.openapi+json")[1]
         self.operations: dict[str, tuple[str, str, dict]] = {}
         for path, item in self.schema.get("paths", {}).items():
@@ -45,6 +50,9 @@ class SchemaClient:
                 if isinstance(operation, dict) and "operationId" in operation:
                     self.operations[operation["operationId"]] = (method.upper(), path, operation)
         missing = [name for name in OPERATIONS if name not in self.operations]
+        if "auth_token_create" in self.operations and self.operations["auth_token_create"][1] != TOKEN_PATH:
+            raise ApiError(f"the schema at {self.base_url}{SCHEMA_PATH} moved auth_token_create away from "
+                           f"{TOKEN_PATH}")
         if missing:
             raise ApiError(f"the schema at {self.base_url}{SCHEMA_PATH} has no operation {', '.join(missing)}")
 
@@ -95,9 +103,7 @@ def rate_one_item(*, base_url: str, username: str, password: str, score: int = 4
     Raises:
         ApiError: the schema lacks an operation, or a request failed (e.g. HTTP 400 for wrong credentials).
     """
-    client = SchemaClient(base_url=base_url)
-    _, token = client.call("auth_token_create", body={"username": username, "password": password})
-    client.token = token["token"]
+    client = SchemaClient(base_url=base_url, username=username, password=password)
 
     rated = None
     status, assignment = client.call("assignments_next_create", body={})

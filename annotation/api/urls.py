@@ -1,4 +1,6 @@
-"""``/api/``: the annotation resources, the token endpoint, the OpenAPI schema and its UIs (served locally)."""
+"""``/api/``: the annotation resources, the token endpoint, the OpenAPI schema and its UIs (served locally, to
+people logged in only)."""
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
@@ -20,7 +22,10 @@ router.register("audit-events", views.AuditEventViewSet, basename="api-audit-eve
 urlpatterns = [
     path("auth/token/", views.TokenObtainView.as_view(), name="api-token"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),  # CSP: no inline JS
-    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # Schema and docs for people logged in (SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"]); the docs pages send an
+    # anonymous browser to the login page.
+    path("docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+         name="api-docs"),  # CSP: no inline JS
+    path("redoc/", login_required(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("", include(router.urls)),
 ]

@@ -65,6 +65,15 @@ class StudyLink:
         return _username(param=self.study.participant_param, participant_id=self.participant_id)
 
 
+def participant_id_normalise(*, study: Study, value: str) -> str:
+    """A platform id (participant, study or session id) as the platform writes it, so one person is one id: trimmed,
+    and for Prolific (24 hexadecimal characters, case-insensitive) in lower case, the way Prolific writes its ids.
+    Other platforms' ids are kept as typed (MTurk worker ids and most others are case-sensitive). Used before an id
+    is matched, signed, turned into an account name or stored."""
+    value = (value or "").strip()
+    return value.lower() if study.platform == Study.Platform.PROLIFIC else value
+
+
 def _username(*, param: str, participant_id: str) -> str:
     digest = hashlib.sha256(f"{param}:{participant_id}".encode()).hexdigest()[:20]
     return f"crowd-{digest}"
@@ -94,16 +103,18 @@ def study_link_check(*, slug: str, params) -> StudyLink:
     if study is None or not study.is_enabled:
         raise StudyEntryRefused(f"study {slug!r} does not exist or is not enabled")
     pattern = study.id_pattern()
-    participant_id = (params.get(study.participant_param) or "").strip()
+    participant_id = participant_id_normalise(study=study, value=params.get(study.participant_param))
     if not pattern.match(participant_id):
         raise StudyEntryRefused(f"study {slug!r}: missing or malformed {study.participant_param}")
-    external = (params.get(study.study_param) or "").strip()
-    if external != study.external_study_id:  # an enabled study always has one (study_enabled_needs_id_and_cap)
+    external = participant_id_normalise(study=study, value=params.get(study.study_param))
+    # an enabled study always has one (study_enabled_needs_id_and_cap)
+    if external != participant_id_normalise(study=study, value=study.external_study_id):
         raise StudyEntryRefused(f"study {slug!r}: {study.study_param} is not this study's id")
     if study.signed_links and not constant_time_compare(
             str(params.get(SIGNATURE_PARAM) or ""), study_link_signature(study=study, participant_id=participant_id)):
         raise StudyEntryRefused(f"study {slug!r}: missing or wrong {SIGNATURE_PARAM}")
-    session = (params.get(study.session_param) or "").strip() if study.session_param else ""
+    session = participant_id_normalise(study=study, value=params.get(study.session_param)) \
+        if study.session_param else ""
     if session and not GENERIC_ID_RE.match(session):  # stored only: any platform's session id format will do
         raise StudyEntryRefused(f"study {slug!r}: malformed {study.session_param}")
     return StudyLink(study=study, participant_id=participant_id, external_study_id=external, session_id=session)
@@ -113,7 +124,9 @@ def study_link_signature(*, study: Study, participant_id: str) -> str:
     """The ``sig`` of ``participant_id``'s entry link to ``study``: HMAC-SHA256 (Django's ``salted_hmac`` with
     ``SECRET_KEY``, salted per study) of the participant id and the study's platform id, 64 hex characters. A new
     ``SECRET_KEY`` or study id makes every signed link of the study invalid."""
-    return salted_hmac(f"orca.study-link.{study.pk}", f"{participant_id}\n{study.external_study_id}",
+    participant_id = participant_id_normalise(study=study, value=participant_id)
+    external = participant_id_normalise(study=study, value=study.external_study_id)
+    return salted_hmac(f"orca.study-link.{study.pk}", f"{participant_id}\n{external}",
                        algorithm="sha256").hexdigest()
 
 
@@ -124,7 +137,8 @@ def study_signed_links(*, study: Study, base_url: str, participant_ids: list[str
     Raises:
         ValidationError: ``{"participant_ids": ...}`` naming the ids that are not the platform's.
     """
-    ids = list(dict.fromkeys(pid.strip() for pid in participant_ids if pid.strip()))
+    ids = list(dict.fromkeys(participant_id_normalise(study=study, value=pid) for pid in participant_ids
+                             if pid.strip()))
     bad = [pid for pid in ids if not study.id_pattern().match(pid)]
     if bad:
         raise ValidationError({"participant_ids": "Not a participant id on this study's platform: "
@@ -154,7 +168,11 @@ def study_enter(*, slug: str, params) -> StudyParticipant:
     now = timezone.now()
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=link.study.pk)  # serialises the cap check
-        existing = StudyParticipant.objects.filter(study=locked, participant_id=link.participant_id).first()
+        same = StudyParticipant.objects.filter(study=locked)
+        # Prolific ids match whatever their case, also rows stored as typed before ids were normalised.
+        same = same.filter(participant_id__iexact=link.participant_id) if locked.platform == Study.Platform.PROLIFIC \
+            else same.filter(participant_id=link.participant_id)
+        existing = same.order_by("joined_at").first()
         if existing is not None:
             existing.session_id, existing.last_seen_at = link.session_id or existing.session_id, now
             existing.save(update_fields=["session_id", "last_seen_at"])

@@ -53,6 +53,10 @@ def _map_error(error: Exception, *, what: str) -> Exception:
             return TransientProviderError(message, retry_after_s=retry_after_seconds(headers))
         return PermanentProviderError(message)
     if isinstance(error, _transport_errors()):
+        from annotation.outbound import connect_refusal
+
+        if refusal := connect_refusal(error):  # the address is not allowed: no retry will change that
+            return PermanentProviderError(f"Gemini {what}: {refusal}")
         return TransientProviderError(f"Gemini {what}: {type(error).__name__}: {error}")
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError, AttributeError)):
         return PermanentProviderError(f"Gemini {what}: malformed reply ({type(error).__name__}: {error})")
@@ -65,7 +69,12 @@ class GeminiAudioChat:
     Args:
         api_key: the Gemini API key. base_url: '' for Google's endpoint, or another server (tests, proxies).
         model: e.g. ``gemini-2.5-flash``. timeout_s: per request. policy/limiter: retries and rate limit.
+
+    ``guarded`` (set by :func:`annotation.providers.setup.chat_for` for a row's own base URL): the client connects
+    only to addresses :func:`annotation.outbound.guarded_transport` allows.
     """
+
+    guarded = False
 
     def __init__(
         self,
@@ -91,8 +100,13 @@ class GeminiAudioChat:
         from google.genai import types
 
         # No redirects: an allowed host must not bounce the request, and its key, elsewhere (providers.setup).
+        client_args = {"follow_redirects": False}
+        if self.guarded:  # a base URL typed into a row: connect only to addresses annotation.outbound allows
+            from annotation.outbound import guarded_transport
+
+            client_args["transport"] = guarded_transport()
         options = types.HttpOptions(timeout=int(self.timeout_s * 1000), base_url=self.base_url or None,
-                                    client_args={"follow_redirects": False})
+                                    client_args=client_args)
         return genai.Client(api_key=self.api_key, http_options=options)
 
     def _call(self, fn, *, what: str):

@@ -29,7 +29,13 @@ def _map_error(error: Exception) -> Exception:
             return TransientProviderError(message, retry_after_s=retry_after_seconds(error.response.headers))
         return PermanentProviderError(message)
     if isinstance(error, (openai.APITimeoutError, openai.APIConnectionError)):
-        return TransientProviderError(f"OpenAI-compatible server: {type(error).__name__}: {error}")
+        from annotation.outbound import connect_error_detail, connect_refusal
+
+        if refusal := connect_refusal(error):  # the address is not allowed: no retry will change that
+            return PermanentProviderError(f"OpenAI-compatible server: {refusal}")
+        detail = connect_error_detail(error)
+        return TransientProviderError(f"OpenAI-compatible server: {type(error).__name__}: {error}"
+                                      + (f" ({detail})" if detail and detail not in str(error) else ""))
     if isinstance(
         error, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError, AttributeError)
     ):
@@ -51,7 +57,12 @@ class OpenAICompatAudioChat:
         base_url: e.g. ``http://gpu-box:8000/v1``. api_key: '' when the server needs none. model: served name.
         audio_input: send the clip (default); False sends the prompt alone, for a text-only model (a baseline,
             or a text LLM on a server such as llama.cpp that accepts no ``input_audio`` parts).
+
+    ``guarded`` (set by :func:`annotation.providers.setup.chat_for` for a row's own base URL): the client connects
+    only to addresses :func:`annotation.outbound.guarded_transport` allows.
     """
+
+    guarded = False
 
     def __init__(
         self,
@@ -89,9 +100,14 @@ class OpenAICompatAudioChat:
         import openai
 
         # No redirects: an allowed host must not bounce the request, and its key, elsewhere (providers.setup).
+        transport = {}
+        if self.guarded:  # a base URL typed into a row: connect only to addresses annotation.outbound allows
+            from annotation.outbound import guarded_transport
+
+            transport["transport"] = guarded_transport(library="httpx2")  # the openai client's httpx fork
         client = openai.OpenAI(
             base_url=self.base_url, api_key=self.api_key or "not-needed", max_retries=0, timeout=self.timeout_s,
-            http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=self.timeout_s),
+            http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=self.timeout_s, **transport),
         )
         if self.temperature is not None:
             extra.setdefault("temperature", self.temperature)

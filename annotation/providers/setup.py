@@ -11,19 +11,22 @@ The rules (README, "Security and integrity"):
   the database) and must match ``PROVIDER_API_KEY_ENV_PATTERN`` (shell glob, default ``*_API_KEY``), so
   ``DATABASE_URL`` or ``DJANGO_SECRET_KEY`` can never be sent. Checked when a row is saved (the models' ``clean``)
   and again at use.
-* **Keys are bound to hosts.** A provider's default key (``GEMINI_API_KEY``, ``OPENAI_COMPAT_API_KEY``) is sent
-  only to its default host — Google's endpoint or ``GEMINI_BASE_URL``'s host; ``OPENAI_COMPAT_BASE_URL``'s host —
-  or to the hosts ``PROVIDER_KEY_HOSTS`` binds to it. Another variable listed there is bound the same way (to its
-  listed hosts only); a variable not listed is sent wherever its row points. A row that relies on the default key
+* **Keys are bound to hosts, fail closed.** A provider's default key (``GEMINI_API_KEY``, ``OPENAI_COMPAT_API_KEY``)
+  is sent only to its default server — Google's endpoint or ``GEMINI_BASE_URL``; ``OPENAI_COMPAT_BASE_URL``, each
+  with its scheme, host and port — or to the hosts ``PROVIDER_KEY_HOSTS`` binds to it. Another variable is sent
+  only to the hosts that setting lists for it: a variable it does not list goes nowhere. A listed host gets the
+  key over https only, or over http when the host is private and ``PROVIDER_PRIVATE_NETWORKS`` allows it (a lab
+  server), so ``http://bound-host:443`` never carries a key unencrypted. A row that relies on the default key
   and points elsewhere gets no key (an OpenAI-compatible server that needs none still works; Gemini, which needs
-  one, is unavailable with the reason); a row that *names* a bound variable and points elsewhere is refused.
-* **No private hosts from the browser.** A ``base_url`` typed into a row (form, admin, API) may not point at a
-  private, loopback, link-local, multicast or reserved address unless ``PROVIDER_PRIVATE_NETWORKS`` lists its
-  network (local model servers, e.g. llama.cpp on 127.0.0.1, are a real use: list ``127.0.0.0/8``). Host names are
-  resolved and every address is checked (:func:`annotation.outbound.url_address_problem`, the check the table
-  importer's downloads use too). The operator's own ``GEMINI_BASE_URL`` and ``OPENAI_COMPAT_BASE_URL``
-  are trusted as configured. Clients do not follow redirects, so an allowed host cannot bounce a request (and its
-  key) elsewhere. Not covered: a host name whose DNS answer changes between the check and the request.
+  one, is unavailable with the reason); a row that *names* a variable and points where it may not go is refused.
+* **No private hosts from the browser.** A ``base_url`` typed into a row (form, admin, API) may reach only globally
+  routable addresses unless ``PROVIDER_PRIVATE_NETWORKS`` lists the network (local model servers, e.g. llama.cpp on
+  127.0.0.1, are a real use: list ``127.0.0.0/8``). The form checks every address the host resolves to
+  (:func:`annotation.outbound.url_address_problem`; a host that does not resolve yet is saved with a note), and the
+  clients check again where they connect (:func:`annotation.outbound.guarded_transport`: the addresses really
+  connected to, for every request), so a changed DNS answer cannot point a saved row inward. The operator's own
+  ``GEMINI_BASE_URL`` and ``OPENAI_COMPAT_BASE_URL`` are trusted as configured. Clients do not follow redirects, so
+  an allowed host cannot bounce a request (and its key) elsewhere.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from fnmatch import fnmatchcase
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from annotation.outbound import url_address_problem, url_host
+from annotation.outbound import addresses_problem, url_address_problem, url_host
 
 from .base import Availability, ProviderUnavailable, RateLimiter, RetryPolicy
 
@@ -68,6 +71,8 @@ class Endpoint:
         base_url: the server ('' for Google's endpoint). api_key: the key sent ('' for none).
         key_variable: the variable ``api_key`` came from ('' when no key is sent).
         note: why a default key is not sent ('' otherwise), for the connection test and logs.
+        guarded: the base URL was typed into a row (not the operator's), so its client connects only to the
+            addresses :func:`annotation.outbound.guarded_transport` allows.
     """
 
     provider: str
@@ -76,6 +81,7 @@ class Endpoint:
     api_key: str
     key_variable: str
     note: str = ""
+    guarded: bool = False
 
     @property
     def host(self) -> str:
@@ -148,30 +154,55 @@ def key_host_bindings() -> dict[str, list[tuple[str, int | None]]]:
     return bindings
 
 
-def key_hosts(variable: str) -> list[tuple[str, int | None]] | None:
-    """The hosts the key in ``variable`` may be sent to, or None when it is not bound (a variable that is no
-    provider's default and that ``PROVIDER_KEY_HOSTS`` does not list)."""
-    listed = key_host_bindings().get(variable)
-    defaults: list[tuple[str, int | None]] = []
+def key_hosts(variable: str) -> list[tuple[str, int | None, str]]:
+    """Where the key in ``variable`` may be sent: ``[(host, port or None for any port, scheme or '')]``. A default
+    key variable's own servers carry their scheme (``https`` for Google's endpoint; ``GEMINI_BASE_URL``'s and
+    ``OPENAI_COMPAT_BASE_URL``'s as the operator wrote them); hosts of ``PROVIDER_KEY_HOSTS`` carry '' (https, or
+    http to a private host ``PROVIDER_PRIVATE_NETWORKS`` allows). Empty for a variable that is no provider's default
+    and that ``PROVIDER_KEY_HOSTS`` does not list: its key goes nowhere (fail closed)."""
+    def server(url: str) -> tuple[str, int | None, str]:
+        return (*url_host(url), url.strip().split(":", 1)[0].lower())
+
+    listed = [(host, port, "") for host, port in key_host_bindings().get(variable, [])]
+    defaults: list[tuple[str, int | None, str]] = []
     if variable == DEFAULT_KEY_VARIABLE[GEMINI]:
-        defaults.append(url_host(GEMINI_DEFAULT_URL))
+        defaults.append(server(GEMINI_DEFAULT_URL))
         if settings.GEMINI_BASE_URL:
-            defaults.append(url_host(settings.GEMINI_BASE_URL))
-    elif variable == DEFAULT_KEY_VARIABLE[OPENAI]:
-        if settings.OPENAI_COMPAT_BASE_URL:
-            defaults.append(url_host(settings.OPENAI_COMPAT_BASE_URL))
-    else:
-        return listed
-    return defaults + (listed or [])
+            defaults.append(server(settings.GEMINI_BASE_URL))
+    elif variable == DEFAULT_KEY_VARIABLE[OPENAI] and settings.OPENAI_COMPAT_BASE_URL:
+        defaults.append(server(settings.OPENAI_COMPAT_BASE_URL))
+    return defaults + listed
+
+
+def _private_and_allowed(host: str, port: int) -> bool:
+    """True when every address of ``host`` is a private one that ``PROVIDER_PRIVATE_NETWORKS`` lists."""
+    from annotation.outbound import _is_public, _resolve
+
+    try:
+        addresses = _resolve(host, port)
+    except (OSError, UnicodeError):
+        return False
+    return bool(addresses) and not any(_is_public(a) for a in addresses) and not addresses_problem(host, addresses)
 
 
 def key_may_go_to(*, variable: str, url: str) -> bool:
-    """True when the key in ``variable`` may be sent to ``url`` (see the module docstring)."""
-    bound = key_hosts(variable)
-    if bound is None:
-        return True
+    """True when the key in ``variable`` may be sent to ``url``: a server of :func:`key_hosts` with the same host
+    and port, and the same scheme where it has one, else https (http only to a private host that
+    ``PROVIDER_PRIVATE_NETWORKS`` allows)."""
     host, port = url_host(url)
-    return any(host == h and (p is None or p == port) for h, p in bound)
+    scheme = url.strip().split(":", 1)[0].lower()
+    for bound_host, bound_port, bound_scheme in key_hosts(variable):
+        if host != bound_host or (bound_port is not None and bound_port != port):
+            continue
+        if scheme == bound_scheme or (not bound_scheme and (
+                scheme == "https" or _private_and_allowed(host, port))):
+            return True
+    return False
+
+
+def _binding_label(host: str, port: int | None, scheme: str) -> str:
+    label = _host_label(host, port) if port else host
+    return f"{scheme}://{label}" if scheme else f"{label} (https, or http on an allowed private network)"
 
 
 # --- the endpoint ---------------------------------------------------------------------------------------------
@@ -207,7 +238,7 @@ def endpoint_resolve(*, provider: str, conf: dict | None = None, model: str = ""
     if error := api_key_env_error(conf):
         raise ProviderSetupError(error, field="api_key_env")
     row_url = str(conf.get("base_url") or "").strip()
-    if row_url and (problem := url_address_problem(row_url)):
+    if row_url and (problem := url_address_problem(row_url, unresolved_ok=True)):
         raise ProviderSetupError(f"base_url {row_url!r}: {problem}", field="base_url")
     base_url = row_url or default_base_url(provider)
     model = model or str(conf.get("model") or "") or default_model(provider)
@@ -220,16 +251,18 @@ def endpoint_resolve(*, provider: str, conf: dict | None = None, model: str = ""
     key, note = key_value(variable), ""
     target = base_url or GEMINI_DEFAULT_URL
     if key and not key_may_go_to(variable=variable, url=target):
-        bound = ", ".join(_host_label(h, p) if p else h for h, p in key_hosts(variable) or [])
-        note = (f"{variable} is not sent to {_host_label(*url_host(target))}: it is bound to {bound or 'no host'} "
-                "(PROVIDER_KEY_HOSTS binds further hosts to a key variable)")
+        bound = ", ".join(_binding_label(*binding) for binding in key_hosts(variable))
+        over = " over http" if target.lower().startswith("http:") else ""
+        note = (f"{variable} is not sent to {_host_label(*url_host(target))}{over}: it is bound to "
+                f"{bound or 'no host'} "
+                f"(PROVIDER_KEY_HOSTS binds hosts to a key variable, e.g. {variable}=api.example.com)")
         if named:
             raise ProviderSetupError(note, field="api_key_env")
         key = ""
     if provider == GEMINI and not key:
         raise ProviderSetupError(note or f"{variable} is not set", field="api_key_env")
     return Endpoint(provider=provider, model=model, base_url=base_url, api_key=key,
-                    key_variable=variable if key else "", note=note)
+                    key_variable=variable if key else "", note=note, guarded=bool(row_url))
 
 
 def endpoint_label(endpoint: Endpoint) -> str:
@@ -271,9 +304,12 @@ def chat_for(endpoint: Endpoint, *, conf: dict | None = None, temperature: float
     if endpoint.provider == GEMINI:
         per_minute = conf.get("requests_per_minute", settings.GEMINI_REQUESTS_PER_MINUTE)
         limiter = RateLimiter(key="gemini", per_minute=int(per_minute))
-        return GeminiAudioChat(base_url=endpoint.base_url, limiter=limiter, **common)
-    per_minute = conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)
-    return OpenAICompatAudioChat(
-        base_url=endpoint.base_url, max_tokens=max_tokens, audio_input=audio_input,
-        limiter=RateLimiter(key=f"openai:{endpoint.base_url}", per_minute=int(per_minute)), **common,
-    )
+        chat = GeminiAudioChat(base_url=endpoint.base_url, limiter=limiter, **common)
+    else:
+        per_minute = conf.get("requests_per_minute", settings.OPENAI_COMPAT_REQUESTS_PER_MINUTE)
+        chat = OpenAICompatAudioChat(
+            base_url=endpoint.base_url, max_tokens=max_tokens, audio_input=audio_input,
+            limiter=RateLimiter(key=f"openai:{endpoint.base_url}", per_minute=int(per_minute)), **common,
+        )
+    chat.guarded = endpoint.guarded  # a typed base URL: connect only where annotation.outbound allows
+    return chat

@@ -143,6 +143,33 @@ def password_link_path(*, user) -> str:
     return reverse("password-set", args=[uid, default_token_generator.make_token(user)])
 
 
+class PasswordLinkNeedsConfirmation(Exception):
+    """:func:`password_link_mint` for another admin's account: the acting admin must confirm first."""
+
+
+def password_link_mint(*, user, actor, confirmed: bool = False) -> str:
+    """A new one-time password link for ``user`` made by the admin ``actor`` (:func:`password_link_path`), written
+    to the audit log (``user.password_link``, with whether the account had a usable password: such a link lets its
+    holder replace a working password, i.e. take the account over).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an admin.
+        PasswordLinkNeedsConfirmation: ``user`` is another admin and ``confirmed`` is false (nothing is made or
+            audited; the page asks the actor to confirm).
+    """
+    from annotation.access import has_role
+    from annotation.services.audit import audit_record
+
+    require_role(actor, ADMIN)
+    if user.pk != actor.pk and has_role(user, ADMIN) and not confirmed:
+        raise PasswordLinkNeedsConfirmation(user.get_username())
+    path = password_link_path(user=user)
+    audit_record(actor=actor, action="user.password_link", obj=user, new={
+        "user": user.get_username(), "role": user_role_of(user), "had_usable_password": user.has_usable_password(),
+        "confirmed": bool(confirmed)})
+    return path
+
+
 # --- bulk invitations ---------------------------------------------------------------------------------------------
 #: Columns of an invitation CSV: ``email`` or ``username`` (at least one), ``role``; ``benchmarks`` (names separated
 #: by ";") makes the user a member of those benchmarks (``annotation.teams``).

@@ -1,6 +1,6 @@
 """Audio clips: one stored file per content, with its duration, sample rate and channels read by soundfile."""
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import soundfile
 from django.core.files import File
@@ -23,33 +23,56 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def audio_file_info(*, path: Path):
+#: The audio types libsndfile reports (``soundfile.info(...).format``) for each sniffed type.
+_DECODES_AS = {"WAV": {"WAV", "WAVEX"}, "FLAC": {"FLAC"}, "OGG": {"OGG"}, "MP3": {"MP3", "MPEG"}}
+
+
+def audio_file_info(*, path: Path, name: str = ""):
     """The header of an audio file as libsndfile reads it (``soundfile.info``: ``frames``, ``samplerate``,
-    ``channels``, ``format``), without storing anything.
+    ``channels``, ``format``), without storing anything. Only WAV, FLAC, Ogg and MP3 are accepted: the type is
+    sniffed from the first bytes (:func:`audio_format_sniff`, never from the file name) and libsndfile must read
+    the file as that same type. ``name``: the file's name in messages (default: ``path``'s).
 
     Raises:
-        AudioReadError: soundfile cannot read the file as audio.
+        AudioReadError: bytes of no accepted type, or soundfile cannot read the file as that type.
     """
+    name = name or Path(path).name
     try:
-        return soundfile.info(str(path))
+        with Path(path).open("rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise AudioReadError(f"{name}: not readable as audio ({exc})") from exc
+    sniffed = audio_format_sniff(head=head)
+    if sniffed is None:
+        raise AudioReadError(f"{name}: not readable as audio: not a WAV, FLAC, Ogg or MP3 file (it starts with "
+                             f"bytes {head[:8].hex()})")
+    try:
+        info = soundfile.info(str(path))
     except RuntimeError as exc:  # soundfile.LibsndfileError subclasses RuntimeError
-        raise AudioReadError(f"{Path(path).name}: not readable as audio ({exc})") from exc
+        raise AudioReadError(f"{name}: not readable as audio ({exc})") from exc
+    if info.format not in _DECODES_AS[sniffed]:
+        raise AudioReadError(f"{name}: not readable as audio: the bytes look like {sniffed} but decode as "
+                             f"{info.format}")
+    return info
 
 
-def audio_clip_from_path(*, path: Path, stored_name: str = "") -> AudioClip:
+def audio_clip_from_path(*, path: Path, stored_name: str = "", original_name: str = "") -> AudioClip:
     """Return the ``AudioClip`` holding the bytes of ``path``, copying the file into storage if it is new.
 
     Clips are deduplicated by the SHA-256 of the file's bytes: a file already stored (under any name) returns the
     existing row unchanged. A new clip gets ``duration_s`` (seconds, float), ``sample_rate`` (Hz) and ``channels``
-    from the file's header, and ``original_name`` = the file's name. ``stored_name``: the file already is in the
-    storage under this name (a table import's object-storage key; ``path`` is a local copy), so the clip points
-    at it instead of storing a second copy.
+    from the file's header, and ``original_name`` = ``original_name`` or the file's name (shown only). It is stored
+    as ``<sha256>.<extension of its sniffed type>`` (``wav``, ``flac``, ``ogg``, ``mp3``), never under a name from
+    the file or a table, so a clip named ``page.html`` is stored and served as the audio it is.
+    ``stored_name``: the file already is in the storage under this name (a table import's object-storage key;
+    ``path`` is a local copy), so the clip points at it instead of storing a second copy — only when that name
+    ends with the sniffed type's extension, else the clip is stored under its safe name.
 
     Call inside the caller's transaction; note that a rollback does not remove a copied file from storage (the
     importers delete the files of clips they created when their import fails).
 
     Raises:
-        AudioReadError: soundfile cannot read the file as audio.
+        AudioReadError: the bytes are no WAV, FLAC, Ogg or MP3, or soundfile cannot read them as that type.
         OSError: the file cannot be opened.
     """
     path = Path(path)
@@ -57,21 +80,27 @@ def audio_clip_from_path(*, path: Path, stored_name: str = "") -> AudioClip:
     existing = AudioClip.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing
-    info = audio_file_info(path=path)
+    name = original_name or path.name
+    info = audio_file_info(path=path, name=name)
+    extension = _extension_of(info.format)
     clip = AudioClip(
-        original_name=path.name,
+        original_name=name[:500],
         sha256=sha256,
         duration_s=info.frames / info.samplerate,
         sample_rate=info.samplerate,
         channels=info.channels,
     )
-    if stored_name:
+    if stored_name and PurePosixPath(stored_name).suffix.lower() == f".{extension}":
         clip.file.name = stored_name
     else:
         with path.open("rb") as fh:
-            clip.file.save(path.name, File(fh), save=False)
+            clip.file.save(f"{sha256}.{extension}", File(fh), save=False)
     clip.save()
     return clip
+
+
+def _extension_of(decoded_format: str) -> str:
+    return next(UPLOAD_FORMATS[sniffed] for sniffed, formats in _DECODES_AS.items() if decoded_format in formats)
 
 
 #: Formats accepted from uploads, sniffed from the first bytes (never from the file name): name -> extension.
@@ -114,7 +143,6 @@ def audio_clip_from_upload(*, upload, max_bytes: int | None = None, max_seconds:
     import tempfile
 
     from django.conf import settings
-    from django.utils.text import get_valid_filename
 
     name = Path(upload.name or "upload").name
     max_bytes = settings.AUDIO_UPLOAD_MAX_BYTES if max_bytes is None else max_bytes
@@ -125,7 +153,6 @@ def audio_clip_from_upload(*, upload, max_bytes: int | None = None, max_seconds:
         raise AudioReadError(f"{name}: {upload.size} bytes is over the upload limit of {max_bytes} bytes")
     with tempfile.TemporaryDirectory(prefix="orca-upload-") as folder:
         head = b""
-        stem = get_valid_filename(Path(name).stem)[:100] or "audio"
         path = Path(folder) / "upload.bin"
         with path.open("wb") as fh:
             for chunk in upload.chunks():
@@ -134,10 +161,10 @@ def audio_clip_from_upload(*, upload, max_bytes: int | None = None, max_seconds:
         sniffed = audio_format_sniff(head=head)
         if sniffed is None:
             raise AudioReadError(f"{name}: not a WAV, FLAC, Ogg or MP3 file (it starts with bytes {head[:8].hex()})")
-        typed = path.rename(Path(folder) / f"{stem}.{UPLOAD_FORMATS[sniffed]}")
+        typed = path.rename(Path(folder) / f"upload.{UPLOAD_FORMATS[sniffed]}")
         try:
             info = soundfile.info(str(typed))
-            if info.format != sniffed:
+            if info.format not in _DECODES_AS[sniffed]:
                 raise AudioReadError(f"{name}: the bytes look like {sniffed} but decode as {info.format}")
             for _ in soundfile.blocks(str(typed), blocksize=1 << 16, dtype="float32"):
                 pass
@@ -148,8 +175,5 @@ def audio_clip_from_upload(*, upload, max_bytes: int | None = None, max_seconds:
         duration_s = info.frames / info.samplerate
         if duration_s > max_seconds:
             raise AudioReadError(f"{name}: {duration_s:.1f} s of audio is over the limit of {max_seconds:g} s")
-        clip = audio_clip_from_path(path=typed)
-    if clip.original_name == typed.name and name != typed.name:
-        AudioClip.objects.filter(pk=clip.pk).update(original_name=name[:500])
-        clip.original_name = name[:500]
+        clip = audio_clip_from_path(path=typed, original_name=name)
     return clip

@@ -26,6 +26,8 @@ from annotation.models import Benchmark
 from annotation.services.accounts import (
     INVITE_COLUMNS,
     InviteError,
+    PasswordLinkNeedsConfirmation,
+    password_link_mint,
     password_link_path,
     role_highest,
     user_active_set,
@@ -158,9 +160,17 @@ def user_active(request: HttpRequest, user_pk: int) -> HttpResponse:
 @require_POST
 @role_required(ADMIN)
 def user_link(request: HttpRequest, user_pk: int) -> HttpResponse:
-    """A new one-time password-setting link for a user, shown once (e.g. a lost invitation)."""
+    """A new one-time password-setting link for a user, shown once (e.g. a lost invitation); audited. For another
+    admin's account the page first asks to confirm (the link can replace that admin's password): the confirmation
+    posts ``confirm`` with the account's username."""
     user = _user(request, user_pk)
-    link = request.build_absolute_uri(password_link_path(user=user))
+    confirmed = request.POST.get("confirm", "") == user.get_username()
+    try:
+        path = password_link_mint(user=user, actor=request.user, confirmed=confirmed)
+    except PasswordLinkNeedsConfirmation:
+        return render(request, "teams/link_confirm.html", {"person": user, "role": user_role_of(user),
+                                                           "has_password": user.has_usable_password()})
+    link = request.build_absolute_uri(path)
     return _links_page(request, rows=[{"user": user, "role": user_role_of(user), "link": link}],
                        title=f"Password link for {user.get_username()}")
 

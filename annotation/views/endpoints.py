@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.access import ADMIN, STAFF, has_role, role_required
 from annotation.forms import form_add_validation_error
 from annotation.models import LALM, ConnectionTest, Judge
+from annotation.outbound import url_unresolved_note
 from annotation.providers.answers import answer_availability
 from annotation.services.endpoints import (
     connection_test_for_staff,
@@ -207,6 +208,8 @@ def _save_from_form(request: HttpRequest, *, form, row, kind: str) -> HttpRespon
             form_add_validation_error(form, error)
         else:
             messages.success(request, f"Saved {saved.name}.")
+            if note := url_unresolved_note(str((saved.settings or {}).get("base_url") or "")):
+                messages.info(request, note)  # saved: the address is checked when a request is made
             return HttpResponseRedirect(reverse(f"annotation:{kind}-edit", args=[saved.pk]))
     return _form_page(request, form=form, row=row, kind=kind, status=400)
 

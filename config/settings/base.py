@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # 413 for a body over the limit of its URL before anything reads it (config/upload_limits.py).
+    "config.upload_limits.RequestBodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
     "config.observability.RequestIdMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -271,6 +273,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema, Swagger UI and Redoc only for people logged in (session or token): the schema lists every
+    # operation and field of the platform (issue #34 item 6; README "REST API").
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "ENUM_NAME_OVERRIDES": {
         "QuestionStatusEnum": "annotation.models.Question.Status",
         "QuestionVersionSourceEnum": "annotation.models.QuestionVersion.Source",
@@ -291,7 +296,8 @@ EXPORT_LEASE_S = env.int("EXPORT_LEASE_S", default=3900)
 # IMPORT_INLINE_MAX_ROWS is checked and imported by a Celery worker (Job kind "import"), smaller ones in the request.
 IMPORT_DIR = Path(env("IMPORT_DIR", default=str(MEDIA_ROOT / "imports")))
 IMPORT_INLINE_MAX_ROWS = env.int("IMPORT_INLINE_MAX_ROWS", default=2000)
-# Largest table (or zip of audio) an admin may upload or fetch from a URL, in bytes.
+# Largest upload request of the import page (table, audio zip and mapping together; 413 before it is read:
+# config/upload_limits.py) and largest URL download, in bytes.
 IMPORT_UPLOAD_MAX_BYTES = env.int("IMPORT_UPLOAD_MAX_BYTES", default=2 * 1024**3)
 # Folders of this server whose files an admin may name on the import page (a table, an audio folder or zip);
 # empty: none (upload or give a URL instead). The import_table command reads any path its user can.
@@ -339,13 +345,15 @@ OPENAI_COMPAT_API_KEY = env("OPENAI_COMPAT_API_KEY", default="")
 # The environment variables an LALM's or judge's settings.api_key_env may name (shell glob, case-sensitive): only
 # these are ever sent to a provider (annotation.providers.setup).
 PROVIDER_API_KEY_ENV_PATTERN = env("PROVIDER_API_KEY_ENV_PATTERN", default="*_API_KEY")
-# Keys are bound to hosts (annotation.providers.setup): GEMINI_API_KEY goes only to Google's endpoint and
-# GEMINI_BASE_URL's host, OPENAI_COMPAT_API_KEY only to OPENAI_COMPAT_BASE_URL's host, plus the hosts listed here;
-# a variable listed here goes only to its hosts. "VAR=host[:port][,host...]" entries separated by spaces, e.g.
+# Keys are bound to hosts (annotation.providers.setup), fail closed: GEMINI_API_KEY goes only to Google's endpoint
+# and GEMINI_BASE_URL, OPENAI_COMPAT_API_KEY only to OPENAI_COMPAT_BASE_URL (each with its scheme), plus the hosts
+# listed here; any other variable only to the hosts listed here for it (not listed: nowhere), over https (http only
+# to a private host PROVIDER_PRIVATE_NETWORKS allows). "VAR=host[:port][,host...]" entries separated by spaces, e.g.
 # "GEMINI_API_KEY=gemini-proxy.lab.org LAB_API_KEY=gpu-box:8000".
 PROVIDER_KEY_HOSTS = env("PROVIDER_KEY_HOSTS", default="")
-# A base_url typed into an LALM or judge, and a table or audio URL the table importer downloads, may reach private,
-# loopback or link-local addresses only in these networks (CIDR, comma-separated; annotation/outbound.py), e.g.
+# A base_url typed into an LALM or judge, and a table or audio URL the table importer downloads, may reach addresses
+# that are not globally routable (private, loopback, link-local, shared 100.64.0.0/10, reserved) only in these
+# networks (CIDR, comma-separated; annotation/outbound.py checks the addresses really connected to), e.g.
 # "127.0.0.0/8" for a llama.cpp or file server on this machine, "10.0.0.0/8" for a lab network.
 PROVIDER_PRIVATE_NETWORKS = env.list("PROVIDER_PRIVATE_NETWORKS", default=[])
 OPENAI_COMPAT_MODEL = env("OPENAI_COMPAT_MODEL", default="")
@@ -486,3 +494,17 @@ CONTENT_SECURITY_POLICY = {
 # Audio uploads (annotation.services.audio.audio_clip_from_upload): largest file in bytes and longest clip in seconds.
 AUDIO_UPLOAD_MAX_BYTES = env.int("AUDIO_UPLOAD_MAX_BYTES", default=50 * 1024 * 1024)
 AUDIO_UPLOAD_MAX_SECONDS = env.float("AUDIO_UPLOAD_MAX_SECONDS", default=600.0)
+
+# --- Security of the import surfaces (issue #34; README "Security and integrity") ---------------------------------
+# Zip files given to the importers (a table zip, an audio zip, a zipped datasets folder; annotation/services/
+# archives.py): more members, or more bytes unpacked in all, refuse the zip; a member is never unpacked under its
+# own name.
+IMPORT_ARCHIVE_MAX_MEMBERS = env.int("IMPORT_ARCHIVE_MAX_MEMBERS", default=200_000)
+IMPORT_ARCHIVE_MAX_BYTES = env.int("IMPORT_ARCHIVE_MAX_BYTES", default=16 * 1024**3)
+# Request bodies (config/upload_limits.py): a request declaring a larger body (Content-Length) is answered 413
+# before anything reads it. The import page's upload (table, audio zip and mapping together) may be
+# IMPORT_UPLOAD_MAX_BYTES, the admin's audio upload AUDIO_UPLOAD_MAX_BYTES, every other request
+# REQUEST_BODY_MAX_BYTES; keep the reverse proxy's limit (docker/nginx.conf: client_max_body_size) at the largest.
+REQUEST_BODY_MAX_BYTES = env.int("REQUEST_BODY_MAX_BYTES", default=10 * 1024 * 1024)
+# A saved mapping (JSON) uploaded with a table: refused above this size before it is read.
+IMPORT_MAPPING_MAX_BYTES = env.int("IMPORT_MAPPING_MAX_BYTES", default=1024 * 1024)

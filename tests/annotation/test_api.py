@@ -55,7 +55,7 @@ def test_a_rating_shows_the_servers_time_on_task_read_only_beside_the_clients():
     assert created["seconds_on_task"] == 1.0 and 42 <= created["server_seconds_on_task"] < 50
     listed = api.get("/api/ratings/").json()["results"][0]
     assert listed["server_seconds_on_task"] == created["server_seconds_on_task"]
-    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     field = schema["components"]["schemas"]["Rating"]["properties"]["server_seconds_on_task"]
     assert field["readOnly"] is True and "measured by the server" in field["description"]
     assert "server_seconds_on_task" not in schema["components"]["schemas"]["RatingSubmitRequest"]["properties"]
@@ -148,8 +148,10 @@ def test_the_token_endpoint_and_the_schema_and_docs_are_served_without_a_cdn():
     client = Client()
     token = client.post("/api/auth/token/", {"username": "ann", "password": "pw"}, content_type="application/json")
     assert token.status_code == 200 and token.json()["token"]
-    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json",
+                        HTTP_AUTHORIZATION=f"Token {token.json()['token']}")  # behind login (tests/security)
     assert schema.status_code == 200 and "/api/ratings/" in schema.json()["paths"]
+    client.force_login(UserFactory(username="ann-docs", roles=["annotator"]))
     for url in ("/api/docs/", "/api/redoc/"):
         page = client.get(url).content.decode()
         assert "cdn.jsdelivr.net" not in page and "/static/drf_spectacular_sidecar/" in page

@@ -15,7 +15,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from rest_framework.authtoken.models import Token
 
 from annotation.models import Rating
 from annotation.services.accounts import ROLES
@@ -35,8 +37,11 @@ def role_groups(transactional_db):
 
 @pytest.fixture
 def generated_client(live_server, tmp_path):
-    """Download the live schema, generate a client package from it and put it on ``sys.path``."""
-    request = urllib.request.Request(f"{live_server.url}/api/schema/?format=json")
+    """Download the live schema (as a logged-in user: it is not public), generate a client package from it and put
+    it on ``sys.path``."""
+    reader = get_user_model().objects.create_user("schema-reader")
+    request = urllib.request.Request(f"{live_server.url}/api/schema/?format=json",
+                                     headers={"Authorization": f"Token {Token.objects.create(user=reader).key}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         schema = json.load(response)
     (tmp_path / "schema.json").write_text(json.dumps(schema))
@@ -60,6 +65,7 @@ def generated_client(live_server, tmp_path):
 
 
 def test_every_request_body_has_one_content_type(client):
+    client.force_login(get_user_model().objects.create_user("schema-reader"))
     schema = client.get("/api/schema/?format=json").json()
     bodies = {
         f"{method.upper()} {path}": sorted(operation["requestBody"]["content"])

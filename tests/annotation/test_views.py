@@ -237,7 +237,7 @@ def _clip_for(client, data: bytes):
 
 
 def test_a_range_request_gets_206_with_the_right_bytes(annotator_client):
-    data = bytes(range(256)) * 40
+    data = b"RIFF\x00\x00\x00\x00WAVE" + bytes(range(256)) * 40
     clip = _clip_for(annotator_client, data)
     url = reverse("annotation:audio", args=[clip.pk])
     response = annotator_client.get(url, HTTP_RANGE="bytes=100-199")
@@ -252,12 +252,12 @@ def test_a_range_request_gets_206_with_the_right_bytes(annotator_client):
 
 
 def test_the_whole_clip_and_unsatisfiable_ranges(annotator_client):
-    data = b"RIFF" + bytes(1000)
+    data = b"RIFF\x00\x00\x00\x00WAVE" + bytes(1000)
     clip = _clip_for(annotator_client, data)
     url = reverse("annotation:audio", args=[clip.pk])
     whole = annotator_client.get(url)
     assert whole.status_code == 200 and whole["Accept-Ranges"] == "bytes"
-    assert whole["Content-Type"] == "audio/x-wav" or whole["Content-Type"].startswith("audio/")
+    assert whole["Content-Type"] == "audio/wav"
     assert b"".join(whole.streaming_content) == data
     beyond = annotator_client.get(url, HTTP_RANGE=f"bytes={len(data)}-")
     assert beyond.status_code == 416 and beyond["Content-Range"] == f"bytes */{len(data)}"

@@ -18,14 +18,14 @@ from annotation.models import LALM, Judge
 from annotation.outbound import url_address_problem
 from annotation.providers.answers import answer_availability, answer_generator_for
 from annotation.providers.base import PermanentProviderError, ProviderUnavailable
-from annotation.providers.setup import key_host_bindings, key_may_go_to
+from annotation.providers.setup import endpoint_resolve, key_host_bindings, key_may_go_to
 from annotation.services.judging import judge_availability, judge_client_for, judge_setup_problems
 from tests.factories import UserFactory
 from tests.fakes.base import Reply
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai_compat import FakeOpenAICompat
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("network_guard")]
 
 SECRET = "postgres://admin:hunter2@db/orca"
 
@@ -94,7 +94,8 @@ def test_a_row_saved_past_the_check_never_sends_the_variable(secret_env):
 
 
 def test_an_allowed_variable_is_sent_as_the_key(secret_env):
-    with FakeOpenAICompat(reply=lambda r: "Score: 4") as fake:
+    with FakeOpenAICompat(reply=lambda r: "Score: 4") as fake, override_settings(
+            PROVIDER_KEY_HOSTS="LAB_API_KEY=127.0.0.1"):  # over http: a private host the test settings allow
         judge = Judge.objects.create(name="lab", provider=Judge.Provider.OPENAI, model="m",
                                      settings={"base_url": f"{fake.url}/v1", "api_key_env": "LAB_API_KEY",
                                                "logprobs": False})
@@ -158,12 +159,15 @@ def test_the_binding_setting_parses_entries_and_refuses_malformed_ones():
     with override_settings(PROVIDER_KEY_HOSTS="GEMINI_API_KEY=proxy.lab.org;LAB_API_KEY=gpu-box:8000,10.0.0.5"):
         assert key_host_bindings() == {"GEMINI_API_KEY": [("proxy.lab.org", None)],
                                        "LAB_API_KEY": [("gpu-box", 8000), ("10.0.0.5", None)]}
-        assert key_may_go_to(variable="LAB_API_KEY", url="http://gpu-box:8000/v1")
-        assert not key_may_go_to(variable="LAB_API_KEY", url="http://gpu-box:9000/v1")
+        assert key_may_go_to(variable="LAB_API_KEY", url="https://gpu-box:8000/v1")
+        assert not key_may_go_to(variable="LAB_API_KEY", url="https://gpu-box:9000/v1")
+        assert not key_may_go_to(variable="LAB_API_KEY", url="http://gpu-box:8000/v1")  # a key over http: no
+        with override_settings(PROVIDER_PRIVATE_NETWORKS=["10.0.0.0/8"]):  # ...unless to an allowed private host
+            assert key_may_go_to(variable="LAB_API_KEY", url="http://10.0.0.5:8000/v1")
         assert key_may_go_to(variable="GEMINI_API_KEY", url="https://proxy.lab.org")
         assert key_may_go_to(variable="GEMINI_API_KEY", url="https://generativelanguage.googleapis.com")
         assert not key_may_go_to(variable="GEMINI_API_KEY", url="https://elsewhere.example")
-        assert key_may_go_to(variable="OTHER_API_KEY", url="https://anywhere.example")  # not bound
+        assert not key_may_go_to(variable="OTHER_API_KEY", url="https://anywhere.example")  # not listed: nowhere
     with override_settings(PROVIDER_KEY_HOSTS="GEMINI_API_KEY"), pytest.raises(ImproperlyConfigured):
         key_host_bindings()
 
@@ -187,7 +191,8 @@ def test_redirects_are_not_followed_so_a_key_cannot_be_bounced_elsewhere(secret_
         judge = Judge.objects.create(name="r", provider="openai", model="m",
                                      settings={"base_url": f"{allowed.url}/v1", "api_key_env": "LAB_API_KEY",
                                                "logprobs": False})
-        with override_settings(PREPARATION_MAX_ATTEMPTS=1), pytest.raises(PermanentProviderError, match="307"):
+        with override_settings(PREPARATION_MAX_ATTEMPTS=1, PROVIDER_KEY_HOSTS=f"LAB_API_KEY=127.0.0.1:{allowed.port}"
+                               ), pytest.raises(PermanentProviderError, match="307"):
             judge_client_for(judge=judge).judge(prompt="Rate. Score:")
     with FakeGemini() as gemini, override_settings(GEMINI_BASE_URL=gemini.url, PREPARATION_MAX_ATTEMPTS=1,
                                                    **DEFAULT_KEYS):
@@ -243,3 +248,40 @@ def test_a_gemini_lalm_without_a_key_is_not_accepted_silently(client):
     assert response.status_code == 400
     assert "GEMINI_API_KEY is not set" in response.content.decode()
     assert not LALM.objects.filter(name="gem").exists()
+
+
+# --- keys over https only, and only to listed hosts (issue #34 item 6) --------------------------------------------
+PUBLIC = "93.184.216.34"  # what the test's host names resolve to (network_guard: nothing is connected to)
+
+
+def test_a_bound_key_is_not_sent_over_http_even_to_its_hosts_https_port(monkeypatch, network_guard):
+    """The binding compared host and port only: http://bound-host:443 got the key, unencrypted."""
+    network_guard.resolves("bound-host.test", [PUBLIC])
+    monkeypatch.setenv("LAB_API_KEY", "sk-lab")
+    with override_settings(PROVIDER_KEY_HOSTS="LAB_API_KEY=bound-host.test", PROVIDER_PRIVATE_NETWORKS=[]):
+        judge = Judge(name="j", provider="openai", model="m",
+                      settings={"base_url": "http://bound-host.test:443/v1", "api_key_env": "LAB_API_KEY"})
+        assert judge_setup_problems(judge=judge)["api_key_env"].startswith(
+            "LAB_API_KEY is not sent to bound-host.test:443 over http: it is bound to bound-host.test (https, ")
+        judge.settings["base_url"] = "https://bound-host.test/v1"
+        assert judge_setup_problems(judge=judge) == {}
+    with override_settings(OPENAI_COMPAT_BASE_URL="https://bound-host.test/v1", PROVIDER_PRIVATE_NETWORKS=[],
+                           **DEFAULT_KEYS):
+        endpoint = endpoint_resolve(provider="openai", conf={"base_url": "http://bound-host.test:443/v1", "model": "m"})
+        assert endpoint.api_key == "" and "over http" in endpoint.note
+        assert endpoint_resolve(provider="openai", conf={"model": "m"}).api_key == "sk-default-key"
+    assert network_guard.refused == []
+
+
+def test_a_key_variable_no_setting_lists_goes_to_no_host(monkeypatch, network_guard):
+    """Any *_API_KEY that PROVIDER_KEY_HOSTS did not list was sent wherever its row pointed (fail open)."""
+    network_guard.resolves("api.other.test", [PUBLIC])
+    monkeypatch.setenv("OTHER_API_KEY", "sk-other")
+    judge = Judge(name="j", provider="openai", model="m",
+                  settings={"base_url": "https://api.other.test/v1", "api_key_env": "OTHER_API_KEY"})
+    problem = judge_setup_problems(judge=judge)["api_key_env"]
+    assert problem.startswith("OTHER_API_KEY is not sent to api.other.test:443: it is bound to no host")
+    assert "PROVIDER_KEY_HOSTS" in problem
+    with override_settings(PROVIDER_KEY_HOSTS="OTHER_API_KEY=api.other.test"):
+        assert judge_setup_problems(judge=judge) == {}
+    assert network_guard.refused == []

@@ -508,7 +508,7 @@ def _audio_check(plan: _Plan, locator: AudioLocator, column: str, progress: Prog
             progress("checking audio", done, len(first))
         try:
             found = locator.locate(question.audio_value)
-            audio_file_info(path=found.path)
+            audio_file_info(path=found.path, name=found.name)
         except (ValueError, AudioReadError, OSError) as exc:
             plan.problem(str(exc), row=question.row, column=column, value=question.audio_value)
             continue
@@ -558,7 +558,7 @@ def _write(*, plan: _Plan, mapping: TableMapping, benchmark_name: str, file_name
     if not dry_run:
         newest = AudioClip.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
         for key, found in located.items():
-            clip = audio_clip_from_path(path=found.path, stored_name=found.stored_name)
+            clip = audio_clip_from_path(path=found.path, stored_name=found.stored_name, original_name=found.name)
             if clip.pk > newest and not found.stored_name:
                 stored.append(clip.file.name)
             clips[key] = clip

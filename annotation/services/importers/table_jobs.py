@@ -41,7 +41,7 @@ from annotation.services.importers.table_mapping import (
     mapping_parse,
     rating_scale_guess,
 )
-from annotation.services.importers.table_sources import table_format_detect, table_read
+from annotation.services.importers.table_sources import table_read, table_zip_extract
 from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def _save_upload(upload, folder: Path, field: str) -> Path:
     if upload.size > settings.IMPORT_UPLOAD_MAX_BYTES:
         raise ValidationError({field: f"{upload.name}: {upload.size} bytes is over the limit of "
                                       f"{settings.IMPORT_UPLOAD_MAX_BYTES} bytes (IMPORT_UPLOAD_MAX_BYTES)."})
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / (get_valid_filename(Path(upload.name or "upload").name)[:150] or "upload")
     with path.open("wb") as fh:
         for chunk in upload.chunks():
@@ -99,35 +100,39 @@ def _download(url: str, folder: Path, field: str) -> Path:
 
 
 def _unzipped_table(path: Path, field: str) -> Path:
-    """The table inside an uploaded zip file: a ``datasets`` folder or the one table file in it."""
-    folder = path.with_suffix("")
+    """The table inside an uploaded zip file (a ``datasets`` folder or the one table file in it), unpacked without
+    using member names as paths (:func:`~annotation.services.importers.table_sources.table_zip_extract`)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if member.startswith("/") or ".." in PurePosixPath(member).parts:
-                    raise ValidationError({field: f"{path.name}: the member {member!r} leaves the zip file's folder."})
-            if sum(info.file_size for info in archive.infolist()) > settings.IMPORT_UPLOAD_MAX_BYTES:
-                raise ValidationError({field: f"{path.name} unpacks to more than IMPORT_UPLOAD_MAX_BYTES."})
-            archive.extractall(folder)
-    except zipfile.BadZipFile as exc:
-        raise ValidationError({field: f"{path.name} is not a valid zip file."}) from exc
-    candidates = [p for p in folder.rglob("*") if p.is_dir() and any((p / m).exists() for m in
-                                                                      ("dataset_info.json", "dataset_dict.json"))]
-    candidates = candidates or ([folder] if (folder / "dataset_dict.json").exists() else [])
-    if candidates:
-        return min(candidates, key=lambda p: len(p.parts))
-    tables = []
-    for file in folder.rglob("*"):
-        if file.is_file() and not file.name.startswith("."):
-            try:
-                table_format_detect(file)
-            except ImportFormatError:
-                continue
-            tables.append(file)
-    if len(tables) != 1:
-        raise ValidationError({field: f"{path.name} must hold one table file or one datasets folder; "
-                                      f"it holds {len(tables)} table files."})
-    return tables[0]
+        return table_zip_extract(path, path.parent / "unzipped")
+    except ImportFormatError as exc:
+        raise ValidationError({field: str(exc)}) from exc
+
+
+def _audio_zip_check(path: Path, field: str) -> None:
+    """Refuse an audio zip whose member names leave its folder, or too many or too large members, naming the
+    member (:func:`annotation.services.archives.zip_open`); the import reads members by name lookup only."""
+    from annotation.services.archives import ArchiveError, zip_limits, zip_open
+
+    if not zipfile.is_zipfile(path):
+        raise ValidationError({field: f"{path.name}: give the audio files as one zip file."})
+    try:
+        zip_open(path, **zip_limits()).close()
+    except ArchiveError as exc:
+        raise ValidationError({field: str(exc)}) from exc
+
+
+#: Rows of a table the draft reads in the web request: its columns, the guessed mapping and the row count when the
+#: table is no longer (larger tables are counted from their metadata — Parquet, ``datasets`` — or by the
+#: validation).
+DRAFT_HEAD_ROWS = 5000
+
+
+def _rows_known(head) -> int | None:
+    """The table's row count from a head read of ``DRAFT_HEAD_ROWS + 1`` rows: known from metadata, or when the
+    head reached the end of the table; None otherwise (a validation or import counts and saves it)."""
+    if head.total_rows is not None:
+        return head.total_rows
+    return head.n_rows if head.n_rows <= DRAFT_HEAD_ROWS else None
 
 
 def _guessed_mapping(table) -> dict:
@@ -152,12 +157,16 @@ def table_import_draft_create(
     ``audio_path`` (a folder or zip inside ``IMPORT_SERVER_DIRS``). The mapping starts as ``mapping_upload`` (a
     saved mapping JSON), the ``preset`` for LALM ``lalm``, or guessed from the column names
     (:func:`~annotation.services.importers.table_mapping.mapping_guess`) with a rating scale guessed from the
-    rating column's values.
+    rating column's values. Only the first :data:`DRAFT_HEAD_ROWS` rows are read here (the web request): the
+    columns are those of these rows, and ``rows`` stays empty for a longer table without metadata to count it (a
+    validation counts it). Zip files are unpacked without using member names as paths
+    (:mod:`annotation.services.archives`).
 
     Raises:
         PermissionDenied: ``user`` is not an admin.
         ValidationError: keyed by form field: no or several sources, a path outside ``IMPORT_SERVER_DIRS``, a
-            failed download, an unreadable table or mapping file.
+            failed download, an unreadable table, a refused zip (naming the member), a mapping file over
+            ``IMPORT_MAPPING_MAX_BYTES`` or unreadable.
     """
     import json
 
@@ -180,13 +189,20 @@ def table_import_draft_create(
             path = _download(source, folder, "url")
         audio_root = ""
         if audio_upload:
-            audio_root = str(_save_upload(audio_upload, folder, "audio_upload"))
+            audio_root = str(_save_upload(audio_upload, folder / "audio", "audio_upload"))
             if not zipfile.is_zipfile(audio_root):
                 raise ValidationError({"audio_upload": "Upload the audio files as one zip file."})
+            _audio_zip_check(Path(audio_root), "audio_upload")
         elif audio_path.strip():
             audio_root = str(_server_path(audio_path.strip(), "audio_path"))
+            if Path(audio_root).is_file():
+                _audio_zip_check(Path(audio_root), "audio_path")
         document = None
         if mapping_upload:
+            if mapping_upload.size > settings.IMPORT_MAPPING_MAX_BYTES:  # checked before a byte of it is read
+                raise ValidationError({"mapping_upload": f"{mapping_upload.name}: {mapping_upload.size} bytes is over "
+                                       f"the limit of {settings.IMPORT_MAPPING_MAX_BYTES} bytes for a mapping "
+                                       "(IMPORT_MAPPING_MAX_BYTES)."})
             try:
                 document = json.loads(mapping_upload.read().decode("utf-8"))
                 mapping = mapping_parse(document)
@@ -202,8 +218,8 @@ def table_import_draft_create(
             mapping = mapping_parse(document)
         else:
             mapping = TableMapping()
-        try:
-            table = table_read(path, file_format=mapping.file_format, split=mapping.split)
+        try:  # only the head in the request: a validation or import (a worker for large tables) reads the rest
+            table = table_read(path, file_format=mapping.file_format, split=mapping.split, nrows=DRAFT_HEAD_ROWS + 1)
         except ImportFormatError as exc:
             raise ValidationError({"upload" if upload else "server_path" if server_path else "url": str(exc)}) \
                 from exc
@@ -212,7 +228,7 @@ def table_import_draft_create(
                 benchmark_name=benchmark_name.strip(), source_kind=kind, source=source[:1000],
                 file_path=str(path), file_format=table.file_format, audio_root=audio_root,
                 mapping=document if document is not None else _guessed_mapping(table), columns=table.names,
-                rows=table.n_rows, created_by=user,
+                rows=_rows_known(table), created_by=user,
             )
             audit_record(actor=user, action="import.draft", obj=record, new={
                 "source": record.source, "rows": record.rows, "benchmark": record.benchmark_name})
@@ -252,7 +268,9 @@ def table_import_start(*, record: TableImport, user, dry_run: bool, run_inline: 
         raise ValidationError("A validation or import of this table is running; wait for it to finish.")
     params = {"table_import": record.pk, "dry_run": dry_run, "benchmark_name": record.benchmark_name,
               "file": Path(record.file_path).name}
-    inline = run_inline if run_inline is not None else (record.rows or 0) <= settings.IMPORT_INLINE_MAX_ROWS
+    # Not counted yet (only the head was read): a worker reads it.
+    inline = run_inline if run_inline is not None else (
+        record.rows is not None and record.rows <= settings.IMPORT_INLINE_MAX_ROWS)
     with transaction.atomic():
         job = Job.objects.create(kind=Job.Kind.IMPORT, params=params, total=record.rows or 0, created_by=user,
                                  benchmark=Benchmark.objects.filter(name=record.benchmark_name).first())
@@ -310,6 +328,8 @@ def table_import_run(*, job_pk: int) -> str:
                                params={**params, "phase": "done"})
             return Job.Status.FAILED
         result = {"ok": True, "dry_run": dry_run, **summary.as_dict(), "lines": summary.lines()}
+        if dry_run and record.rows != summary.rows:  # counted now (a draft knows only the head of a large table)
+            TableImport.objects.filter(pk=record.pk).update(rows=summary.rows)
         benchmark = Benchmark.objects.filter(name=record.benchmark_name).first()
         with transaction.atomic():
             finished = lifecycle.run_finish(Job, job_pk, done=summary.rows, total=summary.rows,

@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import io
 import math
+import re
 import shutil
 import zipfile
 from collections.abc import Callable
@@ -66,6 +67,9 @@ class Table:
 
     ``column(name)`` returns the column's values in row order as Python values (``None`` where a row has none);
     ``@row`` is the 0-based row number. ``head(n)`` gives the first ``n`` rows as ``{column: value}``.
+    ``total_rows``: the number of data rows of the whole file when it is known — from a full read, or from the
+    file's metadata (Parquet, ``datasets``) when only its first rows were read — else None (:func:`table_read` with
+    ``nrows`` reads no further than it must).
     """
 
     file: str
@@ -73,6 +77,7 @@ class Table:
     names: list[str]
     n_rows: int
     _column: Callable[[str, int, int], list]
+    total_rows: int | None = None
 
     def column(self, name: str, start: int = 0, stop: int | None = None) -> list:
         """The values of rows ``start`` to ``stop`` (default: to the end) of column ``name``."""
@@ -143,7 +148,9 @@ def _read_delimited(path: Path, *, sep: str, nrows: int | None) -> Table:
     if bad_rows:
         raise ImportFormatError(file=path.name, problem=f"not a valid {kind} file: " + "; ".join(bad_rows[:20])
                                 + (f"; and {len(bad_rows) - 20} more rows" if len(bad_rows) > 20 else ""))
-    return _arrow_columns(path.name, "tsv" if sep == "\t" else "csv", list(header), table)
+    result = _arrow_columns(path.name, "tsv" if sep == "\t" else "csv", list(header), table)
+    result.total_rows = result.n_rows if nrows is None else None
+    return result
 
 
 def _flatten_keys(record: dict, prefix: str, out: dict) -> None:
@@ -180,19 +187,99 @@ def _records_table(file: str, file_format: str, records: list) -> Table:
     return Table(file, file_format, list(names), len(records), column)
 
 
+class _JsonHead:
+    """The first objects of a JSON list (or of the one list in ``{"key": [...]}``), read incrementally from a binary
+    file: a preview reads the head of a large JSON file without reading, or holding, the rest (issue #34).
+    ``NaN``/``Infinity`` are refused as the full read (orjson) refuses them."""
+
+    _CHUNK = 1 << 20
+    _MAX_VALUE = 256 << 20  # one row this large is refused rather than re-parsed in ever larger buffers
+
+    def __init__(self, fh):
+        import json
+
+        self._text = io.TextIOWrapper(fh, encoding="utf-8-sig")
+        self._decoder = json.JSONDecoder(parse_constant=self._constant)
+        self._buf, self._pos, self._eof = "", 0, False
+
+    @staticmethod
+    def _constant(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    def _fill(self) -> None:
+        chunk = self._text.read(self._CHUNK)
+        self._eof = not chunk
+        self._buf, self._pos = self._buf[self._pos:] + chunk, 0
+
+    def _peek(self) -> str:
+        while True:
+            while self._pos < len(self._buf) and self._buf[self._pos] in " \t\r\n":
+                self._pos += 1
+            if self._pos < len(self._buf) or self._eof:
+                return self._buf[self._pos] if self._pos < len(self._buf) else ""
+            self._fill()
+
+    def _expect(self, char: str, what: str) -> None:
+        if self._peek() != char:
+            raise ValueError(f"expected {what} at character {self._pos}")
+        self._pos += 1
+
+    def _value(self):
+        import json
+
+        while True:
+            try:
+                value, self._pos = self._decoder.raw_decode(self._buf, self._pos)
+                return value
+            except json.JSONDecodeError:
+                if self._eof or len(self._buf) - self._pos > self._MAX_VALUE:
+                    raise
+                self._fill()
+
+    def records(self, nrows: int) -> list:
+        """Up to ``nrows`` values of the list. Raises ``ValueError`` (invalid JSON or not a list)."""
+        if self._peek() == "{":  # {"data": [...]}: the one list inside
+            self._pos += 1
+            if self._peek() != '"':
+                raise ValueError("expected a JSON list of objects (one per row)")
+            self._value()
+            self._expect(":", "':'")
+        if self._peek() != "[":
+            raise ValueError("expected a JSON list of objects (one per row)")
+        self._pos += 1
+        out: list = []
+        if self._peek() == "]":
+            return out
+        while len(out) < nrows:
+            self._peek()
+            out.append(self._value())
+            following = self._peek()
+            if following == "]" or len(out) == nrows:
+                break
+            self._expect(",", "',' or ']'")
+        return out
+
+
 def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
     import orjson
 
     opener = gzip.open if path.suffix.lower() == ".gz" else open
     try:
-        if not jsonl:
+        if not jsonl and nrows is not None:
+            with opener(path, "rb") as fh:
+                try:
+                    records = _JsonHead(fh).records(nrows)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    problem = str(exc) if str(exc).startswith("expected a JSON list") else f"invalid JSON: {exc}"
+                    raise ImportFormatError(file=path.name, problem=problem) from exc
+        elif not jsonl:
             with opener(path, "rb") as fh:
                 data = orjson.loads(fh.read())
             if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
                 data = next(iter(data.values()))  # {"data": [...]}: the one list inside
             if not isinstance(data, list):
                 raise ImportFormatError(file=path.name, problem="expected a JSON list of objects (one per row)")
-            records = data[:nrows] if nrows is not None else data
+            records = data
         else:
             records = []
             with opener(path, "rb") as fh:
@@ -210,7 +297,9 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
         raise ImportFormatError(file=path.name, problem=f"invalid JSON: {exc}") from exc
     except OSError as exc:
         raise ImportFormatError(file=path.name, problem=f"cannot read the file ({exc})") from exc
-    return _records_table(path.name, "jsonl" if jsonl else "json", records)
+    table = _records_table(path.name, "jsonl" if jsonl else "json", records)
+    table.total_rows = table.n_rows if nrows is None else None
+    return table
 
 
 def _arrow_table(file: str, file_format: str, table, nrows: int | None) -> Table:
@@ -237,15 +326,28 @@ def _read_parquet(path: Path, *, nrows: int | None) -> Table:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        if nrows is None:
+            table = pq.read_table(path)
+            total = table.num_rows
+        else:  # the first row groups only, up to nrows rows; the count from the file's metadata
+            parquet = pq.ParquetFile(path)
+            total = parquet.metadata.num_rows
+            batches = []
+            for batch in parquet.iter_batches(batch_size=max(nrows, 1)):
+                batches.append(batch)
+                break
+            table = pa.Table.from_batches(batches, schema=parquet.schema_arrow)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ImportFormatError(file=path.name, problem=f"not a readable Parquet file ({exc})") from exc
-    return _arrow_table(path.name, "parquet", table, nrows)
+    result = _arrow_table(path.name, "parquet", table, nrows)
+    result.total_rows = total
+    return result
 
 
 def _read_hf(path: Path, *, split: str, nrows: int | None) -> Table:
     import datasets
 
+    hf_folder_check(path)
     try:
         dataset = datasets.load_from_disk(str(path))
     except (FileNotFoundError, ValueError) as exc:
@@ -258,13 +360,217 @@ def _read_hf(path: Path, *, split: str, nrows: int | None) -> Table:
             raise ImportFormatError(file=path.name, problem=f"choose a split with \"split\" in the mapping: the "
                                     f"folder holds {', '.join(splits)}" + (f", not {split!r}" if split else ""))
         dataset = dataset[split]
-    table = dataset.with_format("arrow")[:] if len(dataset) else dataset.data.table.slice(0, 0)
-    return _arrow_table(path.name, "hf", table, nrows)
+    size = len(dataset) if nrows is None else min(nrows, len(dataset))
+    table = dataset.with_format("arrow")[:size] if size else dataset.data.table.slice(0, 0)
+    result = _arrow_table(path.name, "hf", table, nrows)
+    result.total_rows = len(dataset)  # memory-mapped: counted without reading the rows
+    return result
+
+
+# --- datasets folders and table zips -----------------------------------------------------------------------------
+
+#: A split name as ``datasets`` writes it (its ``Split`` rule); only such names become folder names.
+_SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+_JSON_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _hf_data_files(folder: Path, state: dict, where: str) -> list[str]:
+    """The data file names a ``datasets`` ``state.json`` lists, each a plain relative name (ImportFormatError
+    naming ``where`` otherwise)."""
+    from annotation.services.archives import member_name_problem
+
+    files = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(files, list) or not files or not all(isinstance(f, dict) and isinstance(f.get("filename"), str)
+                                                           for f in files):
+        raise ImportFormatError(file=folder.name, where=where, problem="_data_files must list the data files as "
+                                "{\"filename\": ...}")
+    names = [f["filename"] for f in files]
+    for name in names:
+        if problem := member_name_problem(name):
+            raise ImportFormatError(file=folder.name, where=where, problem=f"the data file {name!r} leaves the "
+                                    f"datasets folder ({problem})")
+    return names
+
+
+def _hf_splits(folder: Path, document, where: str) -> list[str]:
+    splits = document.get("splits") if isinstance(document, dict) else None
+    if not isinstance(splits, list) or not splits:
+        raise ImportFormatError(file=folder.name, where=where, problem="\"splits\" must list the split names")
+    for split in splits:
+        if not isinstance(split, str) or not _SPLIT_NAME.match(split):
+            raise ImportFormatError(file=folder.name, where=where, problem=f"the split name {split!r} is not a "
+                                    "name (letters, digits, _ and .)")
+    if len(set(splits)) != len(splits):
+        raise ImportFormatError(file=folder.name, where=where, problem="a split is listed twice")
+    return splits
+
+
+def _json_file(path: Path, folder: Path):
+    import json
+
+    try:
+        if path.stat().st_size > _JSON_MAX_BYTES:
+            raise ImportFormatError(file=folder.name, where=path.name, problem="larger than 16 MiB")
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ImportFormatError(file=folder.name, where=path.name, problem=f"not readable JSON ({exc})") from exc
+
+
+def hf_folder_check(path: Path) -> None:
+    """Check a ``datasets`` folder (``save_to_disk``) before ``datasets.load_from_disk`` opens it: each split name
+    of ``dataset_dict.json`` is a plain name, and every data file each ``state.json`` lists is a relative name that
+    resolves (symbolic links followed) to a file inside the folder. ``load_from_disk`` maps whatever ``_data_files``
+    names, so an absolute or ``../`` name would read an Arrow file anywhere on the server (issue #34).
+
+    Raises:
+        ImportFormatError: naming the folder, the JSON file and the bad name.
+    """
+    path = Path(path)
+    root = path.resolve()
+    if (path / "dataset_dict.json").is_file():
+        folders = [path / split for split in _hf_splits(path, _json_file(path / "dataset_dict.json", path),
+                                                         "dataset_dict.json")]
+    else:
+        folders = [path]
+    for folder in folders:
+        if not folder.resolve().is_relative_to(root) or not (folder / "state.json").is_file():
+            raise ImportFormatError(file=path.name, where=folder.name, problem="the split's folder has no state.json")
+        where = f"{folder.relative_to(path) / 'state.json'}" if folder != path else "state.json"
+        for name in _hf_data_files(path, _json_file(folder / "state.json", path), where):
+            target = (folder / name).resolve()
+            if not target.is_relative_to(root) or not target.is_file():
+                raise ImportFormatError(file=path.name, where=where, problem=f"the data file {name!r} is not a "
+                                        "file inside the datasets folder")
+
+
+def _table_suffix(name: str) -> str | None:
+    """The table suffix of a member's name from the known ones only: ``csv``, ``tsv``, ``json``, ``jsonl`` or
+    ``parquet``, plus ``.gz`` when compressed (never for Parquet); None for any other name."""
+    suffixes = [s.lower() for s in PurePosixPath(name).suffixes]
+    gz = bool(suffixes) and suffixes[-1] == ".gz"
+    if gz:
+        suffixes.pop()
+    fmt = _SUFFIXES.get(suffixes[-1] if suffixes else "")
+    if fmt is None or (gz and fmt == "parquet"):
+        return None
+    return fmt + (".gz" if gz else "")
+
+
+def _table_extension(name: str, head: bytes) -> str | None:
+    """:func:`_table_suffix` of ``name`` when the bytes agree where they show their type (Parquet starts with
+    ``PAR1``, gzip with ``1f 8b``), else None."""
+    suffix = _table_suffix(name)
+    if suffix is None or (suffix.endswith(".gz") and head[:2] != b"\x1f\x8b") or (
+            suffix == "parquet" and head[:4] != b"PAR1"):
+        return None
+    return suffix
+
+
+def _arrow_extension(head: bytes) -> str | None:
+    """``arrow`` for an Arrow IPC stream (``datasets`` writes one; it starts with ``ff ff ff ff``) or file
+    (``ARROW1``), else None."""
+    return "arrow" if head[:4] == b"\xff\xff\xff\xff" or head[:6] == b"ARROW1" else None
+
+
+def _hf_rebuild(archive, prefix: str, target: Path, *, max_bytes: int) -> None:
+    """Write the ``datasets`` Dataset whose files sit under ``prefix`` in ``archive`` into ``target``: its
+    ``dataset_info.json`` and ``state.json`` (parsed and written again) and each data file its ``state.json``
+    lists, unpacked as ``<sha256>.arrow`` with ``state.json`` naming those files instead."""
+    import json
+
+    from annotation.services.archives import ArchiveError
+
+    where = f"{prefix}state.json"
+    try:
+        state = json.loads(archive.read_bytes(where, max_bytes=_JSON_MAX_BYTES))
+        info = json.loads(archive.read_bytes(f"{prefix}dataset_info.json", max_bytes=_JSON_MAX_BYTES))
+    except ValueError as exc:  # ArchiveError is a ValueError too
+        problem = str(exc) if isinstance(exc, ArchiveError) else f"not readable JSON ({exc})"
+        raise ImportFormatError(file=archive.path.name, where=where, problem=problem) from exc
+    names = _hf_data_files(archive.path, state, where)
+    files = []
+    for name in names:
+        member = f"{prefix}{name}"
+        if member not in archive.members:
+            raise ImportFormatError(file=archive.path.name, where=where, problem=f"the data file {name!r} is not in "
+                                    "the zip file")
+        try:
+            files.append(archive.extract(member, target, max_bytes=max_bytes, extension=_arrow_extension,
+                                         kind="an Arrow file"))
+        except ArchiveError as exc:
+            raise ImportFormatError(file=archive.path.name, problem=str(exc)) from exc
+    state["_data_files"] = [{"filename": path.name} for path in files]
+    (target / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    (target / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
+
+
+def table_zip_extract(path: Path, folder: Path) -> Path:
+    """The table inside the zip file ``path``, unpacked into ``folder`` (made here): a ``datasets`` folder (a
+    Dataset or a DatasetDict, found at the shortest path holding ``dataset_dict.json`` or ``state.json``) rebuilt
+    as ``folder/dataset`` from its JSON files and the data files they list, or else the one table file of the zip
+    (``.csv``, ``.tsv``, ``.json``, ``.jsonl``, ``.parquet``, optionally ``.gz``) as ``<sha256>.<its suffix>``.
+
+    No member name becomes a path (:mod:`annotation.services.archives`): a zip with an absolute, ``..``, backslash
+    or drive-letter member, more than ``IMPORT_ARCHIVE_MAX_MEMBERS`` members or more than
+    ``IMPORT_ARCHIVE_MAX_BYTES`` unpacked is refused; each file is at most ``IMPORT_UPLOAD_MAX_BYTES``.
+
+    Raises:
+        ImportFormatError: naming the zip file and the member: a refused zip, no or several table files, a
+            ``datasets`` folder whose JSON names files outside it or missing from the zip.
+    """
+    from django.conf import settings
+
+    from annotation.services.archives import ArchiveError, zip_limits, zip_open
+
+    path, folder = Path(path), Path(folder)
+    try:
+        archive = zip_open(path, **zip_limits())
+    except ArchiveError as exc:
+        raise ImportFormatError(file=path.name, problem=str(exc).removeprefix(f"{path.name}: ")) from exc
+    max_bytes = settings.IMPORT_UPLOAD_MAX_BYTES
+    with archive:
+        visible = [m for m in archive.members if not m.startswith("__MACOSX/")
+                   and not PurePosixPath(m).name.startswith(".")]
+        markers = sorted((m.count("/"), m) for m in visible
+                          if PurePosixPath(m).name in ("dataset_dict.json", "state.json"))
+        if markers:
+            prefix = markers[0][1].rpartition("/")[0]
+            prefix = f"{prefix}/" if prefix else ""
+            target = folder / "dataset"
+            target.mkdir(parents=True, exist_ok=True)
+            if f"{prefix}dataset_dict.json" in archive.members:
+                import json
+
+                try:
+                    document = json.loads(archive.read_bytes(f"{prefix}dataset_dict.json", max_bytes=_JSON_MAX_BYTES))
+                except ValueError as exc:
+                    raise ImportFormatError(file=path.name, where=f"{prefix}dataset_dict.json",
+                                            problem=f"not readable JSON ({exc})") from exc
+                splits = _hf_splits(path, document, f"{prefix}dataset_dict.json")
+                for split in splits:  # a checked split name (letters, digits, _ and .) is the folder's name
+                    (target / split).mkdir()
+                    _hf_rebuild(archive, f"{prefix}{split}/", target / split, max_bytes=max_bytes)
+                (target / "dataset_dict.json").write_text(json.dumps({"splits": splits}), encoding="utf-8")
+            else:
+                _hf_rebuild(archive, prefix, target, max_bytes=max_bytes)
+            return target
+        tables = [m for m in visible if _table_suffix(m) is not None]
+        if len(tables) != 1:
+            raise ImportFormatError(file=path.name, problem=f"must hold one table file or one datasets folder; it "
+                                    f"holds {len(tables)} table files")
+        member = tables[0]
+        try:
+            return archive.extract(member, folder, max_bytes=max_bytes, kind="a table file of its suffix",
+                                   extension=lambda head: _table_extension(member, head))
+        except ArchiveError as exc:
+            raise ImportFormatError(file=path.name, problem=str(exc).removeprefix(f"{path.name}: ")) from exc
 
 
 def table_read(path: Path, *, file_format: str = "", split: str = "", nrows: int | None = None) -> Table:
     """Read the table at ``path`` (a file, or a ``datasets`` folder) in ``file_format`` (default: detected, see
-    :func:`table_format_detect`); only its first ``nrows`` rows when given (the import page's preview).
+    :func:`table_format_detect`); only its first ``nrows`` rows when given (the import page's draft and preview):
+    CSV, TSV, JSONL and JSON files are then read no further than those rows, Parquet only its first row group,
+    a ``datasets`` folder only those rows of its memory-mapped Arrow files.
 
     Raises:
         ImportFormatError: naming the file and, where known, the line: unknown format, not UTF-8, malformed CSV,
@@ -305,13 +611,44 @@ def _audio_text(value) -> str:
     return value.strip()
 
 
+def _audio_extension(head: bytes) -> str | None:
+    """The extension of the audio type the bytes ``head`` show (``wav``, ``flac``, ``ogg``, ``mp3``) or None."""
+    from annotation.services.audio import UPLOAD_FORMATS, audio_format_sniff
+
+    return UPLOAD_FORMATS.get(audio_format_sniff(head=head) or "")
+
+
+def _not_audio(name: str, head: bytes) -> ValueError:
+    return ValueError(f"{name}: not a WAV, FLAC, Ogg or MP3 file (it starts with bytes {head[:8].hex()})")
+
+
+def _hash_named(path: Path, name: str) -> Path:
+    """Rename the audio file ``path`` (a download or copy made here) to ``<sha256>.<sniffed extension>`` in its
+    folder; ``name`` (the file's name where it came from) only for the error. Raises ``ValueError`` (removing the
+    file) when its bytes are no WAV, FLAC, Ogg or MP3."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        head = fh.read(64)
+        digest.update(head)
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    extension = _audio_extension(head)
+    if extension is None:
+        path.unlink(missing_ok=True)
+        raise _not_audio(name, head)
+    return path.replace(path.parent / f"{digest.hexdigest()}.{extension}")
+
+
 @dataclass(frozen=True)
 class LocatedAudio:
     """A table's audio as a local file (``path``); ``stored_name`` is the storage key when the audio already is
-    in the file storage (no copy needed)."""
+    in the file storage (no copy needed); ``name`` the file's name where it came from (the zip member's, the URL's
+    or the key's last part), kept as the clip's ``original_name`` only: files made here are named by the SHA-256
+    of their bytes and the extension of their sniffed audio type, never by a name from the table or a zip."""
 
     path: Path
     stored_name: str = ""
+    name: str = ""
 
 
 class AudioLocator:
@@ -321,26 +658,31 @@ class AudioLocator:
     2. ``http://`` or ``https://`` → downloaded (at most ``max_bytes``, ``timeout_s`` per request; no private,
        loopback or link-local host unless ``PROVIDER_PRIVATE_NETWORKS`` lists it: :mod:`annotation.outbound`);
     3. a path relative to ``root``: a folder (the path may not leave it), or a zip file (the member of that path,
-       or the one member whose path ends with it, e.g. ``a.wav`` in ``wavs/a.wav``);
+       or the one member whose path ends with it, e.g. ``a.wav`` in ``wavs/a.wav``); the zip is refused as a whole
+       when a member's name is absolute or leaves its folder (:func:`annotation.services.archives.zip_open`);
     4. a key of the file storage (``django-storages``: S3 or the local media folder), copied to a local file.
 
-    Files made here live in ``workdir`` until the caller removes it. Each distinct value is located once.
+    Files made here (1, 2, 4 and zip members) live in ``workdir`` until the caller removes it, each named
+    ``<sha256>.<extension of its sniffed audio type>``; bytes of no audio type are refused. Each distinct value is
+    located once.
     """
 
     def __init__(self, *, root: Path | None, workdir: Path, max_bytes: int, timeout_s: float = 60.0):
+        from annotation.services.archives import ArchiveError, zip_limits, zip_open
+
         self.root = Path(root) if root else None
         self.workdir = Path(workdir)
         self.max_bytes, self.timeout_s = max_bytes, timeout_s
-        self._zip: zipfile.ZipFile | None = None
-        self._members: dict[str, str] = {}
+        self._zip = None
         self._done: dict[str, LocatedAudio] = {}
         if self.root is not None and self.root.is_file():
-            try:
-                self._zip = zipfile.ZipFile(self.root)
-            except zipfile.BadZipFile as exc:
+            if not zipfile.is_zipfile(self.root):
                 raise ImportFormatError(file=self.root.name, problem="the audio root is neither a folder nor a "
-                                        "zip file") from exc
-            self._members = {info.filename: info for info in self._zip.infolist() if not info.is_dir()}
+                                        "zip file")
+            try:
+                self._zip = zip_open(self.root, **zip_limits())
+            except ArchiveError as exc:
+                raise ImportFormatError(file=self.root.name, problem=str(exc)) from exc
         elif self.root is not None and not self.root.is_dir():
             raise ImportFormatError(file=str(self.root), problem="the audio root does not exist")
 
@@ -363,27 +705,29 @@ class AudioLocator:
         self.workdir.mkdir(parents=True, exist_ok=True)
         data = _audio_bytes(value)
         if data is not None:
-            from annotation.services.audio import UPLOAD_FORMATS, audio_format_sniff
-
-            extension = UPLOAD_FORMATS.get(audio_format_sniff(head=data[:16]) or "", "bin")
-            path = self.workdir / f"{key.split(':', 1)[1][:24]}.{extension}"
+            extension = _audio_extension(data[:64])
+            if extension is None:
+                raise _not_audio("the audio bytes", data)
+            path = self.workdir / f"{key.split(':', 1)[1]}.{extension}"
             path.write_bytes(data)
             located = LocatedAudio(path)
         elif key.lower().startswith(("http://", "https://")):
-            located = LocatedAudio(self._download(key))
+            located = self._download(key)
         else:
             located = self._under_root(key) or self._in_storage(key)
         self._done[key] = located
         return located
 
-    def _download(self, url: str) -> Path:
+    def _download(self, url: str) -> LocatedAudio:
         import httpx
 
         name = PurePosixPath(httpx.URL(url).path).name or "audio"
-        path = self.workdir / "url" / hashlib.sha256(url.encode()).hexdigest()[:16] / name[:120]
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = self.workdir / "url"
+        folder.mkdir(parents=True, exist_ok=True)
         # No private or loopback hosts unless PROVIDER_PRIVATE_NETWORKS allows them; redirects are checked too.
-        return url_download(url=url, path=path, max_bytes=self.max_bytes, timeout_s=self.timeout_s)
+        path = url_download(url=url, path=folder / f".part-{hashlib.sha256(url.encode()).hexdigest()}",
+                            max_bytes=self.max_bytes, timeout_s=self.timeout_s)
+        return LocatedAudio(_hash_named(path, name), name=name)
 
     def _under_root(self, name: str) -> LocatedAudio | None:
         if self.root is None:
@@ -396,23 +740,23 @@ class AudioLocator:
             path = self.root.joinpath(*parts).resolve()
             if not path.is_relative_to(self.root.resolve()):
                 raise ValueError("the audio path must stay under the audio root")
-            return LocatedAudio(path) if path.is_file() else None
+            return LocatedAudio(path, name=path.name) if path.is_file() else None
         member = "/".join(parts)
-        if member not in self._members:
-            ends = [m for m in self._members if m.endswith("/" + member)]
+        if member not in self._zip.members:
+            ends = [m for m in self._zip.members if m.endswith("/" + member)]
             if len(ends) > 1:
                 raise ValueError(f"{len(ends)} files in the zip file end with this path: {', '.join(ends[:3])}")
             if not ends:
                 return None
             member = ends[0]
-        if self._members[member].file_size > self.max_bytes:
-            raise ValueError(f"{member} in the zip file is over the limit of {self.max_bytes} bytes")
-        path = self.workdir / "zip" / member
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._zip.open(member) as source, path.open("wb") as target:
-                shutil.copyfileobj(source, target)
-        return LocatedAudio(path)
+        from annotation.services.archives import ArchiveError
+
+        try:
+            path = self._zip.extract(member, self.workdir / "zip", max_bytes=self.max_bytes,
+                                     extension=_audio_extension, kind="WAV, FLAC, Ogg or MP3 audio")
+        except ArchiveError as exc:
+            raise ValueError(str(exc)) from exc
+        return LocatedAudio(path, name=PurePosixPath(member).name)
 
     def _in_storage(self, name: str) -> LocatedAudio:
         from django.core.files.storage import default_storage
@@ -424,8 +768,10 @@ class AudioLocator:
         if not exists:
             where = "under the audio root" if self.root is not None else "under an audio root (none was given)"
             raise ValueError(f"audio not found: not a file {where}, not an http(s) URL, not a key in the file storage")
-        path = self.workdir / "storage" / hashlib.sha256(name.encode()).hexdigest()[:16] / PurePosixPath(name).name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = self.workdir / "storage"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f".part-{hashlib.sha256(name.encode()).hexdigest()}"
         with default_storage.open(name, "rb") as source, path.open("wb") as target:
             shutil.copyfileobj(source, target)
-        return LocatedAudio(path, stored_name=name)
+        base = PurePosixPath(name).name
+        return LocatedAudio(_hash_named(path, base), stored_name=name, name=base)
