@@ -51,6 +51,10 @@ class Question(models.Model):
         ACTIVE = "active", "Active"
         UNDER_CORRECTION = "under_correction", "Under correction"
         RETIRED = "retired", "Retired"
+        #: Imported without its audio (a table's ``"missing_audio": "allow"``): kept, counted on the leaderboard
+        #: with its imported ratings, but never served to raters until its audio is attached (README, "Your own
+        #: benchmark"); ``audio_ref`` names the file it waits for.
+        AUDIO_MISSING = "audio_missing", "Waiting for its audio"
 
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="questions")
     external_id = models.CharField(max_length=200, help_text="The item's id in its benchmark (MMAU/MMAR id).")
@@ -142,7 +146,7 @@ class LALM(models.Model):
     """A large audio language model that produces candidate answers."""
 
     class Provider(models.TextChoices):
-        IMPORT = "import", "Imported answers (JSONL)"
+        IMPORT = "import", "Imported answers (from a file)"
         GEMINI = "gemini", "Gemini (google-genai)"
         OPENAI = "openai", "OpenAI-compatible server"
 
@@ -184,6 +188,11 @@ class CandidateAnswer(models.Model):
         help_text="Uniform random number in [0, 1) drawn when the answer is created. Within a priority level the "
                   "queue serves answers in this order, so the rated answers of a benchmark are a random sample "
                   "while it is partly rated (README, Leaderboard); routing derives its audit share from it.",
+    )
+    metadata = models.JSONField(
+        default=dict, blank=True,
+        help_text='Attributes of this answer from its import ({"type": "short", ...}: names to texts, the mapping\'s '
+                  "candidate_metadata); the leaderboard can be broken down by each name.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

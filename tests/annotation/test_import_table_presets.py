@@ -101,20 +101,23 @@ def test_mmau_result_files_by_id(tmp_path, mmau, field):
     assert _answers("Gemini") == EXPECTED
 
 
-def test_audiobench_logs_by_position(tmp_path, mmau):
+def test_audiobench_logs_by_question_text_in_any_order(tmp_path, mmau):
     log = [{"instruction": "Question:\n" + r["question"] + "\nChoices:\n" + " ".join(r["choices"]),
             "reference": r["answer"], "task": r["task"], "task_type": "Audio-Understanding-Reasoning",
             "model_prediction": a} for r, a in zip(MMAU, ANSWERS, strict=True)]
     path = tmp_path / "llama3_70b_judge_p0.json"  # log/<model>/mmau_mini/<mode>_p<prompt>.json
-    path.write_text(json.dumps(log, indent=4))
+    path.write_text(json.dumps([log[2], log[0], log[1]], indent=4))  # number_of_samples shuffles the dataset
     table_import(path=path, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
     assert _answers("WavLLM") == EXPECTED
-    too_long = tmp_path / "too_long.json"
-    too_long.write_text(json.dumps([*log, log[0]]))
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps([*log, {**log[0], "instruction": "Question:\nFor the given audio, identify the "
+                                                                 "source of the fire sound.\nChoices:\nA B"}]))
     with pytest.raises(TableImportError) as excinfo:
-        table_import(path=too_long, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
-    assert [str(p) for p in excinfo.value.problems] == [
-        "row 4: column '@row': value 3: no question at this position: the benchmark has 3 (positions count from 0)"]
+        table_import(path=foreign, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
+    [problem] = [str(p) for p in excinfo.value.problems]
+    assert problem.startswith("row 4: column 'instruction': value 'Question:\\nFor the given audio, identify the "
+                              "source of the fire sound")
+    assert problem.endswith("no question of the benchmark has this text (left out with --skip-unmatched)")
 
 
 def test_presets_are_plain_mappings_and_need_the_lalms_name():

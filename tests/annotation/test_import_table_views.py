@@ -117,7 +117,7 @@ def test_validation_lists_each_bad_row_with_its_column_value_and_reason(admin_cl
     data = _mapping_post(record, col_audio="", scale_table="0=1, 0.5=3, 1=5", scale_min="", scale_max="")
     page = admin_client.post(reverse("annotation:import-validate", args=[record.pk]), data,
                              HTTP_HX_REQUEST="true").content.decode()
-    assert "1 problem: the import would refuse this table." in page
+    assert "1 problem in the table's 5 rows (2 questions): the import would refuse this table." in page
     row = "<td class=\"num\">5</td><td>score</td><td>&#x27;0.25&#x27;</td><td>not on the rating scale (0, 0.5, 1)</td>"
     assert row in page
     page = admin_client.post(reverse("annotation:import-run", args=[record.pk]), data,

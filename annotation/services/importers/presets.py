@@ -16,9 +16,15 @@ Each preset is a mapping document (:mod:`.table_mapping`) less the LALM's name, 
 * ``mmau`` — MMAU's own result file, the input of its ``evaluation.py``: the benchmark's JSON list (``id``,
   ``question``, ``choices``, ``answer``, …) with the model's answer in ``model_prediction`` (or ``model_output``);
   questions by ``id``.
-* ``audiobench`` — AudioBench's log ``log/<model>/<dataset>/<mode>_p<prompt>.json``: a JSON list of
-  ``{instruction, reference, task_type, model_prediction}`` in the benchmark's order, without ids; questions by
-  position (row n is the n-th question).
+* ``audiobench`` — AudioBench's files beside each other in ``log/<model>/<dataset>/``: the predictions, a JSON list
+  of ``{instruction, reference, task, task_type, model_prediction}`` (``format_model_predictions``), and the
+  judge's ``<dataset>_<metric>_score.json``, an object ``{"<metric>": {"judge_score", "success_rate"},
+  "task_scores", "details": [{question, reference, model_prediction, judge_response, rate_score, success,
+  task}]}`` (``eval_llama3_70b.py``). Neither carries an id, and a run with ``number_of_samples`` shuffles and
+  samples the dataset: questions are matched by their text (``instruction`` / ``question``, e.g.
+  ``"Question:\n…\nChoices:\n…"``; :mod:`.table_match`), never by position. The judge file's ``rate_score``
+  becomes that judge's rating (``audiobench:llama3-70b``; the 0–5 or 0/1 scale read from its ``judge_score``),
+  ``success`` 0 a failure.
 """
 from __future__ import annotations
 
@@ -43,8 +49,14 @@ PRESETS: dict[str, Preset] = {
         "layout": "long", "columns": {"question_id": "index", "candidate": "prediction"}}),
     "mmau": Preset("MMAU result file (model_prediction or model_output, by id)", {
         "layout": "long", "columns": {"question_id": "id", "candidate": ["model_prediction", "model_output"]}}),
-    "audiobench": Preset("AudioBench log (model_prediction, by position)", {
-        "layout": "long", "columns": {"position": "@row", "candidate": "model_prediction"}}),
+    "audiobench": Preset("AudioBench predictions or judge score file (model_prediction, rate_score; by question "
+                         "text)", {
+        "layout": "long",
+        "columns": {"question": ["question", "instruction"], "reference": "reference",
+                    "candidate": "model_prediction", "judge_score": "rate_score",
+                    "judge_explanation": "judge_response", "judge_success": "success"},
+        "match": "question_text",
+        "optional": ["reference", "judge_score", "judge_explanation", "judge_success"]}),
 }
 
 

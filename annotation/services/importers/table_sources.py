@@ -17,7 +17,7 @@ import math
 import shutil
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from annotation.outbound import url_download
@@ -73,6 +73,8 @@ class Table:
     names: list[str]
     n_rows: int
     _column: Callable[[str, int, int], list]
+    #: A JSON object's other keys beside its list of rows (AudioBench: the judge's aggregate score).
+    meta: dict = field(default_factory=dict)
 
     def column(self, name: str, start: int = 0, stop: int | None = None) -> list:
         """The values of rows ``start`` to ``stop`` (default: to the end) of column ``name``."""
@@ -188,10 +190,10 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
         if not jsonl:
             with opener(path, "rb") as fh:
                 data = orjson.loads(fh.read())
-            if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
-                data = next(iter(data.values()))  # {"data": [...]}: the one list inside
+            data, meta = _json_rows(data)
             if not isinstance(data, list):
-                raise ImportFormatError(file=path.name, problem="expected a JSON list of objects (one per row)")
+                raise ImportFormatError(file=path.name, problem="expected a JSON list of objects (one per row), or "
+                                        "an object holding one such list (e.g. AudioBench's {\"details\": [...]})")
             records = data[:nrows] if nrows is not None else data
         else:
             records = []
@@ -210,7 +212,25 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
         raise ImportFormatError(file=path.name, problem=f"invalid JSON: {exc}") from exc
     except OSError as exc:
         raise ImportFormatError(file=path.name, problem=f"cannot read the file ({exc})") from exc
-    return _records_table(path.name, "jsonl" if jsonl else "json", records)
+    table = _records_table(path.name, "jsonl" if jsonl else "json", records)
+    if not jsonl:
+        table.meta = meta
+    return table
+
+
+def _json_rows(data) -> tuple[object, dict]:
+    """The rows of a JSON document and its other top-level keys: a list as it is; an object's ``details`` list
+    (AudioBench's ``*_judge_score.json``: ``{"llama3_70b_judge": {...}, "details": [...]}``) or its one list of
+    objects (``{"data": [...]}``), the object's other keys as ``meta``."""
+    if not isinstance(data, dict):
+        return data, {}
+    lists = [k for k, v in data.items() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+    key = "details" if isinstance(data.get("details"), list) else lists[0] if len(lists) == 1 else None
+    if key is None and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        key = next(iter(data))  # {"data": []}: an empty table
+    if key is None:
+        return data, {}
+    return data[key], {k: v for k, v in data.items() if k != key}
 
 
 def _arrow_table(file: str, file_format: str, table, nrows: int | None) -> Table:
