@@ -17,6 +17,7 @@ from modelling.leaderboard.crossfit import (
     crossfit_list,
     crossfit_start,
 )
+from modelling.leaderboard.selectors import leaderboard_by_choices
 from modelling.leaderboard.services import (
     leaderboard_budget_plan,
     leaderboard_cached,
@@ -33,13 +34,19 @@ def _benchmark_names() -> list[str]:
     return list(Benchmark.objects.order_by("name").values_list("name", flat=True))
 
 
+def _by_choices(request) -> list[str]:
+    """The breakdowns of the requested benchmark (modality, category, its candidate metadata names)."""
+    return leaderboard_by_choices(benchmark=request.GET.get("benchmark") or None)
+
+
 @role_required(*STAFF)
 @require_GET
 def leaderboard_page(request):
-    """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
+    """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=`` (modality, category or a candidate
+    metadata name), the forest
     plot beside the LALM × LALM verdict matrix (the full list of pairs behind a disclosure), system-level
     agreement, the downloads, the cross-fits and the budget planner (``?a=&b=``)."""
-    form = LeaderboardQueryForm(request.GET, benchmarks=_benchmark_names())
+    form = LeaderboardQueryForm(request.GET, benchmarks=_benchmark_names(), by_choices=_by_choices(request))
     query_error = ""
     if form.is_valid():
         query = form.cleaned_data
@@ -91,7 +98,7 @@ def leaderboard_page(request):
 def leaderboard_download(request):
     """The leaderboard table of the page's scope as a file: ``?format=csv|markdown|latex`` (+ ``benchmark``,
     ``by``). 400 with the reason for an unknown format or benchmark."""
-    form = LeaderboardDownloadForm(request.GET, benchmarks=_benchmark_names())
+    form = LeaderboardDownloadForm(request.GET, benchmarks=_benchmark_names(), by_choices=_by_choices(request))
     if not form.is_valid():
         return HttpResponse(errors_text(form), status=400,
                             content_type="text/plain; charset=utf-8")
