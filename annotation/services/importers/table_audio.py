@@ -102,8 +102,7 @@ def audio_preview_state(locator: AudioLocator, value, *, allow_missing: bool) ->
         located = locator.locate(value)
         audio_file_info(path=located.path)
     except (ValueError, OSError) as exc:
-        wait = ": imported without it, the question waits for its audio" if allow_missing else ""
-        return False, f"{exc}{wait}"
+        return False, f"the question waits for its audio ({exc})" if allow_missing else str(exc)
     return True, ""
 
 
