@@ -65,7 +65,7 @@ def test_the_table_without_audio_imports_from_the_browser_as_it_is(admin_client,
     data = _mapping_post(record)
     preview = _post(admin_client, "annotation:import-preview", record, data)
     assert "<audio" not in preview  # no player for audio that does not exist
-    assert "a.wav: no file" in preview and "the question waits for its audio" in preview
+    assert "a.wav: no file" in preview and "not found: the question will wait for its audio" in preview
     assert "type: binary" in preview
     validation = _post(admin_client, "annotation:import-validate", record, data)
     assert "questions: 4 created" in validation and "Question.objects" not in validation

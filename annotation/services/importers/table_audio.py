@@ -102,7 +102,7 @@ def audio_preview_state(locator: AudioLocator, value, *, allow_missing: bool) ->
         located = locator.locate(value)
         audio_file_info(path=located.path)
     except (ValueError, OSError) as exc:
-        return False, f"the question waits for its audio ({exc})" if allow_missing else str(exc)
+        return False, "not found: the question will wait for its audio" if allow_missing else str(exc)
     return True, ""
 
 
