@@ -10,19 +10,7 @@ from annotation.models import Benchmark, CandidateAnswer, Job, Question, Rating,
 from tests.factories import AnnotatorFactory, UserFactory
 from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_ROWS, write_csv, write_wav_folder, zip_folder
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.IMPORT_DIR = tmp_path / "media" / "imports"
-
-
-@pytest.fixture
-def admin_client(client):
-    client.force_login(UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"]))
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("import_folders")]
 
 
 @pytest.fixture

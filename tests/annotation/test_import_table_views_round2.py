@@ -10,22 +10,9 @@ from django.urls import reverse
 
 from annotation.models import AudioClip, CandidateAnswer, Job, JudgeRating, Question, TableImport
 from annotation.services.importers import benchmark_import
-from tests.factories import UserFactory
 from tests.table_files import AQEVAL_COLUMNS, AQEVAL_ROWS, write_csv, write_wav, zip_folder
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.IMPORT_DIR = tmp_path / "media" / "imports"
-
-
-@pytest.fixture
-def admin_client(client):
-    client.force_login(UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"]))
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("import_folders")]
 
 
 def _upload(client, table, audio=None, benchmark="AQEval", **fields):

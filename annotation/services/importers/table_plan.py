@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import annotation.services.importers.table_cells as cells
 from annotation.codes import UnknownCodeError, normalize_codes
 from annotation.models import LALM, Question
-from annotation.services.importers import table_cells as cells
 from annotation.services.importers.reader import _max_length
 from annotation.services.importers.table_guess import judge_guess
 from annotation.services.importers.table_mapping import ImportProblem, RatingScale, TableMapping, shown
