@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import audio, audit, endpoints, exports, imports, jobs, judges, overview, rating
+from annotation.views import audio, audit, endpoints, exports, imports, imports_attach, jobs, judges, overview, rating
 
 app_name = "annotation"
 
@@ -39,7 +39,7 @@ urlpatterns: list = [
     path("audit/", audit.audit_log, name="audit"),
     # Admin: "New benchmark / Add data" — table imports (source, mapping, preview, validation, import job).
     path("imports/", imports.import_list, name="imports"),
-    path("imports/attach-audio/", imports.import_audio_attach, name="import-audio-attach"),
+    path("imports/attach-audio/", imports_attach.import_audio_attach, name="import-audio-attach"),
     path("imports/<int:pk>/", imports.import_detail, name="import"),
     path("imports/<int:pk>/preview/", imports.import_preview, name="import-preview"),
     path("imports/<int:pk>/validate/", imports.import_validate, name="import-validate"),
