@@ -70,6 +70,21 @@ def test_lmms_eval_samples_by_doc_id(tmp_path, mmau):
     assert _answers("Qwen2-Audio") == EXPECTED
 
 
+def test_lmms_eval_samples_are_never_matched_by_position_alone(tmp_path, mmau):
+    path = tmp_path / "samples_shifted.jsonl"
+    samples = [_lmms_sample(i, MMAU[i], ANSWERS[i], mmau_task=False) for i in range(3)]
+    samples[1]["doc_id"] = 2  # the doc of question 1 logged at question 2's position
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples[:2]))
+    with pytest.raises(TableImportError) as excinfo:
+        table_import(path=path, benchmark_name=mmau, mapping=preset_mapping("lmms-eval", lalm="Qwen2-Audio"))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "row 2: column 'doc.question': value 'What is the mood of the piece?': the question at this position is "
+        "'f1e2d3c4-3', whose text differs (left out with --skip-unmatched)"]
+    summary = table_import(path=path, benchmark_name=mmau, mapping={
+        **preset_mapping("lmms-eval", lalm="Qwen2-Audio"), "unmatched": "skip"})
+    assert (summary.candidates_created, len(summary.skipped)) == (1, 1)
+
+
 def test_lmms_eval_mmau_samples_by_the_mmau_id_of_their_submission(tmp_path, mmau):
     path = tmp_path / "samples_mmau_test_mini.jsonl"
     path.write_text("".join(json.dumps(_lmms_sample(i, MMAU[i], ANSWERS[i], mmau_task=True)) + "\n" for i in (1, 2, 0)))

@@ -7,7 +7,8 @@ Each preset is a mapping document (:mod:`.table_mapping`) less the LALM's name, 
 * ``lmms-eval`` — lmms-eval's ``--log_samples`` JSONL (``samples_<task>.jsonl``): one object per document with
   ``doc_id`` (the document's 0-based index in the task's dataset split), ``doc``, ``target``, ``arguments``,
   ``resps`` and ``filtered_resps`` (the answer after the task's filters, a list with one entry per request).
-  Questions by position: ``doc_id`` n is the benchmark's n-th question in import order.
+  Questions by position: ``doc_id`` n is the benchmark's n-th question in import order — never by position alone
+  when the ``doc`` carries its ``question``: that text must be the n-th question's (:mod:`.table_match`).
 * ``lmms-eval-mmau`` — the same file from lmms-eval's MMAU tasks, whose ``process_results`` adds
   ``submission`` (the MMAU record, ``id`` included): questions by MMAU id (``submission.id``).
 * ``kimi-audio-evalkit`` — Kimi-Audio-Evalkit's result file ``<model>_<dataset>.jsonl``: the dataset's records
@@ -41,8 +42,9 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "lmms-eval": Preset("lmms-eval samples JSONL (questions by doc_id)", {
-        "layout": "long", "columns": {"position": "doc_id", "candidate": "filtered_resps"}}),
+    "lmms-eval": Preset("lmms-eval samples JSONL (questions by doc_id, checked against the doc's question text)", {
+        "layout": "long", "columns": {"position": "doc_id", "question": "doc.question", "candidate": "filtered_resps"},
+        "optional": ["question"]}),
     "lmms-eval-mmau": Preset("lmms-eval samples JSONL of an MMAU task (questions by the MMAU id)", {
         "layout": "long", "columns": {"question_id": "submission.id", "candidate": "filtered_resps"}}),
     "kimi-audio-evalkit": Preset("Kimi-Audio-Evalkit result JSONL (index, prediction)", {

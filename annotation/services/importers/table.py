@@ -42,7 +42,8 @@ def _context(benchmark: Benchmark | None, mapping: TableMapping) -> Context:
     if benchmark is None:
         return Context()
     ids = list(Question.objects.filter(benchmark=benchmark).order_by("pk").values_list("external_id", flat=True))
-    index = QuestionIndex.of_benchmark(benchmark) if mapping.match else None
+    texts = mapping.match or {"position", "question"} <= set(mapping.columns)
+    index = QuestionIndex.of_benchmark(benchmark) if texts else None
     return Context(exists=True, positions=ids, external_ids=set(ids), index=index)
 
 

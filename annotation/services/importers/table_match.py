@@ -76,6 +76,12 @@ class QuestionIndex:
             "external_id", "current_version__question_text", "choices", "current_version__reference_answer")
         return cls(list(rows))
 
+    def agrees(self, external_id: str, text: str) -> bool:
+        """True when ``text`` (a toolkit's question cell) is the text of question ``external_id``."""
+        question, _ = split_question(text)
+        return any(k.external_id == external_id for key in (normalised(question), normalised(text))
+                   for k in self.by_text.get(key, ()))
+
     def match(self, text: str, *, reference: str = "") -> Match:
         """The question whose text is ``text`` (a toolkit's question cell), told apart by its choices and then by
         ``reference`` when several share the text."""

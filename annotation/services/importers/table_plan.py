@@ -138,6 +138,9 @@ class RowReader:
         self.plan, self.mapping, self.context, self.locator = plan, mapping, context, locator
         self.columns, self.lalm_columns = columns, lalm_columns
         self.key_reads = [k for k in columns if isinstance(k, tuple) and k[0] == "key"]
+        # Rows naming existing questions (by text, or by position with their text to check): their question texts
+        # identify, they are not written.
+        self.by_text = bool(mapping.match) or ("position" in columns and "question" in columns)
         self.meta_reads = [k for k in columns if isinstance(k, tuple) and k[0] == "meta"]
         self.constant: dict = {}  # question fields every row gets from the mapping's defaults
         if "modality" not in columns and mapping.defaults.get("modality"):
@@ -206,7 +209,7 @@ class RowReader:
         key = self._key(row, values, i, question_values) if question_values is not None else None
         if key is None:
             return None
-        if self.mapping.match:  # the row named an existing question; its texts were only for finding it
+        if self.by_text:  # the row named an existing question; its texts were only for finding it
             self.plan.questions.setdefault(key, PlannedQuestion(key=key, row=row, values={}))
             return key
         question = self.plan.questions.get(key)
@@ -254,7 +257,8 @@ class RowReader:
         if self.mapping.match:
             return self._matched(row, values, i, question_values)
         if "position" in values:
-            return self._at_position(row, values["position"][i])
+            key = self._at_position(row, values["position"][i])
+            return key if key is None or not self.by_text else self._verified(row, values, i, key, question_values)
         text = question_values.get("question", "")
         if not text.strip():
             self.bad(row, "question", "empty: without question_id the question text identifies the question",
@@ -262,6 +266,25 @@ class RowReader:
             return None
         identity = f"{question_values.get('audio', '')}\x00{text}"
         return "q-" + hashlib.sha256(identity.encode()).hexdigest()[:20]
+
+    def _verified(self, row: int, values: dict, i: int, key: str, question_values: dict) -> str | None:
+        """``key`` (the question at the row's position) when the row's question text is that question's; a row
+        whose text is another question's is a problem (or a reported skip): never matched by position alone."""
+        text = question_values.get("question", "")
+        if not text.strip() or self.context.index.agrees(key, text):
+            return key
+        return self._unmatched(row, values, i, f"the question at this position is {key!r}, whose text differs")
+
+    def _unmatched(self, row: int, values: dict, i: int, reason: str) -> None:
+        """Report a row whose question is not the benchmark's: a problem, or with ``"unmatched": "skip"`` a row
+        left out."""
+        problem = ImportProblem(reason=reason + (": left out" if self.mapping.unmatched == "skip" else ""),
+                                row=row, column=self.columns["question"], value=shown(values["question"][i]))
+        if self.mapping.unmatched == "skip":
+            self.plan.skipped.append(problem)
+        else:
+            self.plan.problem(reason + " (left out with --skip-unmatched)", row=row, column=problem.column,
+                              value=values["question"][i])
 
     def _at_position(self, row: int, value) -> str | None:
         positions = self.context.positions
@@ -282,14 +305,7 @@ class RowReader:
         found = self.context.index.match(text, reference=question_values.get("reference", ""))
         if found.external_id is not None:
             return found.external_id
-        problem = ImportProblem(reason=found.reason + (": left out" if self.mapping.unmatched == "skip" else ""),
-                                row=row, column=self.columns["question"], value=shown(values["question"][i]))
-        if self.mapping.unmatched == "skip":
-            self.plan.skipped.append(problem)
-        else:
-            self.plan.problem(problem.reason + " (left out with --skip-unmatched)", row=row, column=problem.column,
-                              value=values["question"][i])
-        return None
+        return self._unmatched(row, values, i, found.reason)
 
     def _answer_extras(self, row: int, values: dict, i: int) -> tuple[dict | None, PlannedJudgeScore | None] | None:
         """The row's candidate metadata and judge score (None after a problem)."""
