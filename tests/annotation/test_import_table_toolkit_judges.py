@@ -115,6 +115,9 @@ def test_the_judges_scores_stand_beside_humans_on_the_comparison_and_the_leaderb
     comparison = judge_comparison(user=UserFactory(is_staff=True, roles=["expert"]))
     [row] = [r for r in comparison.rows if r.label == f"{JUDGE} / imported"]
     assert row.n == 17 and row.failures == 1  # the failure is not compared
+    assert row.note == "imported from the toolkit's file, its scale mapped to 1–5"
+    [coverage] = [c for c in comparison.coverage if c.label == f"{JUDGE} / imported"]
+    assert (coverage.scored, coverage.failures, coverage.candidates) == (17, 1, 18)
     board = leaderboard_compute(benchmark="MMAU test-mini")
     assert f"{JUDGE} (imported)" in board.judges
     [qwen] = board.rows

@@ -96,3 +96,50 @@ def test_a_newcomer_imports_aqeval_without_audio_reads_the_type_breakdown_and_at
         assert checked.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") == 0
     finally:
         context.close()
+
+
+def test_a_toolkit_judges_imported_scores_stand_beside_humans_on_the_comparison_page(
+    live_server, page, browser, settings, tmp_path, axe_path
+):
+    """AudioBench's judge file (its ``details`` list) imported with the ``audiobench`` preset, one foreign row left
+    out; with two human ratings per answer the comparison page shows the toolkit judge's row."""
+    import json
+
+    from annotation.services.importers import benchmark_import, table_import
+    from annotation.services.importers.presets import preset_mapping
+    from tests.factories import RatingFactory
+
+    records = [{"id": f"m{i}", "audio_id": f"./a/{i}.wav", "question": f"What is heard in clip {i}?",
+                "choices": [f"x{i}", f"y{i}"], "answer": f"x{i}", "task": "sound", "category": "c",
+                "sub-category": "s", "difficulty": "easy"} for i in range(6)]
+    mmau = tmp_path / "mmau.json"
+    mmau.write_text(json.dumps(records))
+    benchmark_import(path=mmau, file_format="mmau", name="MMAU mini")
+    details = [{"question": f"Question:\n{r['question']}\nChoices:\n{' '.join(r['choices'])}", "reference": r["answer"],
+                "model_prediction": r["choices"][i % 2], "judge_response": f"Rating: {1 - i % 2}",
+                "rate_score": float(1 - i % 2), "success": 1} for i, r in enumerate(records)]
+    details.append({**details[0], "question": "Question:\nFor the given audio, identify the source of the whoop."})
+    judge_file = tmp_path / "mmau_mini_test_llama3_70b_judge_score.json"
+    mean = sum(d["rate_score"] for d in details) / len(details)
+    judge_file.write_text(json.dumps({"llama3_70b_judge": {"judge_score": mean * 100}, "details": details}))
+    table_import(path=judge_file, benchmark_name="MMAU mini",
+                 mapping={**preset_mapping("audiobench", lalm="Qwen"), "unmatched": "skip"})
+    from annotation.models import CandidateAnswer
+
+    for i, answer in enumerate(CandidateAnswer.objects.order_by("question_version__question__external_id")):
+        for score in ((5, 4) if i % 2 == 0 else (1, 2)):
+            RatingFactory(candidate=answer, score=score)
+    UserFactory(username="exp", is_staff=True, roles=["expert"])
+    page.set_default_timeout(30_000)
+    login(page, live_server.url, "exp")
+    page.goto(f"{live_server.url}/judges/compare/")
+    assert page.get_by_role("rowheader", name="audiobench:llama3-70b / imported").first.is_visible()
+    _shot(page, "expert", "aqeval-6-judge-comparison-audiobench")
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    checked = context.new_page()
+    try:
+        login(checked, live_server.url, "exp")
+        checked.goto(f"{live_server.url}/judges/compare/")
+        assert _axe(checked, axe_path) == []
+    finally:
+        context.close()

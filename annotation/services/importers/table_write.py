@@ -46,13 +46,11 @@ from annotation.services.importers.table_mapping import (
 )
 from annotation.services.importers.table_plan import Plan, PlannedCandidate
 from annotation.services.importers.table_summary import TableImportSummary
+from annotation.services.judge_comparison import IMPORTED_VARIANT as IMPORTED_JUDGE_VARIANT
 from annotation.services.target_ratings import benchmark_target_ratings
 
 #: Reason prefix of the question versions this importer makes.
 TABLE_IMPORT_REASON = "Table import"
-#: ``JudgeRating.prompt_variant`` of a toolkit judge's imported scores (the judge comparison page shows
-#: "<judge> / imported").
-IMPORTED_JUDGE_VARIANT = "imported"
 
 
 def write_plan(*, plan: Plan, mapping: TableMapping, benchmark_name: str, file_name: str, audio: AudioFound,
