@@ -237,7 +237,8 @@ def rating_overview(*, user, benchmark: Benchmark | None = None, now: datetime |
     # Gold items and attention checks are never "complete": their ratings never count.
     candidates = candidates_without_quality_items(CandidateAnswer.objects.filter(
         question_version__question__current_version=F("question_version"),
-        question_version__question__status=Question.Status.ACTIVE,
+        # Questions waiting for their audio are not served, but their imported ratings are the benchmark's.
+        question_version__question__status__in=[Question.Status.ACTIVE, Question.Status.AUDIO_MISSING],
     ))
     ratings = rating_counting_queryset()
     candidates = readable(candidates, user=user, path="question_version__question__benchmark")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import audio, audit, endpoints, exports, imports, jobs, judges, overview, rating
+from annotation.views import audio, audit, endpoints, exports, imports, imports_attach, jobs, judges, overview, rating
 
 app_name = "annotation"
 
@@ -39,6 +39,7 @@ urlpatterns: list = [
     path("audit/", audit.audit_log, name="audit"),
     # Admin: "New benchmark / Add data" — table imports (source, mapping, preview, validation, import job).
     path("imports/", imports.import_list, name="imports"),
+    path("imports/attach-audio/", imports_attach.import_audio_attach, name="import-audio-attach"),
     path("imports/<int:pk>/", imports.import_detail, name="import"),
     path("imports/<int:pk>/preview/", imports.import_preview, name="import-preview"),
     path("imports/<int:pk>/validate/", imports.import_validate, name="import-validate"),
@@ -46,4 +47,6 @@ urlpatterns: list = [
     path("imports/<int:pk>/job/", imports.import_job, name="import-job"),
     path("imports/<int:pk>/mapping.json", imports.import_mapping, name="import-mapping"),
     path("imports/<int:pk>/audio/<int:row>/", imports.import_audio, name="import-audio"),
+    path("imports/<int:pk>/allow-missing-audio/", imports.import_allow_missing_audio,
+         name="import-allow-missing-audio"),
 ]

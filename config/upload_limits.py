@@ -3,7 +3,8 @@
 Django checks an uploaded file's size only once the whole request has been received (spooled to a temporary file),
 so a form with a size limit still lets a client send gigabytes. :class:`RequestBodyLimitMiddleware` answers 413
 from the declared ``Content-Length`` before any middleware or view touches ``request.POST``/``request.FILES``: the
-import page's upload may carry ``IMPORT_UPLOAD_MAX_BYTES`` (its table, audio zip and mapping together), the admin's
+import page's upload may carry ``IMPORT_UPLOAD_MAX_BYTES`` (its table, audio zip and mapping together; the same for
+the *Attach audio* page's files), the admin's
 audio upload ``AUDIO_UPLOAD_MAX_BYTES``, every other request ``REQUEST_BODY_MAX_BYTES``. A body without a
 ``Content-Length`` (chunked) is never read by Django's WSGI request (it reads ``CONTENT_LENGTH`` bytes, 0 then).
 The reverse proxy in front (``docker/nginx.conf``) refuses the same sizes before they reach gunicorn.
@@ -18,6 +19,7 @@ FORM_SLACK_BYTES = 1024 * 1024
 #: URL name (``resolver_match.view_name``) -> the setting that bounds its uploads.
 UPLOAD_ROUTES = {
     "annotation:imports": "IMPORT_UPLOAD_MAX_BYTES",
+    "annotation:import-audio-attach": "IMPORT_UPLOAD_MAX_BYTES",
     "admin:annotation_audioclip_add": "AUDIO_UPLOAD_MAX_BYTES",
 }
 

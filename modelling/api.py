@@ -114,14 +114,23 @@ class LeaderboardQuerySerializer(serializers.Serializer):
     benchmark = serializers.CharField(required=False, help_text=(
         "Benchmark name; default: all benchmarks (for an expert of a team, who does not read every benchmark: the "
         "first of theirs by name)."))
-    by = serializers.ChoiceField(choices=["modality", "category"], required=False,
-                                 help_text="Also break the table down by modality or category.")
+    by = serializers.CharField(required=False, help_text="Also break the table down by modality, category or a "
+                               "candidate metadata name of the benchmark's imports (e.g. type).")
 
     def validate_benchmark(self, value):
         # Another team's benchmark answers like one that does not exist (annotation.teams.scope).
         if benchmark_readable(user=self.context["request"].user, name=value) is None:
             raise serializers.ValidationError(f"no benchmark named {value!r}")
         return value
+
+    def validate(self, attrs):
+        from modelling.leaderboard.selectors import leaderboard_by_check
+
+        try:
+            leaderboard_by_check(by=attrs.get("by"), benchmark=attrs.get("benchmark"))
+        except ValueError as exc:
+            raise serializers.ValidationError({"by": str(exc)}) from exc
+        return attrs
 
 
 _CI = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True,
@@ -201,7 +210,8 @@ class LeaderboardView(APIView):
             "pairwise": inline_serializer("LeaderboardPair", fields=_PAIR_FIELDS, many=True),
             "by": serializers.CharField(required=False),
             "groups": serializers.ListField(child=serializers.DictField(), required=False,
-                                            help_text="[{name, rows}] per modality or category."),
+                                            help_text="[{name, rows}] per modality, category or candidate "
+                                                      "metadata value."),
             "ppi_note": serializers.CharField(help_text="Why PPI estimates are missing ('' when present)."),
             "system_agreement": serializers.DictField(
                 child=serializers.DictField(allow_null=True),

@@ -174,12 +174,14 @@ class LeaderboardQueryForm(forms.Form):
     a = forms.CharField(required=False, max_length=200)
     b = forms.CharField(required=False, max_length=200)
 
-    def __init__(self, *args, benchmarks=(), **kwargs):
-        from modelling.leaderboard.services import BY_CHOICES
+    def __init__(self, *args, benchmarks=(), by_choices=None, **kwargs):
+        from modelling.leaderboard.selectors import BY_QUESTION_FIELDS, leaderboard_by_choices
 
         super().__init__(*args, **kwargs)
         self.fields["benchmark"].choices = [("", "All benchmarks")] + [(n, n) for n in benchmarks]
-        self.fields["by"].choices = [("", "None")] + [(n, n) for n in BY_CHOICES]
+        by_choices = by_choices if by_choices is not None else leaderboard_by_choices()
+        self.fields["by"].choices = [("", "None")] + [
+            (n, n if n in BY_QUESTION_FIELDS else f"{n} (answer metadata)") for n in by_choices]
 
 
 class LeaderboardDownloadForm(LeaderboardQueryForm):

@@ -34,6 +34,40 @@ NEWCOMER_MAPPING = {
     "rating_scale": {"0": 1, "0.5": 3, "1": 5},
 }
 
+#: An AQEval-like table (``../shared/data/aqeval_val/val.csv``'s columns): no id column, no audio at hand, the same
+#: question text for different clips ("Are people speaking?" for a.wav and b.wav, with different references), one
+#: clip behind two questions (a.wav), a per-answer length class ``type`` and a 0/0.5/1 label.
+AQEVAL_COLUMNS = ("source", "filename", "type", "question", "reference", "model", "response", "final_annotation")
+AQEVAL_ROWS = [
+    ("clotho", "a.wav", "binary", "Are people speaking?", "yes", "gama", "Yes.", "1.0"),
+    ("clotho", "a.wav", "word", "Are people speaking?", "yes", "qwen_2", "no", "0.0"),
+    ("clotho", "b.wav", "binary", "Are people speaking?", "no", "gama", "Yes.", "0.0"),
+    ("clotho", "b.wav", "short", "Are people speaking?", "no", "qwen_2", "No one is speaking.", "1.0"),
+    ("audiocaps", "c.wav", "medium", "What is the source of the sound?", "A dog barking.", "gama",
+     "It is a dog barking loudly near a fence.", "1.0"),
+    ("audiocaps", "c.wav", "word", "What is the source of the sound?", "A dog barking.", "qwen_2", "cat", "0.0"),
+    ("audiocaps", "a.wav", "short", "What else can be heard?", "Wind.", "gama", "Wind and rain.", "0.5"),
+    ("audiocaps", "a.wav", "long", "What else can be heard?", "Wind.", "qwen_2",
+     "There is wind blowing strongly, leaves rustling and distant traffic.", "1.0"),
+]
+#: Its mapping as the import page guesses it: audio = filename (not at hand), the label's scale, ``type`` kept.
+AQEVAL_MAPPING = {
+    "layout": "long",
+    "columns": {"question": "question", "reference": "reference", "audio": "filename", "lalm": "model",
+                "candidate": "response", "rating": "final_annotation"},
+    "rating_scale": {"0": 1, "0.5": 3, "1": 5},
+    "missing_audio": "allow",
+    "candidate_metadata": {"type": "type"},
+}
+
+
+def group_means(rows, *, group: int, model: int, score: int) -> dict[tuple[str, str], float]:
+    """``{(group value, LALM): mean raw score}`` of a table's rows: what a leaderboard breakdown must show."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        sums.setdefault((row[group], row[model]), []).append(float(row[score]))
+    return {key: sum(values) / len(values) for key, values in sums.items()}
+
 
 def write_wav(path: Path, *, seconds: float = 0.2, pitch: float = 440.0) -> Path:
     """A short mono 16 kHz sine tone (different pitches give different bytes, hence different clips)."""

@@ -126,6 +126,9 @@ EXPECTED: dict[tuple[str, str], Row] = {
     ("annotation:import-mapping", "GET"): row(ADMIN, "table_import_pk"),
     ("annotation:import-mapping", "POST"): row(ADMIN, "table_import_pk"),
     ("annotation:import-audio", "GET"): row(ADMIN, "table_import_pk", "table_import_row"),
+    ("annotation:import-allow-missing-audio", "POST"): row(ADMIN, "table_import_pk"),
+    ("annotation:import-audio-attach", "GET"): row(ADMIN),
+    ("annotation:import-audio-attach", "POST"): row(ADMIN),
     # Admin pages: exports and the audit log.
     ("annotation:exports", "GET"): row(ADMIN),
     ("annotation:export", "GET"): row(ADMIN, "export_pk"),

@@ -113,7 +113,7 @@ class CandidateAnswerSerializer(BlindCandidateAnswerSerializer):
     lalm = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="LALM name.")
 
     class Meta(BlindCandidateAnswerSerializer.Meta):
-        fields = ["id", "question", "question_version", "lalm", "text", "valid_rating_count", "created_at"]
+        fields = ["id", "question", "question_version", "lalm", "text", "valid_rating_count", "metadata", "created_at"]
 
 
 #: What an annotator reads as the reason their rating stopped counting; the stored reason names the expert.

@@ -20,6 +20,14 @@ from annotation.models import Benchmark, CandidateAnswer, Judge, JudgeRating, Qu
 #: The note shown beside a judge's row on the comparison page: how its scores were made.
 MODE_NOTES = {GENERATE: "generated reply, parsed", PROBABILITY: "probability: Σ p(k)·k",
               PROBABILITY_YESNO: "probability: 1 + 4·P(Yes)"}
+#: ``prompt_variant`` of a toolkit judge's scores imported with a table (``annotation.services.importers``), and
+#: their note.
+IMPORTED_VARIANT = "imported"
+IMPORTED_NOTE = "imported from the toolkit's file, its scale mapped to 1–5"
+
+
+def _note(entry: dict) -> str:
+    return IMPORTED_NOTE if entry.get("imported") else MODE_NOTES.get(entry["mode"], "")
 
 
 def judge_list_for_staff(*, user):
@@ -68,7 +76,8 @@ def judge_scores(*, benchmark: Benchmark | None = None, user=None) -> dict[str, 
         "judge_name", "prompt_variant", "judge_id", "judge__name", "candidate_id", "score", "expected_score", "mode"
     ).order_by("pk"):
         label = name if judge_id else f"{judge_name} / {variant}"
-        entry = out.setdefault(label, {"scores": {}, "expected": {}, "failures": 0, "mode": mode})
+        entry = out.setdefault(label, {"scores": {}, "expected": {}, "failures": 0, "mode": mode,
+                                       "imported": not judge_id and variant == IMPORTED_VARIANT})
         entry["mode"] = mode
         if score is None:
             entry["failures"] += 1
@@ -96,8 +105,9 @@ class JudgeCoverage:
 
 
 def judge_coverage(*, benchmark: Benchmark | None = None, user=None) -> list[JudgeCoverage]:
-    """Per judge (rows with a judge): scored and failed candidate answers among the current versions' ones (of the
-    benchmarks ``user`` reads when given)."""
+    """Per judge: scored and failed candidate answers among the current versions' ones (of the benchmarks ``user``
+    reads when given; judges of the platform by name, imported judges' scores as
+    ``"<judge_name> / <prompt_variant>"``)."""
     current = CandidateAnswer.objects.filter(question_version__question__current_version=F("question_version"))
     current = _readable(current, user=user, path="question_version__question__benchmark")
     if benchmark is not None:
@@ -109,8 +119,16 @@ def judge_coverage(*, benchmark: Benchmark | None = None, user=None) -> list[Jud
         .annotate(scored=Count("pk", filter=Q(score__isnull=False)), failures=Count("pk", filter=Q(score__isnull=True)))
         .order_by("judge__name")
     )
+    imported = (
+        JudgeRating.objects.filter(judge__isnull=True, candidate__in=current)
+        .values("judge_name", "prompt_variant", "mode")
+        .annotate(scored=Count("pk", filter=Q(score__isnull=False)), failures=Count("pk", filter=Q(score__isnull=True)))
+        .order_by("judge_name", "prompt_variant")
+    )
     return [JudgeCoverage(label=row["judge__name"], mode=row["judge__mode"], candidates=total, scored=row["scored"],
-                          failures=row["failures"]) for row in rows]
+                          failures=row["failures"]) for row in rows] + [
+        JudgeCoverage(label=f"{row['judge_name']} / {row['prompt_variant']}", mode=row["mode"], candidates=total,
+                      scored=row["scored"], failures=row["failures"]) for row in imported]
 
 
 @dataclass(frozen=True)
@@ -249,7 +267,7 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
     per_judge = judge_scores(benchmark=benchmark, user=user)
     scores_by_judge = {label: entry["scores"] for label, entry in per_judge.items() if entry["scores"]}
     rows = [agreement_row(label=label, predicted=entry["scores"], human=human, failures=entry["failures"],
-                          note=MODE_NOTES.get(entry["mode"], ""))
+                          note=_note(entry))
             for label, entry in sorted(per_judge.items())]
     for label, entry in sorted(per_judge.items()):
         if entry["expected"]:
@@ -271,7 +289,7 @@ def judge_comparison(*, user, benchmark: Benchmark | None = None, min_human_rati
     fusion = fusion_fit(scores_by_judge=scores_by_judge, human=human, train_ids=train_ids)
     held_human = {k: v for k, v in human.items() if k in held_ids}
     held_rows = [agreement_row(label=label, predicted=scores, human=held_human,
-                               note=MODE_NOTES.get(per_judge[label]["mode"], ""))
+                               note=_note(per_judge[label]))
                  for label, scores in sorted(scores_by_judge.items())]
     if len(scores_by_judge) >= 2:
         held_rows.append(agreement_row(label="Average of judges", predicted=average, human=held_human, note="fusion"))

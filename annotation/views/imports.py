@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
@@ -128,8 +129,26 @@ class MappingForm(forms.Form):
                                       help_text="Whose rater ids these are (default: the benchmark's name). "
                                                 "Files sharing raters use the same namespace.")
     split = forms.CharField(required=False, max_length=100, label="Split (datasets folder)")
+    missing_audio = forms.BooleanField(
+        required=False, label="Audio not at hand: import the questions without it",
+        help_text="A question whose audio file is not found keeps the audio column's value as its reference and "
+                  "waits for the file: not served to raters, its imported ratings counted. Attach the audio later "
+                  "(Attach audio, or import the table again with the audio zip).")
+    match_text = forms.BooleanField(
+        required=False, label="Match rows to the benchmark's questions by their text",
+        help_text="For a toolkit's log without ids: the question column is compared with the benchmark's "
+                  "questions (punctuation, case and the choices' format ignored), never the row's position.")
+    skip_unmatched = forms.BooleanField(
+        required=False, label="Leave out rows whose question is not in the benchmark",
+        help_text="Listed in the summary; otherwise such a row refuses the file.")
+    judge_name = forms.CharField(required=False, max_length=200, label="Judge name",
+                                 help_text="Whose scores the judge score column holds, e.g. audiobench:llama3-70b.")
+    judge_min = forms.FloatField(required=False, label="Judge scale from (min)")
+    judge_max = forms.FloatField(required=False, label="…to (max)",
+                                 help_text="min → 1, max → 5 on the platform's scale (AudioBench: 0–5, or 0–1 for its "
+                                           "binary prompt).")
 
-    def __init__(self, *args, columns: list[str], refresh_url: str, **kwargs):
+    def __init__(self, *args, columns: list[str], refresh_url: str, new_benchmark: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.columns = columns
         refresh = {"hx-post": refresh_url, "hx-trigger": "change", "hx-target": "#mapping-fields",
@@ -143,6 +162,19 @@ class MappingForm(forms.Form):
             choices = [*column_choices, (ROW_COLUMN, "@row: the row number")] if key == "position" else column_choices
             self.fields[f"col_{key}"] = forms.ChoiceField(required=False, choices=choices, label=_label(key),
                                                           help_text=help_text)
+        for key in ("question", "reference"):  # new questions need both (a new benchmark has only new ones)
+            self.fields[f"col_{key}"].required = new_benchmark and self._value("match_text") not in ("on", True)
+        column_options = [(c, c) for c in columns]
+        self.fields["question_key"] = forms.MultipleChoiceField(
+            required=False, label="…or several columns together identify a question", choices=column_options,
+            widget=forms.CheckboxSelectMultiple,
+            help_text="E.g. the file name and the question text, when the same question text recurs for different "
+                      "clips and there is no id column. Leave the question id unmapped.")
+        self.fields["candidate_metadata"] = forms.MultipleChoiceField(
+            required=False, label="Attributes of each answer (candidate metadata)", choices=column_options,
+            widget=forms.CheckboxSelectMultiple,
+            help_text="Kept with each candidate answer (e.g. an answer's length class) and shown with it; the "
+                      "leaderboard can be broken down by each.")
         self.wide_rating_fields = []
         if wide:
             self.fields["wide_lalms"] = forms.MultipleChoiceField(
@@ -173,11 +205,15 @@ class MappingForm(forms.Form):
         answers = [n for n in mapped if n[4:] in ("lalm", "candidate")]
         ratings = [n for n in mapped if n[4:] in ("rating", "rater", "codes", "comment")]
         wide = ["wide_lalms", *(name for name, _ in self.wide_rating_fields)] if "wide_lalms" in self.fields else []
+        judge = [n for n in mapped if n[4:].startswith("judge_")]
+        question = [n for n in question if n not in judge]
         return [
             ("Benchmark and layout", ["benchmark_name", "layout"]),
-            ("Questions", [*question, "default_modality", "default_category"]),
-            ("Candidate answers", [*answers, *wide, "default_lalm"]),
+            ("Questions", [*question, "question_key", "missing_audio", "match_text", "skip_unmatched",
+                           "default_modality", "default_category"]),
+            ("Candidate answers", [*answers, *wide, "default_lalm", "candidate_metadata"]),
             ("Ratings", [*ratings, "scale_table", "scale_min", "scale_max", "imported_ratings", "rater_namespace"]),
+            ("A toolkit judge's scores", [*judge, "judge_name", "judge_min", "judge_max"]),
             ("Other", ["split"]),
         ]
 
@@ -204,7 +240,22 @@ class MappingForm(forms.Form):
         for index, column in enumerate(c for c in columns if c in initial["wide_lalms"]):
             spec = next((s for s in lalms.values() if isinstance(s, dict) and s.get("candidate") == column), {})
             initial[f"wide_rating_{index}"] = spec.get("rating", "")
+        initial.update(MappingForm._round2_initial(doc, columns))
         return initial
+
+    @staticmethod
+    def _round2_initial(doc: dict, columns: list[str]) -> dict:
+        judge = doc.get("judge") or {}
+        scale = judge.get("scale") or {}
+        metadata = doc.get("candidate_metadata") or {}
+        return {
+            "question_key": [c for c in doc.get("question_key") or [] if c in columns],
+            "candidate_metadata": [c for c in (_first_present(v, columns) for v in metadata.values()) if c],
+            "missing_audio": doc.get("missing_audio") == "allow",
+            "match_text": doc.get("match") == "question_text",
+            "skip_unmatched": doc.get("unmatched") == "skip",
+            "judge_name": judge.get("name", ""), "judge_min": scale.get("min"), "judge_max": scale.get("max"),
+        }
 
     def clean(self):
         data = super().clean()
@@ -218,6 +269,10 @@ class MappingForm(forms.Form):
                     break
         if (low is None) != (high is None):
             self.add_error("scale_max", "Give both min and max.")
+        if (data.get("judge_min") is None) != (data.get("judge_max") is None):
+            self.add_error("judge_max", "Give both min and max of the judge's scale.")
+        if data.get("question_key") and data.get("col_question_id"):
+            self.add_error("question_key", "Identify questions by the id column or by several columns, not both.")
         return data
 
     def document(self, *, base: dict) -> dict:
@@ -243,6 +298,31 @@ class MappingForm(forms.Form):
         for key in ("rater_namespace", "split"):
             if data.get(key):
                 doc[key] = data[key]
+        doc.update(self._round2_document(base))
+        return doc
+
+    def _round2_document(self, base: dict) -> dict:
+        """The form's question key, missing audio, matching, candidate metadata and judge (``optional`` of a
+        preset kept)."""
+        data, doc = self.cleaned_data, {}
+        if len(data.get("question_key") or []) > 1:
+            doc["question_key"] = [c for c in self.columns if c in data["question_key"]]
+        if data.get("missing_audio"):
+            doc["missing_audio"] = "allow"
+        if data.get("match_text"):
+            doc["match"] = "question_text"
+        if data.get("skip_unmatched"):
+            doc["unmatched"] = "skip"
+        if data.get("candidate_metadata"):
+            doc["candidate_metadata"] = {c: c for c in self.columns if c in data["candidate_metadata"]}
+        judge = {"name": data["judge_name"]} if data.get("judge_name") else {}
+        if data.get("judge_min") is not None:
+            judge["scale"] = {"min": data["judge_min"], "max": data["judge_max"]}
+        if judge:
+            doc["judge"] = judge
+        optional = [f for f in base.get("optional") or [] if f"col_{f}" in self.fields]
+        if optional:
+            doc["optional"] = optional
         return doc
 
 
@@ -294,22 +374,36 @@ def _context(record: TableImport, form: MappingForm, **extra) -> dict:
             **_job_context(record.job), **extra}
 
 
+#: What the progress of each phase of an import job counts.
+_PHASE_UNITS = {"checking audio": "audio files"}
+
+
 def _job_context(job: Job | None) -> dict:
     if job is None:
         return {"job_active": False, "job_percent": 0, "job_result": {}}
     active = job.status in (Job.Status.QUEUED, Job.Status.RUNNING)
     percent = round(100 * job.done / job.total, 1) if job.total else (0.0 if active else 100.0)
-    return {"job": job, "job_active": active, "job_percent": min(percent, 100.0),
-            "job_result": (job.params or {}).get("result", {}), "job_phase": (job.params or {}).get("phase", "")}
+    phase = (job.params or {}).get("phase", "")
+    result = (job.params or {}).get("result", {})
+    benchmark = (job.params or {}).get("benchmark_name", "")
+    return {"job": job, "job_active": active, "job_percent": min(percent, 100.0), "job_result": result,
+            "job_phase": phase, "job_unit": _PHASE_UNITS.get(phase, "rows"),
+            "job_problem_count": result.get("n_problems") or len(result.get("problems") or []),
+            "leaderboard_query": urlencode({"benchmark": benchmark, **(
+                {"by": result["candidate_metadata"][0]} if result.get("candidate_metadata") else {})}),
+            "attach_query": urlencode({"benchmark": benchmark})}
 
 
 def _mapping_form(request: HttpRequest, record: TableImport, *, bound: bool) -> MappingForm:
     from django.urls import reverse
 
     refresh = reverse("annotation:import", kwargs={"pk": record.pk})
+    name = request.POST.get("benchmark_name", record.benchmark_name) if bound else record.benchmark_name
+    new = not Benchmark.objects.filter(name=(name or "").strip()).exists()
     if bound:
-        return MappingForm(request.POST, columns=record.columns, refresh_url=refresh)
-    return MappingForm(initial=MappingForm.initial_from(record), columns=record.columns, refresh_url=refresh)
+        return MappingForm(request.POST, columns=record.columns, refresh_url=refresh, new_benchmark=new)
+    return MappingForm(initial=MappingForm.initial_from(record), columns=record.columns, refresh_url=refresh,
+                       new_benchmark=new)
 
 
 @role_required(ADMIN)
@@ -430,3 +524,19 @@ def import_audio(request: HttpRequest, pk: int, row: int) -> HttpResponse:
         shutil.rmtree(workdir, ignore_errors=True)
     sniffed = audio_format_sniff(head=data[:16])
     return HttpResponse(data, content_type=_AUDIO_TYPES.get(sniffed, "application/octet-stream"))
+
+
+@role_required(ADMIN)
+@require_POST
+def import_allow_missing_audio(request: HttpRequest, pk: int) -> HttpResponse:
+    """The validation's offer when audio was not found: import without it (``"missing_audio": "allow"``) and
+    validate again; back to the import page."""
+    record = table_import_get_for_user(user=request.user, pk=pk)
+    try:
+        table_import_mapping_save(record=record, user=request.user,
+                                  document={**(record.mapping or {}), "missing_audio": "allow"},
+                                  benchmark_name=record.benchmark_name)
+        table_import_start(record=record, user=request.user, dry_run=True)
+    except (TableImportError, ValidationError):
+        pass  # the page shows the saved mapping and the latest job, whose problems say what is wrong
+    return redirect("annotation:import", pk=record.pk)

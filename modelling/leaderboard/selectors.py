@@ -15,6 +15,9 @@ from annotation.models import CandidateAnswer, JudgeRating, Rating
 
 #: How a benchmark's rated answers were chosen (``LeaderboardData.sampling``).
 UNIFORM, ROUTED, ACTIVE = "uniform", "routed", "active"
+#: Breakdowns every benchmark has (question fields); candidate metadata names (README, "Your own benchmark") add
+#: their own.
+BY_QUESTION_FIELDS = ("modality", "category")
 
 
 @dataclass
@@ -22,9 +25,10 @@ class LeaderboardData:
     """Everything the leaderboard is computed from, one benchmark or all.
 
     Attributes:
-        answers: {candidate id: {lalm, question, benchmark, benchmark_id, modality, category, words, key}} — every
-            candidate answer on its question's current version; ``question`` is the question's pk, ``words`` the
-            answer's length in whitespace-separated words, ``key`` its random key (0–1).
+        answers: {candidate id: {lalm, question, benchmark, benchmark_id, modality, category, words, key,
+            metadata}} — every candidate answer on its question's current version; ``question`` is the question's
+            pk, ``words`` the answer's length in whitespace-separated words, ``key`` its random key (0–1),
+            ``metadata`` its candidate metadata ({name: text}, e.g. {"type": "short"}).
         scores: {candidate id: [score 1–5, ...]} valid scored ratings made on the current version.
         judges: {judge label: {candidate id: score 1–5}} of active judges (and imported judge ratings), parsed
             scores only.
@@ -56,13 +60,13 @@ def leaderboard_data_load(*, benchmark: str | None = None) -> LeaderboardData:
     if benchmark is not None:
         answers = answers.filter(question_version__question__benchmark__name=benchmark)
     q = "question_version__question__"
-    for pk, lalm, question, bench, bench_id, modality, category, text, key in answers.values_list(
+    for pk, lalm, question, bench, bench_id, modality, category, text, key, metadata in answers.values_list(
         "pk", "lalm__name", q + "id", q + "benchmark__name", q + "benchmark_id", q + "modality", q + "category",
-        "text", "random_key",
+        "text", "random_key", "metadata",
     ).order_by("pk").iterator(chunk_size=5000):
         data.answers[pk] = {"lalm": lalm, "question": question, "benchmark": bench, "benchmark_id": bench_id,
                             "modality": modality, "category": category or "", "words": len(text.split()),
-                            "key": key}
+                            "key": key, "metadata": metadata or {}}
     ratings = Rating.objects.filter(
         is_valid=True, score__isnull=False, question_version=F("candidate__question_version"),
         candidate__question_version=F("candidate__question_version__question__current_version"),
@@ -103,3 +107,44 @@ def _sampling(data: LeaderboardData) -> None:
         routed.update(data.answers[cid]["benchmark_id"] for cid in RoutingDecision.objects.filter(
             candidate_id__in=chunk).values_list("candidate_id", flat=True).distinct())
     data.sampling = {b: ACTIVE if b in drawn else ROUTED if b in routed else UNIFORM for b in benchmarks}
+
+
+# --- breakdowns (``by``) ------------------------------------------------------------------------------------------
+
+def leaderboard_by_choices(*, benchmark: str | None = None) -> list[str]:
+    """What the leaderboard of ``benchmark`` (a name; None = every benchmark) can be broken down by: modality,
+    category, then the candidate metadata names its imports kept (each table import's ``candidate_metadata``), in
+    alphabetical order. Read from the import records, not the answers: a handful of rows on every database."""
+    from annotation.models import TableImport
+
+    imports = TableImport.objects.filter(imported_at__isnull=False, benchmark__isnull=False)
+    if benchmark is not None:
+        imports = imports.filter(benchmark__name=benchmark)
+    names = set()
+    for mapping in imports.values_list("mapping", flat=True):
+        names.update((mapping or {}).get("candidate_metadata") or {})
+    return [*BY_QUESTION_FIELDS, *sorted(n for n in names if n not in BY_QUESTION_FIELDS)]
+
+
+def leaderboard_by_check(*, by: str | None, benchmark: str | None = None) -> str | None:
+    """``by`` when the leaderboard of ``benchmark`` can be broken down by it (:func:`leaderboard_by_choices`).
+
+    Raises:
+        ValueError: an unknown ``by``; the message lists the choices.
+    """
+    if by is None or by in BY_QUESTION_FIELDS:
+        return by
+    choices = leaderboard_by_choices(benchmark=benchmark)
+    if by not in choices:
+        scope = f"benchmark {benchmark!r}" if benchmark else "the benchmarks"
+        raise ValueError(f"by must be one of {', '.join(choices)} (the question fields and the candidate metadata "
+                         f"of {scope}); got {by!r}")
+    return by
+
+
+def leaderboard_group(answer: dict, by: str) -> str:
+    """The group of one answer of :class:`LeaderboardData` under breakdown ``by``: its question's modality or
+    category, or its candidate metadata value of that name ("" when it has none)."""
+    if by in BY_QUESTION_FIELDS:
+        return answer[by]
+    return (answer.get("metadata") or {}).get(by, "")

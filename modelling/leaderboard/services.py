@@ -36,12 +36,22 @@ from django.conf import settings
 from django.utils import timezone
 
 from modelling.leaderboard import stats
-from modelling.leaderboard.selectors import ACTIVE, ROUTED, UNIFORM, LeaderboardData, leaderboard_data_load
+from modelling.leaderboard.selectors import (
+    ACTIVE,
+    BY_QUESTION_FIELDS,
+    ROUTED,
+    UNIFORM,
+    LeaderboardData,
+    leaderboard_by_check,
+    leaderboard_data_load,
+    leaderboard_group,
+)
 from modelling.orca.data import normalise_rating
 from modelling.services.routing_policy import audit_member
 
-#: Grouping keys of ``--by``.
-BY_CHOICES = ("modality", "category")
+#: Grouping keys of ``--by`` every benchmark has (candidate metadata names add their own:
+#: ``selectors.leaderboard_by_choices``).
+BY_CHOICES = BY_QUESTION_FIELDS
 #: Formats of the command and the downloads.
 FORMATS = ("json", "csv", "markdown", "latex")
 
@@ -472,7 +482,7 @@ def leaderboard_compute(
     *, benchmark: str | None = None, by: str | None = None, seed: int = 0, data: LeaderboardData | None = None,
 ) -> Leaderboard:
     """Compute the leaderboard of ``benchmark`` (a name, None = all benchmarks), optionally broken down ``by``
-    modality or category.
+    modality, category or a candidate metadata name.
 
     Args:
         seed: seed of the Monte-Carlo sign flips of the pairwise test (the figures are reproducible).
@@ -480,8 +490,7 @@ def leaderboard_compute(
 
     Raises ValueError for an unknown ``by``.
     """
-    if by is not None and by not in BY_CHOICES:
-        raise ValueError(f"by must be one of {', '.join(BY_CHOICES)}; got {by!r}")
+    leaderboard_by_check(by=by, benchmark=benchmark)
     data = data if data is not None else leaderboard_data_load(benchmark=benchmark)
     return leaderboard_build(data=data, preds=leaderboard_predictions(candidate_ids=data.answers),
                              config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by)
@@ -528,7 +537,7 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     if by is not None:
         groups: dict[str, list[int]] = defaultdict(list)
         for cid in ids:
-            groups[data.answers[cid][by] or "(none)"].append(cid)
+            groups[leaderboard_group(data.answers[cid], by) or "(none)"].append(cid)
         board.groups = [(name, _rows(data, groups[name], preds, config=config)) for name in sorted(groups)]
     return board
 
@@ -752,7 +761,7 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
     aggregate queries."""
     from django.db.models import Count, Max, Q
 
-    from annotation.models import CandidateAnswer, JudgeRating
+    from annotation.models import CandidateAnswer, JudgeRating, TableImport
     from modelling.models import ActiveDraw, BenchmarkRouting, RoutingDecision
     from modelling.selectors import valid_ratings_fingerprint
     from modelling.services.agreement_cache import predictions_state
@@ -763,7 +772,9 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
     routed = RoutingDecision.objects.aggregate(last=Max("id"))
     draws = ActiveDraw.objects.aggregate(n=Count("id"), last=Max("id"))
     policies = BenchmarkRouting.objects.aggregate(n=Count("id"), last=Max("updated_at"))
+    imported = TableImport.objects.aggregate(last=Max("imported_at"))["last"]  # candidate metadata re-imported
     return (benchmark or "-", by or "-", valid_ratings_fingerprint(), *predictions_state(),
+            imported and imported.timestamp(),
             answers["n"], answers["last"], judged["n"], judged["last"], judged["inactive"], routed["last"],
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
             settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()))

@@ -17,6 +17,7 @@ from modelling.leaderboard.crossfit import (
     crossfit_list,
     crossfit_start,
 )
+from modelling.leaderboard.selectors import BY_QUESTION_FIELDS, leaderboard_by_choices
 from modelling.leaderboard.services import (
     leaderboard_budget_plan,
     leaderboard_cached,
@@ -46,14 +47,24 @@ def _scope(user, benchmark: str, names: list[str]) -> str | None:
     return names[0]
 
 
+def _by_choices(request, names: list[str]) -> list[str]:
+    """The breakdowns of the benchmark the page will show (modality, category, its candidate metadata names); a
+    benchmark the user does not read gives only modality and category (the form refuses it anyway)."""
+    requested = request.GET.get("benchmark") or ""
+    if requested and requested not in names:
+        return list(BY_QUESTION_FIELDS)
+    return leaderboard_by_choices(benchmark=_scope(request.user, requested, names))
+
+
 @role_required(*STAFF)
 @require_GET
 def leaderboard_page(request):
-    """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=modality|category``, the forest
+    """The leaderboard of one benchmark (``?benchmark=``) or all, optional ``?by=`` (modality, category or a candidate
+    metadata name), the forest
     plot beside the LALM × LALM verdict matrix (the full list of pairs behind a disclosure), system-level
     agreement, the downloads, the cross-fits and the budget planner (``?a=&b=``)."""
     names = _benchmark_names(request.user)
-    form = LeaderboardQueryForm(request.GET, benchmarks=names)
+    form = LeaderboardQueryForm(request.GET, benchmarks=names, by_choices=_by_choices(request, names))
     query_error = ""
     if form.is_valid():
         query = form.cleaned_data
@@ -107,7 +118,7 @@ def leaderboard_download(request):
     """The leaderboard table of the page's scope as a file: ``?format=csv|markdown|latex`` (+ ``benchmark``,
     ``by``). 400 with the reason for an unknown format or benchmark."""
     names = _benchmark_names(request.user)
-    form = LeaderboardDownloadForm(request.GET, benchmarks=names)
+    form = LeaderboardDownloadForm(request.GET, benchmarks=names, by_choices=_by_choices(request, names))
     if not form.is_valid():
         return HttpResponse(errors_text(form), status=400,
                             content_type="text/plain; charset=utf-8")

@@ -31,7 +31,8 @@ def test_a_row_holds_the_current_texts_the_valid_ratings_and_seed_108_feedback()
         version__rationale="Three distinct female voices.",
         version__transcript="Open up!",
     )
-    candidate = CandidateAnswerFactory(question_version=question.current_version, lalm__name="M2_1", text="Two.")
+    candidate = CandidateAnswerFactory(question_version=question.current_version, lalm__name="M2_1", text="Two.",
+                                       metadata={"type": "word"})
     RatingFactory(candidate=candidate, score=4)
     RatingFactory(candidate=candidate, score=None, codes="U", comment="too noisy")
     RatingFactory(candidate=candidate, score=2, codes="AR", comment="reference is wrong\nlisten at 0:03")
@@ -50,6 +51,9 @@ def test_a_row_holds_the_current_texts_the_valid_ratings_and_seed_108_feedback()
             "lalm": "M2_1",
             "modality": "speech",
             "category": "Semantic Layer",
+            "metadata": {"type": "word"},
+            "groups": {"benchmark": question.benchmark.name, "modality": "speech", "category": "Semantic Layer",
+                       "type": "word"},
         }
     ]
 

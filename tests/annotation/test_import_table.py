@@ -24,7 +24,8 @@ from annotation.models import (
 )
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.importers import TableImportError, table_import
-from annotation.services.importers.table_mapping import mapping_guess, mapping_parse, rating_scale_guess
+from annotation.services.importers.table_guess import mapping_guess, rating_scale_guess
+from annotation.services.importers.table_mapping import mapping_parse
 from annotation.services.versions import question_version_create
 from tests.factories import AnnotatorFactory, BenchmarkFactory, QuestionFactory
 from tests.table_files import (
@@ -252,7 +253,8 @@ def test_mapping_typos_and_bad_values_are_all_reported_at_once():
                        "imported_ratings": "never", "extra": 1})
     problems = _problems(excinfo)
     assert "mapping extra: unknown key (expected layout, columns, lalms, defaults, rating_scale, imported_ratings, " \
-           "rater_namespace, split, format, preset, description)" in problems
+           "rater_namespace, split, format, preset, description, question_key, missing_audio, candidate_metadata, " \
+           "match, unmatched, judge, optional)" in problems
     assert "mapping layout: 'tall' is not long or wide" in problems
     assert any(p.startswith("mapping columns.refrence: unknown field") for p in problems)
     assert "mapping columns.question: expected a column name or a list of them, got 3" in problems

@@ -70,6 +70,21 @@ def test_lmms_eval_samples_by_doc_id(tmp_path, mmau):
     assert _answers("Qwen2-Audio") == EXPECTED
 
 
+def test_lmms_eval_samples_are_never_matched_by_position_alone(tmp_path, mmau):
+    path = tmp_path / "samples_shifted.jsonl"
+    samples = [_lmms_sample(i, MMAU[i], ANSWERS[i], mmau_task=False) for i in range(3)]
+    samples[1]["doc_id"] = 2  # the doc of question 1 logged at question 2's position
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples[:2]))
+    with pytest.raises(TableImportError) as excinfo:
+        table_import(path=path, benchmark_name=mmau, mapping=preset_mapping("lmms-eval", lalm="Qwen2-Audio"))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "row 2: column 'doc.question': value 'What is the mood of the piece?': the question at this position is "
+        "'f1e2d3c4-3', whose text differs (left out with --skip-unmatched)"]
+    summary = table_import(path=path, benchmark_name=mmau, mapping={
+        **preset_mapping("lmms-eval", lalm="Qwen2-Audio"), "unmatched": "skip"})
+    assert (summary.candidates_created, len(summary.skipped)) == (1, 1)
+
+
 def test_lmms_eval_mmau_samples_by_the_mmau_id_of_their_submission(tmp_path, mmau):
     path = tmp_path / "samples_mmau_test_mini.jsonl"
     path.write_text("".join(json.dumps(_lmms_sample(i, MMAU[i], ANSWERS[i], mmau_task=True)) + "\n" for i in (1, 2, 0)))
@@ -101,20 +116,23 @@ def test_mmau_result_files_by_id(tmp_path, mmau, field):
     assert _answers("Gemini") == EXPECTED
 
 
-def test_audiobench_logs_by_position(tmp_path, mmau):
+def test_audiobench_logs_by_question_text_in_any_order(tmp_path, mmau):
     log = [{"instruction": "Question:\n" + r["question"] + "\nChoices:\n" + " ".join(r["choices"]),
             "reference": r["answer"], "task": r["task"], "task_type": "Audio-Understanding-Reasoning",
             "model_prediction": a} for r, a in zip(MMAU, ANSWERS, strict=True)]
     path = tmp_path / "llama3_70b_judge_p0.json"  # log/<model>/mmau_mini/<mode>_p<prompt>.json
-    path.write_text(json.dumps(log, indent=4))
+    path.write_text(json.dumps([log[2], log[0], log[1]], indent=4))  # number_of_samples shuffles the dataset
     table_import(path=path, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
     assert _answers("WavLLM") == EXPECTED
-    too_long = tmp_path / "too_long.json"
-    too_long.write_text(json.dumps([*log, log[0]]))
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps([*log, {**log[0], "instruction": "Question:\nFor the given audio, identify the "
+                                                                 "source of the fire sound.\nChoices:\nA B"}]))
     with pytest.raises(TableImportError) as excinfo:
-        table_import(path=too_long, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
-    assert [str(p) for p in excinfo.value.problems] == [
-        "row 4: column '@row': value 3: no question at this position: the benchmark has 3 (positions count from 0)"]
+        table_import(path=foreign, benchmark_name=mmau, mapping=preset_mapping("audiobench", lalm="WavLLM"))
+    [problem] = [str(p) for p in excinfo.value.problems]
+    assert problem.startswith("row 4: column 'instruction': value 'Question:\\nFor the given audio, identify the "
+                              "source of the fire sound")
+    assert problem.endswith("no question of the benchmark has this text (left out with --skip-unmatched)")
 
 
 def test_presets_are_plain_mappings_and_need_the_lalms_name():

@@ -10,19 +10,7 @@ from annotation.models import Benchmark, CandidateAnswer, Job, Question, Rating,
 from tests.factories import AnnotatorFactory, UserFactory
 from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_ROWS, write_csv, write_wav_folder, zip_folder
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.IMPORT_DIR = tmp_path / "media" / "imports"
-
-
-@pytest.fixture
-def admin_client(client):
-    client.force_login(UserFactory(username="adm", is_staff=True, is_superuser=True, roles=["admin"]))
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("import_folders")]
 
 
 @pytest.fixture
@@ -117,7 +105,7 @@ def test_validation_lists_each_bad_row_with_its_column_value_and_reason(admin_cl
     data = _mapping_post(record, col_audio="", scale_table="0=1, 0.5=3, 1=5", scale_min="", scale_max="")
     page = admin_client.post(reverse("annotation:import-validate", args=[record.pk]), data,
                              HTTP_HX_REQUEST="true").content.decode()
-    assert "1 problem: the import would refuse this table." in page
+    assert "1 problem in the table's 5 rows (2 questions): the import would refuse this table." in page
     row = "<td class=\"num\">5</td><td>score</td><td>&#x27;0.25&#x27;</td><td>not on the rating scale (0, 0.5, 1)</td>"
     assert row in page
     page = admin_client.post(reverse("annotation:import-run", args=[record.pk]), data,

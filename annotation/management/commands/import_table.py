@@ -1,4 +1,5 @@
-"""``manage.py import_table FILE --benchmark NAME --mapping MAPPING.json [--audio-root DIR] [--dry-run]``."""
+"""``manage.py import_table FILE --benchmark NAME (--mapping MAPPING.json | --preset NAME --lalm LALM)
+[--audio-root DIR] [--skip-unmatched] [--judge NAME] [--dry-run]``."""
 import json
 from pathlib import Path
 
@@ -27,10 +28,17 @@ class Command(BaseCommand):
         parser.add_argument("--lalm", default="", help="With --preset: the LALM whose answers the file holds.")
         parser.add_argument("--audio-root", type=Path, default=None,
                             help="Folder or zip file the audio column's relative paths start from.")
+        parser.add_argument("--skip-unmatched", action="store_true",
+                            help="Rows matched by question text (match: question_text, the audiobench preset) "
+                                 "whose question is not in the benchmark are left out and listed, instead of "
+                                 "refusing the file.")
+        parser.add_argument("--judge", default="",
+                            help="The name of the judge whose scores the judge_score column holds (default: read "
+                                 "from the file, e.g. audiobench:llama3-70b).")
         parser.add_argument("--dry-run", action="store_true", help="Check everything and count, write nothing.")
 
     def handle(self, *args, path: Path, benchmark: str, mapping: Path | None, preset: str | None, lalm: str,
-               audio_root: Path | None, dry_run: bool, **options):
+               audio_root: Path | None, skip_unmatched: bool, judge: str, dry_run: bool, **options):
         if mapping is not None:
             try:
                 document = json.loads(mapping.read_text(encoding="utf-8"))
@@ -43,12 +51,22 @@ class Command(BaseCommand):
                 document = preset_mapping(preset, lalm=lalm)
             except ValueError as exc:
                 raise CommandError(f"--lalm: {exc}") from exc
+        if skip_unmatched:
+            document["unmatched"] = "skip"
+        if judge:
+            document["judge"] = {**(document.get("judge") or {}), "name": judge}
         try:
             summary = table_import(path=path, benchmark_name=benchmark, mapping=document, audio_root=audio_root,
                                    dry_run=dry_run, source=str(path))
         except TableImportError as exc:
             self.stderr.write(str(exc))
-            raise CommandError(f"{exc.file}: {len(exc.problems)} problem(s), nothing was written") from exc
+            shown = len(exc.problems)
+            total = getattr(exc, "n_problems", shown)
+            counted = f"{total} problem(s)" + (f" (the first {shown} listed)" if total > shown else "")
+            if getattr(exc, "rows", None) is not None:
+                counted += f" in {exc.rows} rows ({exc.questions} questions)"
+            advice = "".join(f"\n{line}" for line in getattr(exc, "advice", []))
+            raise CommandError(f"{exc.file}: {counted}, nothing was written{advice}") from exc
         except ImportFormatError as exc:
             raise CommandError(f"{exc}; nothing was written") from exc
         self.stdout.write(str(summary))

@@ -1,5 +1,6 @@
 """The rated dataset as ORCA JSONL, the upstream trainer's input (seed-108 item fields plus lalm, modality,
-category); also the row shape of the curated export's ``<split>.jsonl``."""
+category, the answer's candidate metadata and the ``groups`` ORCA reports its quality per); also the row shape of
+the curated export's ``<split>.jsonl``."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,17 @@ from annotation.models import Benchmark
 from annotation.services.exports.records import _ORCA_CANDIDATE_FIELDS, _feedback_entry, _iter_chunks, _json_text
 
 _ORCA_KEYS = ("id", "question", "reference", "rationale", "transcription", "candidate", "ratings", "feedback",
-              "lalm", "modality", "category")
+              "lalm", "modality", "category", "metadata", "groups")
+
+
+def orca_groups(*, benchmark: str, modality: str, category: str, metadata: dict | None) -> dict[str, str]:
+    """The ``groups`` of an ORCA JSONL item: ``{"benchmark": …, "modality": …, "category": …, <candidate
+    metadata name>: …}``, every value a non-empty text (README, "Your own benchmark"; ORCA reports its quality per
+    benchmark and per benchmark and each other group, ``modelling.orca``). A metadata name never shadows the
+    question's groups (the importer refuses those names)."""
+    groups = {str(k): str(v) for k, v in (metadata or {}).items() if v not in (None, "")}
+    groups.update((k, v) for k, v in (("benchmark", benchmark), ("modality", modality), ("category", category)) if v)
+    return groups
 
 
 def _orca_row(record: dict) -> dict:
@@ -21,7 +32,9 @@ def _orca_row(record: dict) -> dict:
     """
     feedback = [_feedback_entry(codes=code, comment=comment)
                 for code, comment in zip(record["codes"], record["comments"], strict=True)]
-    return {key: feedback if key == "feedback" else record[key] for key in _ORCA_KEYS}
+    groups = orca_groups(benchmark=record["benchmark"], modality=record["modality"], category=record["category"],
+                         metadata=record["metadata"])
+    return {key: feedback if key == "feedback" else groups if key == "groups" else record[key] for key in _ORCA_KEYS}
 
 
 def _orca_row_curated(record: dict, *, include_invalid: bool) -> dict:
@@ -63,13 +76,16 @@ def _write_rows(
         lalm_names=lalm_names,
     ):
         lines = []
-        for pk, external_id, lalm, question, reference, rationale, transcription, text, modality, category in rows:
+        for (pk, external_id, lalm, question, reference, rationale, transcription, text, modality, category,
+             benchmark_name, metadata) in rows:
             rated = ratings.get(pk, ())
             lines.append(encode({
                 "id": f"{external_id}_{lalm}", "question": question, "reference": reference, "rationale": rationale,
                 "transcription": transcription, "candidate": text, "ratings": [r[0] for r in rated],
                 "feedback": [_feedback_entry(codes=r[1], comment=r[2]) if r[1] or r[2] else None for r in rated],
-                "lalm": lalm, "modality": modality, "category": category,
+                "lalm": lalm, "modality": modality, "category": category, "metadata": metadata or {},
+                "groups": orca_groups(benchmark=benchmark_name, modality=modality, category=category,
+                                      metadata=metadata),
             }))
         lines.append("")
         fh.write("\n".join(lines))
@@ -93,7 +109,8 @@ def dataset_export_orca_jsonl(
     train/dev/test splits this way), in candidate id order:
     ``{id: "<external_id>_<LALM name>", question, reference, rationale, transcription, candidate,
     ratings: [score 1–5 or null, ...], feedback: [null | ["a", "r", ..., "comment line", ...], ...],
-    lalm, modality, category}``: the fields of an ORCA seed-108 item, its key in ``id``. ``ratings`` holds the
+    lalm, modality, category, metadata, groups}``: the fields of an ORCA seed-108 item, its key in ``id``, the
+    answer's candidate metadata (``{name: text}``) and its ``groups`` (:func:`orca_groups`). ``ratings`` holds the
     valid ratings only, in rating id order; ``feedback`` is the parallel list in the seed-108 format (lower-case
     codes, then the comment split into lines; null when a rating has neither).
 

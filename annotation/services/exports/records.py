@@ -86,10 +86,11 @@ _CANDIDATE_FIELDS = {
     "reference": "question_version__reference_answer",
     "rationale": "question_version__rationale",
     "transcription": "question_version__transcript",
+    "metadata": "metadata",
 }
 #: The candidate fields the ORCA JSONL rows need (no choices: decoding JSON per row costs time for nothing).
 _ORCA_CANDIDATE_FIELDS = ("pk", "external_id", "lalm", "question", "reference", "rationale", "transcription",
-                          "text", "modality", "category")
+                          "text", "modality", "category", "benchmark", "metadata")
 
 
 def _prediction_model():
@@ -249,6 +250,7 @@ def _record(row: dict, ratings: Collection[tuple], judges: list[dict], predictio
         "modality": row["modality"],
         "category": row["category"],
         "sub_category": row["sub_category"],
+        "metadata": row["metadata"] or {},
         "ratings": scores,
         "codes": codes,
         "comments": comments,

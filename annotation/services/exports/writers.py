@@ -18,15 +18,18 @@ _FILE_NAMES = {"orca-jsonl": "{split}.jsonl", "csv": "{split}.csv", "parquet": "
 #: Columns of the CSV, Parquet and Hugging Face outputs, in order.
 TABLE_COLUMNS = (
     "id", "benchmark", "question_id", "question_version", "is_current_version", "question", "choices", "reference",
-    "rationale", "transcription", "candidate", "lalm", "modality", "category", "sub_category", "ratings", "codes",
-    "comments", "annotators", "imported", "n_ratings", "mean_score", "judge_scores", "orca_model", "orca_mu",
+    "rationale", "transcription", "candidate", "lalm", "modality", "category", "sub_category", "metadata", "ratings",
+    "codes", "comments", "annotators", "imported", "n_ratings", "mean_score", "judge_scores", "orca_model", "orca_mu",
     "orca_variance", "invalidated",
 )
 
 
 #: TABLE_COLUMNS holding lists of values or objects, written to CSV as JSON text.
 _CSV_JSON_COLUMNS = frozenset({"choices", "ratings", "codes", "comments", "annotators", "imported", "judge_scores",
-                               "invalidated"})
+                               "invalidated", "metadata"})
+#: TABLE_COLUMNS holding an object (``{}`` when empty); Parquet keeps them as JSON text too (``datasets`` has no
+#: map type).
+_JSON_OBJECT_COLUMNS = frozenset({"metadata"})
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
@@ -64,10 +67,11 @@ def _csv_rows(records: list[dict]) -> Iterator[list]:
     A per-column decision instead of a type test per cell (2.6 million cells for 100,000 rows).
     """
     encode = _json_text
-    kinds = [(column, column in _CSV_JSON_COLUMNS) for column in TABLE_COLUMNS]
+    kinds = [(column, ("{}" if column in _JSON_OBJECT_COLUMNS else "[]") if column in _CSV_JSON_COLUMNS else None)
+             for column in TABLE_COLUMNS]
     for record in records:
         yield [
-            (encode(value) if value else "[]") if is_json
+            (encode(value) if value else is_json) if is_json
             else "" if value is None
             else csv_cell(value) if type(value) is str
             else value
@@ -85,7 +89,8 @@ def _arrow_schema():
             ("id", text), ("benchmark", text), ("question_id", text), ("question_version", pa.int32()),
             ("is_current_version", pa.bool_()), ("question", text), ("choices", pa.list_(text)),
             ("reference", text), ("rationale", text), ("transcription", text), ("candidate", text), ("lalm", text),
-            ("modality", text), ("category", text), ("sub_category", text), ("ratings", pa.list_(pa.int8())),
+            ("modality", text), ("category", text), ("sub_category", text),
+            ("metadata", text), ("ratings", pa.list_(pa.int8())),
             ("codes", pa.list_(text)), ("comments", pa.list_(text)), ("annotators", pa.list_(text)),
             ("imported", pa.list_(pa.bool_())),
             ("n_ratings", pa.int32()), ("mean_score", pa.float64()),
@@ -137,7 +142,8 @@ class _SplitWriters:
         if self.parquet is not None:
             import pyarrow as pa
 
-            table = pa.Table.from_pylist([{c: r[c] for c in TABLE_COLUMNS} for r in records], schema=self.schema)
+            table = pa.Table.from_pylist([{c: _json_text(r[c]) if c in _JSON_OBJECT_COLUMNS else r[c]
+                                           for c in TABLE_COLUMNS} for r in records], schema=self.schema)
             self.parquet.write_table(table)
 
     def close(self) -> None:

@@ -314,10 +314,18 @@ def _orca_questions(
 
 
 def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> OrcaImportSummary:
+    """Write the checked items (inside the caller's transaction): questions and their versions, LALMs and
+    candidate answers, then the annotators' accounts and ratings."""
     summary = OrcaImportSummary(file=path.name)
     questions = _orca_questions(path=path, items=items, benchmark_name=benchmark_name, summary=summary)
+    _orca_write_versions(path=path, items=items, questions=questions, summary=summary)
+    candidates = _orca_write_candidates(path=path, items=items, questions=questions, summary=summary)
+    _orca_write_ratings(items=items, candidates=candidates, summary=summary)
+    return summary
 
-    # Versions: one per question whose current texts differ from the file's.
+
+def _orca_write_versions(*, path: Path, items: list[_OrcaItem], questions: dict, summary: OrcaImportSummary) -> None:
+    """One new version per question whose current texts differ from the file's."""
     last_number = _last_version_numbers([q.pk for q in questions.values()])
     texts = {item.question_id: item.texts for item in items}
     new_versions = []
@@ -331,7 +339,11 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
     _make_current(new_versions)
     summary.versions_created = len(new_versions)
 
-    # LALMs and candidate answers.
+
+def _orca_write_candidates(*, path: Path, items: list[_OrcaItem], questions: dict,
+                           summary: OrcaImportSummary) -> dict[str, CandidateAnswer]:
+    """The LALMs and candidate answers of the items, ``{item key: candidate}``; a stored answer that differs is
+    refused."""
     lalms = {
         tag: LALM.objects.get_or_create(name=tag, defaults={"provider": LALM.Provider.IMPORT})[0]
         for tag in sorted({item.tag for item in items})
@@ -362,8 +374,12 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
         candidates[item.key] = candidate
     CandidateAnswer.objects.bulk_create(new_candidates, batch_size=_BULK_BATCH)
     summary.candidates_created = len(new_candidates)
+    return candidates
 
-    # Imported annotator accounts and ratings.
+
+def _orca_write_ratings(*, items: list[_OrcaItem], candidates: dict[str, CandidateAnswer],
+                        summary: OrcaImportSummary) -> None:
+    """The imported annotators' accounts and their ratings (those not stored yet); the valid rating counts."""
     positions = sorted({rating.position for item in items for rating in item.ratings})
     usernames = {position: ORCA_ANNOTATOR_USERNAME.format(position=position) for position in positions}
     for username in usernames.values():
@@ -382,21 +398,12 @@ def _orca_write(*, path: Path, items: list[_OrcaItem], benchmark_name: str) -> O
             if (candidate.pk, annotator.pk) in already_rated:
                 summary.ratings_existing += 1
                 continue
-            new_ratings.append(
-                Rating(
-                    candidate=candidate,
-                    question_version=candidate.question_version,
-                    annotator=annotator,
-                    score=rating.score,
-                    codes=rating.codes,
-                    comment=rating.comment,
-                    source=Rating.Source.IMPORT,
-                )
-            )
+            new_ratings.append(Rating(candidate=candidate, question_version=candidate.question_version,
+                                      annotator=annotator, score=rating.score, codes=rating.codes,
+                                      comment=rating.comment, source=Rating.Source.IMPORT))
     Rating.objects.bulk_create(new_ratings, batch_size=_BULK_BATCH)
     summary.ratings_created = len(new_ratings)
     _refresh_valid_rating_counts(candidate_ids)
-    return summary
 
 
 def _refresh_valid_rating_counts(candidate_ids: Iterable[int]) -> None:

@@ -7,7 +7,8 @@ Each preset is a mapping document (:mod:`.table_mapping`) less the LALM's name, 
 * ``lmms-eval`` — lmms-eval's ``--log_samples`` JSONL (``samples_<task>.jsonl``): one object per document with
   ``doc_id`` (the document's 0-based index in the task's dataset split), ``doc``, ``target``, ``arguments``,
   ``resps`` and ``filtered_resps`` (the answer after the task's filters, a list with one entry per request).
-  Questions by position: ``doc_id`` n is the benchmark's n-th question in import order.
+  Questions by position: ``doc_id`` n is the benchmark's n-th question in import order — never by position alone
+  when the ``doc`` carries its ``question``: that text must be the n-th question's (:mod:`.table_match`).
 * ``lmms-eval-mmau`` — the same file from lmms-eval's MMAU tasks, whose ``process_results`` adds
   ``submission`` (the MMAU record, ``id`` included): questions by MMAU id (``submission.id``).
 * ``kimi-audio-evalkit`` — Kimi-Audio-Evalkit's result file ``<model>_<dataset>.jsonl``: the dataset's records
@@ -16,9 +17,15 @@ Each preset is a mapping document (:mod:`.table_mapping`) less the LALM's name, 
 * ``mmau`` — MMAU's own result file, the input of its ``evaluation.py``: the benchmark's JSON list (``id``,
   ``question``, ``choices``, ``answer``, …) with the model's answer in ``model_prediction`` (or ``model_output``);
   questions by ``id``.
-* ``audiobench`` — AudioBench's log ``log/<model>/<dataset>/<mode>_p<prompt>.json``: a JSON list of
-  ``{instruction, reference, task_type, model_prediction}`` in the benchmark's order, without ids; questions by
-  position (row n is the n-th question).
+* ``audiobench`` — AudioBench's files beside each other in ``log/<model>/<dataset>/``: the predictions, a JSON list
+  of ``{instruction, reference, task, task_type, model_prediction}`` (``format_model_predictions``), and the
+  judge's ``<dataset>_<metric>_score.json``, an object ``{"<metric>": {"judge_score", "success_rate"},
+  "task_scores", "details": [{question, reference, model_prediction, judge_response, rate_score, success,
+  task}]}`` (``eval_llama3_70b.py``). Neither carries an id, and a run with ``number_of_samples`` shuffles and
+  samples the dataset: questions are matched by their text (``instruction`` / ``question``, e.g.
+  ``"Question:\n…\nChoices:\n…"``; :mod:`.table_match`), never by position. The judge file's ``rate_score``
+  becomes that judge's rating (``audiobench:llama3-70b``; the 0–5 or 0/1 scale read from its ``judge_score``),
+  ``success`` 0 a failure.
 """
 from __future__ import annotations
 
@@ -35,16 +42,23 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "lmms-eval": Preset("lmms-eval samples JSONL (questions by doc_id)", {
-        "layout": "long", "columns": {"position": "doc_id", "candidate": "filtered_resps"}}),
+    "lmms-eval": Preset("lmms-eval samples JSONL (questions by doc_id, checked against the doc's question text)", {
+        "layout": "long", "columns": {"position": "doc_id", "question": "doc.question", "candidate": "filtered_resps"},
+        "optional": ["question"]}),
     "lmms-eval-mmau": Preset("lmms-eval samples JSONL of an MMAU task (questions by the MMAU id)", {
         "layout": "long", "columns": {"question_id": "submission.id", "candidate": "filtered_resps"}}),
     "kimi-audio-evalkit": Preset("Kimi-Audio-Evalkit result JSONL (index, prediction)", {
         "layout": "long", "columns": {"question_id": "index", "candidate": "prediction"}}),
     "mmau": Preset("MMAU result file (model_prediction or model_output, by id)", {
         "layout": "long", "columns": {"question_id": "id", "candidate": ["model_prediction", "model_output"]}}),
-    "audiobench": Preset("AudioBench log (model_prediction, by position)", {
-        "layout": "long", "columns": {"position": "@row", "candidate": "model_prediction"}}),
+    "audiobench": Preset("AudioBench predictions or judge score file (model_prediction, rate_score; by question "
+                         "text)", {
+        "layout": "long",
+        "columns": {"question": ["question", "instruction"], "reference": "reference",
+                    "candidate": "model_prediction", "judge_score": "rate_score",
+                    "judge_explanation": "judge_response", "judge_success": "success"},
+        "match": "question_text",
+        "optional": ["reference", "judge_score", "judge_explanation", "judge_success"]}),
 }
 
 

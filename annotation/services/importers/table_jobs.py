@@ -33,13 +33,12 @@ from annotation.services.audit import audit_record
 from annotation.services.importers.presets import preset_mapping
 from annotation.services.importers.reader import ImportFormatError
 from annotation.services.importers.table import table_import
+from annotation.services.importers.table_guess import starting_mapping
 from annotation.services.importers.table_mapping import (
     ImportProblem,
     TableImportError,
     TableMapping,
-    mapping_guess,
     mapping_parse,
-    rating_scale_guess,
 )
 from annotation.services.importers.table_sources import table_read, table_zip_extract
 from config.observability import job_log_context
@@ -135,16 +134,6 @@ def _rows_known(head) -> int | None:
     return head.n_rows if head.n_rows <= DRAFT_HEAD_ROWS else None
 
 
-def _guessed_mapping(table) -> dict:
-    columns = mapping_guess(table.names)
-    document: dict = {"layout": "long", "columns": columns, "imported_ratings": "complete"}
-    if "rating" in columns:
-        scale = rating_scale_guess(table.column(columns["rating"], 0, 5000))
-        if scale is not None:
-            document["rating_scale"] = scale
-    return document
-
-
 def table_import_draft_create(
     *, user, benchmark_name: str, upload=None, server_path: str = "", url: str = "", audio_upload=None,
     audio_path: str = "", mapping_upload=None, preset: str = "", lalm: str = "",
@@ -155,12 +144,11 @@ def table_import_draft_create(
     ``datasets`` folder), ``server_path`` (a file or ``datasets`` folder inside ``IMPORT_SERVER_DIRS``) or ``url``
     (http(s), downloaded here). The audio root, optional: ``audio_upload`` (a zip of audio files) or
     ``audio_path`` (a folder or zip inside ``IMPORT_SERVER_DIRS``). The mapping starts as ``mapping_upload`` (a
-    saved mapping JSON), the ``preset`` for LALM ``lalm``, or guessed from the column names
-    (:func:`~annotation.services.importers.table_mapping.mapping_guess`) with a rating scale guessed from the
-    rating column's values. Only the first :data:`DRAFT_HEAD_ROWS` rows are read here (the web request): the
-    columns are those of these rows, and ``rows`` stays empty for a longer table without metadata to count it (a
-    validation counts it). Zip files are unpacked without using member names as paths
-    (:mod:`annotation.services.archives`).
+    saved mapping JSON), the ``preset`` for LALM ``lalm`` (with a toolkit judge's name and scale read from the
+    file), or guessed from the table (:func:`~annotation.services.importers.table_guess.starting_mapping`). Only
+    the first :data:`DRAFT_HEAD_ROWS` rows are read here (the web request): the columns are those of these rows,
+    and ``rows`` stays empty for a longer table without metadata to count it (a validation counts it). Zip files
+    are unpacked without using member names as paths (:mod:`annotation.services.archives`).
 
     Raises:
         PermissionDenied: ``user`` is not an admin.
@@ -227,7 +215,7 @@ def table_import_draft_create(
             record = TableImport.objects.create(
                 benchmark_name=benchmark_name.strip(), source_kind=kind, source=source[:1000],
                 file_path=str(path), file_format=table.file_format, audio_root=audio_root,
-                mapping=document if document is not None else _guessed_mapping(table), columns=table.names,
+                mapping=starting_mapping(document, table, audio_given=bool(audio_root)), columns=table.names,
                 rows=_rows_known(table), created_by=user,
             )
             audit_record(actor=user, action="import.draft", obj=record, new={
@@ -317,10 +305,12 @@ def table_import_run(*, job_pk: int) -> str:
             return Job.Status.CANCELLED
         except ImportFormatError as error:
             problems = error.problems if isinstance(error, TableImportError) else [ImportProblem(reason=str(error))]
-            result = {"ok": False, "problems": [p.as_dict() for p in problems], "dry_run": dry_run}
+            result = {"ok": False, "problems": [p.as_dict() for p in problems], "dry_run": dry_run,
+                      **refusal_counts(error)}
             finish = lifecycle.run_finish if dry_run else lifecycle.run_fail
             finish(Job, job_pk, params={**params, "phase": "done", "result": result},
-                   error="" if dry_run else f"{len(problems)} problems in the table; nothing was written")
+                   **({"done": result["rows"], "total": result["rows"]} if result.get("rows") is not None else {}),
+                   error="" if dry_run else f"{result['n_problems']} problems in the table; nothing was written")
             return Job.Status.DONE if dry_run else Job.Status.FAILED
         except Exception as error:  # the job row must say why it failed; the worker logs the traceback
             logger.exception("import job %s failed", job_pk)
@@ -337,6 +327,15 @@ def table_import_run(*, job_pk: int) -> str:
             if benchmark is not None:
                 Job.objects.filter(pk=job_pk).update(benchmark=benchmark)
         return Job.Status.DONE if finished else Job.Status.CANCELLED
+
+
+def refusal_counts(error: ImportFormatError) -> dict:
+    """How large a refusal was: ``n_problems`` (all found; at most ``MAX_PROBLEMS`` are listed), the table's
+    ``rows`` and ``questions`` (None when the file could not be read), ``advice`` lines and ``audio_not_found``."""
+    listed = len(getattr(error, "problems", [])) or 1
+    return {"n_problems": getattr(error, "n_problems", listed), "rows": getattr(error, "rows", None),
+            "questions": getattr(error, "questions", None), "advice": getattr(error, "advice", []),
+            "audio_not_found": getattr(error, "audio_not_found", 0)}
 
 
 def table_imports_fail_stale(*, now: datetime | None = None) -> int:

@@ -18,12 +18,20 @@ number), a list of column names (the first one the table has is used), or absent
 ratings on the platform), ``rater_namespace`` (whose rater ids these are; default the benchmark's name),
 ``split`` (the split of a Hugging Face ``DatasetDict``), ``format`` (to override the file extension), ``preset``
 and ``description`` (for people; the importer ignores them).
+
+Round 2 (README, "Your own benchmark"): ``question_key`` (several columns that together identify a question, e.g.
+``["filename", "question"]``), ``missing_audio`` (``refuse``, or ``allow``: a question whose audio is not found is
+imported and waits for it), ``candidate_metadata`` (``{"NAME": "COLUMN"}``: per-answer attributes kept on the
+candidate answer, a leaderboard breakdown), ``match`` (``question_text``: rows are matched to the benchmark's
+existing questions by their normalised text, never by position alone) with ``unmatched`` (``refuse`` or ``skip``),
+``judge`` (``{"name": "audiobench:llama3-70b", "scale": {"min": 0, "max": 5}}``: the ``judge_score`` column is that
+judge's rating) and ``optional`` (fields whose columns may be absent from the table).
 """
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from annotation.models import Modality
@@ -48,16 +56,26 @@ FIELDS: dict[str, str] = {
     "codes": "Feedback codes of the rating (a subset of Q, A, R, U, E).",
     "comment": "Free-text feedback of the rating.",
     "position": "0-based position of the question in the benchmark's import order (toolkit logs without ids).",
+    "judge_score": "A toolkit's LLM judge score of the answer (the judge's rating, mapped to 1–5 by its scale).",
+    "judge_explanation": "The judge's explanation or reply, kept with its score.",
+    "judge_success": "Whether the judge's reply was parsed (0/false: stored as a failure, not as a score).",
 }
 #: Fields that hold a question's text (a change makes a new question version): field -> QuestionVersion field.
 VERSION_FIELDS = {"question": "question_text", "reference": "reference_answer", "rationale": "rationale",
                   "transcript": "transcript"}
 LAYOUTS = ("long", "wide")
 IMPORTED_RATINGS = ("complete", "need_k")
+MISSING_AUDIO = ("refuse", "allow")
+MATCHES = ("question_text",)
+UNMATCHED = ("refuse", "skip")
+#: Group names the leaderboard and ORCA already use: a candidate metadata name may not be one of them.
+RESERVED_METADATA = ("benchmark", "lalm", "modality", "category", "question", "answer")
+_METADATA_NAME = re.compile(r"^[^=|\x00-\x1f]{1,60}$")
 FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "hf")
 ROW_COLUMN = "@row"
 _DOCUMENT_KEYS = ("layout", "columns", "lalms", "defaults", "rating_scale", "imported_ratings", "rater_namespace",
-                  "split", "format", "preset", "description")
+                  "split", "format", "preset", "description", "question_key", "missing_audio",
+                  "candidate_metadata", "match", "unmatched", "judge", "optional")
 _DEFAULT_KEYS = ("lalm", "modality", "category")
 _WIDE_FORBIDDEN = ("lalm", "candidate", "rating")
 
@@ -157,6 +175,16 @@ class RatingScale:
             raise ValueError(f"outside the rating scale {self.low:g}–{self.high:g}")
         return int(math.floor(1 + 4 * (number - self.low) / (self.high - self.low) + 0.5))
 
+    def continuous(self, value) -> float:
+        """The 1–5 value of a raw value without rounding (a judge's score: 1 + 4 (v − min) / (max − min) on a
+        linear scale, the table's score otherwise). Raises ``ValueError`` like :meth:`score`."""
+        if self.table is not None:
+            return float(self.score(value))
+        number = _number(value)
+        if number is None or not self.low <= number <= self.high:
+            return float(self.score(value))  # raises with the reason
+        return 1 + 4 * (number - self.low) / (self.high - self.low)
+
     def document(self) -> dict:
         if self.table is not None:
             return {self.shown[k]: v for k, v in self.table.items()}
@@ -201,6 +229,14 @@ class TableMapping:
     rater_namespace: str = ""
     split: str = ""
     file_format: str = ""
+    question_key: list[str] = field(default_factory=list)
+    missing_audio: str = "refuse"
+    candidate_metadata: dict[str, list[str]] = field(default_factory=dict)
+    match: str = ""
+    unmatched: str = "refuse"
+    judge_name: str = ""
+    judge_scale: RatingScale | None = None
+    optional: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -226,7 +262,28 @@ class TableMapping:
                            ("format", self.file_format)):
             if value:
                 doc[key] = value
+        doc.update(self._round2_document())
         doc.update(self.extra)
+        return doc
+
+    def _round2_document(self) -> dict:
+        doc: dict = {}
+        if self.question_key:
+            doc["question_key"] = list(self.question_key)
+        if self.missing_audio != "refuse":
+            doc["missing_audio"] = self.missing_audio
+        if self.candidate_metadata:
+            doc["candidate_metadata"] = {k: (v[0] if len(v) == 1 else list(v))
+                                         for k, v in self.candidate_metadata.items()}
+        if self.match:
+            doc["match"] = self.match
+        if self.unmatched != "refuse":
+            doc["unmatched"] = self.unmatched
+        if self.judge_name or self.judge_scale is not None:
+            doc["judge"] = {k: v for k, v in (("name", self.judge_name), ("scale", self.judge_scale and
+                                                                            self.judge_scale.document())) if v}
+        if self.optional:
+            doc["optional"] = list(self.optional)
         return doc
 
     def resolve(self, names: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, str]], list[ImportProblem]]:
@@ -245,12 +302,31 @@ class TableMapping:
             problems.append(ImportProblem(key=key, reason=f"unknown column {shown_options} (the table has: {known})"))
             return None
 
-        columns = {k: c for k, options in self.columns.items() if (c := pick(f"columns.{k}", options)) is not None}
+        columns = {k: c for k, options in self.columns.items()
+                   if (k not in self.optional or present & set(options))
+                   and (c := pick(f"columns.{k}", options)) is not None}
         lalms = {}
         for name, spec in self.lalms.items():
             lalms[name] = {k: c for k, options in spec.items()
                            if (c := pick(f"lalms.{name}.{k}", options)) is not None}
         return columns, lalms, problems
+
+    def resolve_extra(self, names: Sequence[str]) -> tuple[list[str], dict[str, str], list[ImportProblem]]:
+        """The columns of ``question_key`` and ``candidate_metadata`` in a table with columns ``names``:
+        ``(key columns, {metadata name: column}, problems)`` (an absent column is an "unknown column" problem)."""
+        present = set(names) | {ROW_COLUMN}
+        known = ", ".join(names[:40]) + (", …" if len(names) > 40 else "")
+        problems = [ImportProblem(key="question_key", reason=f"unknown column {c!r} (the table has: {known})")
+                    for c in self.question_key if c not in present]
+        metadata = {}
+        for name, options in self.candidate_metadata.items():
+            column = next((o for o in options if o in present), None)
+            if column is None:
+                problems.append(ImportProblem(key=f"candidate_metadata.{name}", reason="unknown column "
+                                              f"{' or '.join(repr(o) for o in options)} (the table has: {known})"))
+            else:
+                metadata[name] = column
+        return list(self.question_key), metadata, problems
 
 
 def _column_options(value, key: str, problems: list[ImportProblem]) -> list[str] | None:
@@ -267,9 +343,9 @@ def mapping_parse(document) -> TableMapping:
     """Check a mapping document and return it as a :class:`TableMapping`.
 
     Checks what needs no table: known keys, a layout, a candidate column (long) or LALM columns (wide), the LALM
-    (a column or ``defaults.lalm``), what identifies a question (``question_id``, ``question`` — with ``audio``
-    when mapped — or ``position``, not both ``question_id`` and ``position``), a rating scale for every rating
-    column, a rating for a rater, codes or comment.
+    (a column or ``defaults.lalm``), what identifies a question (``question_id``, ``question_key``, ``question`` —
+    with ``audio`` when mapped — or ``position``, only one of them), a rating scale for every rating column, a
+    rating for a rater, codes or comment, a judge's name for its scores, candidate metadata names.
 
     Raises:
         TableImportError: every problem found (file ``mapping``), e.g. ``mapping columns.refrence: unknown
@@ -287,6 +363,37 @@ def mapping_parse(document) -> TableMapping:
         problems.append(ImportProblem(key="layout", reason=f"{shown(layout)} is not long or wide"))
     else:
         mapping.layout = layout
+    problems += _columns_parse(document, mapping)
+    problems += _defaults_parse(document, mapping)
+    imported = document.get("imported_ratings", "complete")
+    if imported not in IMPORTED_RATINGS:
+        problems.append(ImportProblem(key="imported_ratings", reason=f"{shown(imported)} is not complete or need_k"))
+    else:
+        mapping.imported_ratings = imported
+    for key, attr in (("rater_namespace", "rater_namespace"), ("split", "split"), ("format", "file_format")):
+        value = document.get(key, "")
+        if value and not isinstance(value, str):
+            problems.append(ImportProblem(key=key, reason=f"expected a text, got {shown(value)}"))
+        else:
+            setattr(mapping, attr, value or "")
+    if mapping.file_format and mapping.file_format not in FORMATS:
+        problems.append(ImportProblem(key="format",
+                                      reason=f"{shown(mapping.file_format)} is not one of {', '.join(FORMATS)}"))
+    if "rating_scale" in document and document["rating_scale"] not in (None, {}):
+        try:
+            mapping.rating_scale = RatingScale(document["rating_scale"])
+        except ValueError as exc:
+            problems.append(ImportProblem(key="rating_scale", reason=str(exc)))
+    problems += _round2_parse(document, mapping)
+    problems += _structure_problems(mapping, rating_scale_given="rating_scale" in document and document["rating_scale"])
+    if problems:
+        raise TableImportError(file="mapping", problems=problems)
+    return mapping
+
+
+def _columns_parse(document, mapping: TableMapping) -> list[ImportProblem]:
+    """``columns`` (field → column options) and the wide layout's ``lalms`` into ``mapping``; their problems."""
+    problems: list[ImportProblem] = []
     columns = document.get("columns", {})
     if not isinstance(columns, Mapping):
         problems.append(ImportProblem(key="columns", reason="expected an object of field → column"))
@@ -315,10 +422,15 @@ def mapping_parse(document) -> TableMapping:
         parsed = {k: o for k, v in spec.items() if (o := _column_options(v, f"lalms.{name}.{k}", problems))}
         if "candidate" in parsed:
             mapping.lalms[name] = parsed
+    return problems
+
+
+def _defaults_parse(document, mapping: TableMapping) -> list[ImportProblem]:
+    """``defaults`` (a value for every row) into ``mapping``; their problems."""
+    problems: list[ImportProblem] = []
     defaults = document.get("defaults", {})
     if not isinstance(defaults, Mapping):
-        problems.append(ImportProblem(key="defaults", reason="expected an object"))
-        defaults = {}
+        return [ImportProblem(key="defaults", reason="expected an object")]
     for key, value in defaults.items():
         if key not in _DEFAULT_KEYS:
             problems.append(ImportProblem(key=f"defaults.{key}",
@@ -333,29 +445,72 @@ def mapping_parse(document) -> TableMapping:
                                           reason=f"{shown(value)} is not one of {', '.join(Modality.values)}"))
         else:
             mapping.defaults[key] = value
-    imported = document.get("imported_ratings", "complete")
-    if imported not in IMPORTED_RATINGS:
-        problems.append(ImportProblem(key="imported_ratings", reason=f"{shown(imported)} is not complete or need_k"))
+    return problems
+
+
+def _choice(document, key: str, options: tuple[str, ...], problems: list[ImportProblem]) -> str:
+    value = document.get(key, options[0])
+    if value in (None, ""):
+        return options[0]
+    if value not in options:
+        problems.append(ImportProblem(key=key, reason=f"{shown(value)} is not one of {', '.join(options)}"))
+        return options[0]
+    return value
+
+
+def _round2_parse(document, mapping: TableMapping) -> list[ImportProblem]:
+    """Read ``question_key``, ``missing_audio``, ``candidate_metadata``, ``match``, ``unmatched``, ``judge`` and
+    ``optional`` into ``mapping``; returns their problems."""
+    problems: list[ImportProblem] = []
+    key = document.get("question_key") or []
+    if not isinstance(key, list) or not all(isinstance(c, str) and c for c in key) or len(set(key)) != len(key):
+        problems.append(ImportProblem(key="question_key", reason="expected a list of distinct column names"))
+    elif len(key) == 1:
+        problems.append(ImportProblem(key="question_key", reason="one column: map it as columns.question_id"))
     else:
-        mapping.imported_ratings = imported
-    for key, attr in (("rater_namespace", "rater_namespace"), ("split", "split"), ("format", "file_format")):
-        value = document.get(key, "")
-        if value and not isinstance(value, str):
-            problems.append(ImportProblem(key=key, reason=f"expected a text, got {shown(value)}"))
-        else:
-            setattr(mapping, attr, value or "")
-    if mapping.file_format and mapping.file_format not in FORMATS:
-        problems.append(ImportProblem(key="format",
-                                      reason=f"{shown(mapping.file_format)} is not one of {', '.join(FORMATS)}"))
-    if "rating_scale" in document and document["rating_scale"] not in (None, {}):
+        mapping.question_key = list(key)
+    mapping.missing_audio = _choice(document, "missing_audio", MISSING_AUDIO, problems)
+    mapping.match = "" if document.get("match") in (None, "") else _choice(document, "match", MATCHES, problems)
+    mapping.unmatched = _choice(document, "unmatched", UNMATCHED, problems)
+    metadata = document.get("candidate_metadata") or {}
+    if not isinstance(metadata, Mapping):
+        problems.append(ImportProblem(key="candidate_metadata", reason='expected {"NAME": "COLUMN", …}'))
+        metadata = {}
+    for name, value in metadata.items():
+        if not isinstance(name, str) or not _METADATA_NAME.match(name) or name.strip() != name:
+            problems.append(ImportProblem(key="candidate_metadata", reason=f"{shown(name)} is not a name of 1–60 "
+                                          "characters without '=', '|' or surrounding spaces"))
+        elif name.lower() in RESERVED_METADATA:
+            problems.append(ImportProblem(key=f"candidate_metadata.{name}", reason=f"{name!r} is a group the "
+                                          "platform already has: choose another name"))
+        elif (options := _column_options(value, f"candidate_metadata.{name}", problems)) is not None:
+            mapping.candidate_metadata[name] = options
+    problems += _judge_parse(document.get("judge"), mapping)
+    optional = document.get("optional") or []
+    if not isinstance(optional, list) or not all(isinstance(o, str) and o in FIELDS for o in optional):
+        problems.append(ImportProblem(key="optional", reason=f"expected a list of fields ({', '.join(FIELDS)})"))
+    else:
+        mapping.optional = list(optional)
+    return problems
+
+
+def _judge_parse(judge, mapping: TableMapping) -> list[ImportProblem]:
+    if judge in (None, {}):
+        return []
+    if not isinstance(judge, Mapping) or set(judge) - {"name", "scale"}:
+        return [ImportProblem(key="judge", reason='expected {"name": "toolkit:judge", "scale": {"min": 0, "max": 5}}')]
+    problems = []
+    name = judge.get("name") or ""
+    if not isinstance(name, str) or len(name) > 200 or name.strip() != name:
+        problems.append(ImportProblem(key="judge.name", reason=f"{shown(name)} is not a name of 1–200 characters"))
+    else:
+        mapping.judge_name = name
+    if judge.get("scale") not in (None, {}):
         try:
-            mapping.rating_scale = RatingScale(document["rating_scale"])
+            mapping.judge_scale = RatingScale(judge["scale"])
         except ValueError as exc:
-            problems.append(ImportProblem(key="rating_scale", reason=str(exc)))
-    problems += _structure_problems(mapping, rating_scale_given="rating_scale" in document and document["rating_scale"])
-    if problems:
-        raise TableImportError(file="mapping", problems=problems)
-    return mapping
+            problems.append(ImportProblem(key="judge.scale", reason=str(exc)))
+    return problems
 
 
 def _structure_problems(mapping: TableMapping, *, rating_scale_given) -> list[ImportProblem]:
@@ -379,12 +534,23 @@ def _structure_problems(mapping: TableMapping, *, rating_scale_given) -> list[Im
             if key in cols:
                 problems.append(ImportProblem(key=f"columns.{key}",
                                               reason="not in the wide layout (each LALM has its own columns)"))
-    if not ({"question_id", "question", "position"} & set(cols)):
+    if not ({"question_id", "question", "position"} & set(cols)) and not mapping.question_key:
         problems.append(ImportProblem(key="columns.question_id", reason="unmapped required field: question_id, "
-                                      "question (with audio) or position identifies the question"))
-    if "question_id" in cols and "position" in cols:
-        problems.append(ImportProblem(key="columns.position", reason="question_id and position both identify the "
-                                      "question: map one of them"))
+                                      "question_key, question (with audio) or position identifies the question"))
+    identities = [k for k in ("question_id", "position") if k in cols] + (["question_key"] if mapping.question_key
+                                                                          else [])
+    if len(identities) > 1:
+        problems.append(ImportProblem(key="columns.position" if "position" in cols else "question_key",
+                                      reason=f"{' and '.join(identities)} each identify the question: map one of "
+                                             "them"))
+    if mapping.match and (identities or "question" not in cols):
+        problems.append(ImportProblem(key="match", reason="matching by question text needs the question column "
+                                      "and no question_id, question_key or position"))
+    judged = {"judge_score", "judge_explanation", "judge_success"} & set(cols)
+    if judged and "judge_score" not in cols:
+        problems.append(ImportProblem(key="columns.judge_score", reason="a judge's explanation or success needs "
+                                      "the judge_score column"))
+
     if mapping.rated and mapping.rating_scale is None and not rating_scale_given:
         problems.append(ImportProblem(key="rating_scale", reason="a rating column needs a rating_scale: a table "
                                       'like {"0": 1, "0.5": 3, "1": 5} or {"min": 0, "max": 1}'))
@@ -393,75 +559,3 @@ def _structure_problems(mapping: TableMapping, *, rating_scale_given) -> list[Im
             if key in cols:
                 problems.append(ImportProblem(key=f"columns.{key}", reason="needs a rating column"))
     return problems
-
-
-# --- guessing a mapping from the column names --------------------------------------------------------------
-
-#: Column names (lower case, letters and digits only) that each field is guessed from, best first.
-_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "question_id": ("questionid", "qid", "itemid", "id", "index", "uid"),
-    "question": ("question", "questiontext", "query", "prompt", "instruction"),
-    "reference": ("reference", "referenceanswer", "ref", "answer", "groundtruth", "gt", "gold", "target",
-                  "correctanswer"),
-    "choices": ("choices", "options"),
-    "audio": ("audio", "audiobytes", "audiopath", "audiofile", "audiourl", "audioid", "wav", "filename", "file",
-              "path", "url"),
-    "category": ("category", "subset"),
-    "sub_category": ("subcategory",),
-    "modality": ("modality", "task"),
-    "rationale": ("rationale", "explanation", "thinking"),
-    "transcript": ("transcript", "transcription"),
-    "lalm": ("model", "lalm", "modelname", "system", "lalmname"),
-    "candidate": ("response", "candidate", "candidateanswer", "prediction", "modelprediction", "modeloutput",
-                  "output", "answerprediction", "filteredresps", "generation", "hypothesis"),
-    "rating": ("score", "rating", "humanscore", "humanrating", "correctness"),
-    "rater": ("rater", "raterid", "annotator", "annotatorid", "worker", "workerid", "participant",
-              "participantid", "judge"),
-    "codes": ("codes", "feedbackcodes"),
-    "comment": ("comment", "feedback", "comments"),
-}
-
-
-def _squash(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def mapping_guess(names: Sequence[str]) -> dict[str, str]:
-    """``{field: column}`` guessed from the column names ``names`` (case, spaces, ``_`` and ``-`` ignored; for
-    ``a.b`` names the last part counts too); each column is used for one field at most."""
-    squashed: dict[str, str] = {}
-    for name in names:
-        for variant in (name, name.rsplit(".", 1)[-1]):
-            squashed.setdefault(_squash(variant), name)
-    guess: dict[str, str] = {}
-    used: set[str] = set()
-    for key, synonyms in _SYNONYMS.items():
-        for synonym in synonyms:
-            column = squashed.get(synonym)
-            if column is not None and column not in used:
-                guess[key] = column
-                used.add(column)
-                break
-    return guess
-
-
-def rating_scale_guess(values: Iterable) -> dict | None:
-    """A rating scale for the values seen in a rating column: 0/0.5/1 → ``{"0": 1, "0.5": 3, "1": 5}``, 0/1 →
-    ``{"0": 1, "1": 5}``, integers within 1–5 → themselves, other numbers → ``{"min", "max"}`` of the values seen;
-    None for text values (the admin writes the table)."""
-    numbers = set()
-    for value in values:
-        if value is None or value == "":
-            continue
-        number = _number(value)
-        if number is None:
-            return None
-        numbers.add(number)
-    if not numbers:
-        return None
-    if numbers <= {0.0, 0.5, 1.0}:
-        return {"0": 1, "0.5": 3, "1": 5} if 0.5 in numbers else {"0": 1, "1": 5}
-    if numbers <= {1.0, 2.0, 3.0, 4.0, 5.0}:
-        return {str(k): k for k in range(1, 6)}
-    low, high = min(numbers), max(numbers)
-    return {"min": low, "max": high} if low < high else None

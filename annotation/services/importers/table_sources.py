@@ -18,7 +18,7 @@ import re
 import shutil
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from annotation.outbound import url_download
@@ -78,6 +78,8 @@ class Table:
     n_rows: int
     _column: Callable[[str, int, int], list]
     total_rows: int | None = None
+    #: A JSON object's other keys beside its list of rows (AudioBench: the judge's aggregate score).
+    meta: dict = field(default_factory=dict)
 
     def column(self, name: str, start: int = 0, stop: int | None = None) -> list:
         """The values of rows ``start`` to ``stop`` (default: to the end) of column ``name``."""
@@ -187,6 +189,13 @@ def _records_table(file: str, file_format: str, records: list) -> Table:
     return Table(file, file_format, list(names), len(records), column)
 
 
+#: A JSON (not JSON lines) table up to this size is parsed whole even when only its head is asked for (exact row
+#: count, an object's ``details`` list found wherever it is); a larger one is read incrementally (:class:`_JsonHead`).
+JSON_WHOLE_READ_MAX_BYTES = 32 * 1024 * 1024
+_NO_JSON_LIST = ("expected a JSON list of objects (one per row), or an object holding one such list "
+                 "(e.g. AudioBench's {\"details\": [...]})")
+
+
 class _JsonHead:
     """The first objects of a JSON list (or of the one list in ``{"key": [...]}``), read incrementally from a binary
     file: a preview reads the head of a large JSON file without reading, or holding, the rest (issue #34).
@@ -237,15 +246,26 @@ class _JsonHead:
                 self._fill()
 
     def records(self, nrows: int) -> list:
-        """Up to ``nrows`` values of the list. Raises ``ValueError`` (invalid JSON or not a list)."""
-        if self._peek() == "{":  # {"data": [...]}: the one list inside
+        """Up to ``nrows`` values of the list: the document itself, or in an object its first list; the object's
+        keys read before that list are kept in :attr:`meta`. Only files over :data:`JSON_WHOLE_READ_MAX_BYTES`
+        are read this way (smaller ones are parsed whole, so an object's ``details`` list is found wherever it
+        is). Raises ``ValueError`` (invalid JSON or no list)."""
+        self.meta: dict = {}
+        if self._peek() == "{":
             self._pos += 1
-            if self._peek() != '"':
-                raise ValueError("expected a JSON list of objects (one per row)")
-            self._value()
-            self._expect(":", "':'")
+            while True:
+                if self._peek() != '"':
+                    raise ValueError(_NO_JSON_LIST)
+                key = self._value()
+                self._expect(":", "':'")
+                if self._peek() == "[":
+                    break
+                self.meta[key] = self._value()
+                if self._peek() != ",":
+                    raise ValueError(_NO_JSON_LIST)
+                self._pos += 1
         if self._peek() != "[":
-            raise ValueError("expected a JSON list of objects (one per row)")
+            raise ValueError(_NO_JSON_LIST)
         self._pos += 1
         out: list = []
         if self._peek() == "]":
@@ -264,22 +284,24 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
     import orjson
 
     opener = gzip.open if path.suffix.lower() == ".gz" else open
+    total, meta = None, {}
     try:
-        if not jsonl and nrows is not None:
+        if not jsonl and nrows is not None and path.stat().st_size > JSON_WHOLE_READ_MAX_BYTES:
             with opener(path, "rb") as fh:
                 try:
-                    records = _JsonHead(fh).records(nrows)
+                    head = _JsonHead(fh)
+                    records, meta = head.records(nrows), head.meta
                 except (ValueError, UnicodeDecodeError) as exc:
                     problem = str(exc) if str(exc).startswith("expected a JSON list") else f"invalid JSON: {exc}"
                     raise ImportFormatError(file=path.name, problem=problem) from exc
         elif not jsonl:
             with opener(path, "rb") as fh:
                 data = orjson.loads(fh.read())
-            if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
-                data = next(iter(data.values()))  # {"data": [...]}: the one list inside
+            data, meta = _json_rows(data)
             if not isinstance(data, list):
-                raise ImportFormatError(file=path.name, problem="expected a JSON list of objects (one per row)")
-            records = data
+                raise ImportFormatError(file=path.name, problem=_NO_JSON_LIST)
+            records = data[:nrows] if nrows is not None else data
+            total = len(data)
         else:
             records = []
             with opener(path, "rb") as fh:
@@ -298,8 +320,24 @@ def _read_json_records(path: Path, *, jsonl: bool, nrows: int | None) -> Table:
     except OSError as exc:
         raise ImportFormatError(file=path.name, problem=f"cannot read the file ({exc})") from exc
     table = _records_table(path.name, "jsonl" if jsonl else "json", records)
-    table.total_rows = table.n_rows if nrows is None else None
+    table.total_rows = table.n_rows if nrows is None else total
+    table.meta = meta
     return table
+
+
+def _json_rows(data) -> tuple[object, dict]:
+    """The rows of a JSON document and its other top-level keys: a list as it is; an object's ``details`` list
+    (AudioBench's ``*_judge_score.json``: ``{"llama3_70b_judge": {...}, "details": [...]}``) or its one list of
+    objects (``{"data": [...]}``), the object's other keys as ``meta``."""
+    if not isinstance(data, dict):
+        return data, {}
+    lists = [k for k, v in data.items() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+    key = "details" if isinstance(data.get("details"), list) else lists[0] if len(lists) == 1 else None
+    if key is None and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        key = next(iter(data))  # {"data": []}: an empty table
+    if key is None:
+        return data, {}
+    return data[key], {k: v for k, v in data.items() if k != key}
 
 
 def _arrow_table(file: str, file_format: str, table, nrows: int | None) -> Table:

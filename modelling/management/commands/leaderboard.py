@@ -3,8 +3,8 @@ verdicts, judges, ORCA) as text."""
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Benchmark
+from modelling.leaderboard.selectors import leaderboard_by_check
 from modelling.leaderboard.services import (
-    BY_CHOICES,
     FORMATS,
     leaderboard_compute,
     leaderboard_render,
@@ -22,7 +22,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--benchmark", help="Only this benchmark (its name); default: all benchmarks.")
-        parser.add_argument("--by", choices=BY_CHOICES, help="Also break the table down by modality or category.")
+        parser.add_argument("--by", help="Also break the table down by modality, category or a candidate metadata "
+                                         "name of the benchmark's imports (e.g. type).")
         parser.add_argument("--seed", type=int, default=0,
                             help="Seed of the Monte-Carlo sign flips of the pairwise test (above 15 questions).")
         fmt = parser.add_mutually_exclusive_group()
@@ -33,5 +34,9 @@ class Command(BaseCommand):
         if benchmark is not None and not Benchmark.objects.filter(name=benchmark).exists():
             known = ", ".join(Benchmark.objects.values_list("name", flat=True)) or "none"
             raise CommandError(f"--benchmark: no benchmark named {benchmark!r} (known: {known})")
+        try:
+            leaderboard_by_check(by=by, benchmark=benchmark)
+        except ValueError as exc:
+            raise CommandError(f"--by: {exc}") from exc
         board = leaderboard_compute(benchmark=benchmark, by=by, seed=seed)
         self.stdout.write(leaderboard_render(board, fmt=fmt or "markdown"))
