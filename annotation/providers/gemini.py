@@ -18,7 +18,9 @@ from .base import (
     TransientProviderError,
     call_with_retry,
     retry_after_seconds,
+    transport_error_text,
 )
+from .setup import GEMINI_DEFAULT_URL
 
 AUDIO_MIME_TYPES = {".wav": "audio/wav", ".mp3": "audio/mp3", ".flac": "audio/flac", ".ogg": "audio/ogg"}
 TRANSIENT_HTTP = {408, 429, 500, 502, 503, 504}
@@ -43,7 +45,7 @@ def _transport_errors() -> tuple[type[Exception], ...]:
     return tuple(classes)
 
 
-def _map_error(error: Exception, *, what: str) -> Exception:
+def _map_error(error: Exception, *, what: str, url: str = "", timeout_s: float | None = None) -> Exception:
     from google.genai import errors
 
     if isinstance(error, errors.APIError):
@@ -53,7 +55,8 @@ def _map_error(error: Exception, *, what: str) -> Exception:
             return TransientProviderError(message, retry_after_s=retry_after_seconds(headers))
         return PermanentProviderError(message)
     if isinstance(error, _transport_errors()):
-        return TransientProviderError(f"Gemini {what}: {type(error).__name__}: {error}")
+        return TransientProviderError(transport_error_text(error, who=f"Gemini {what}", url=url,
+                                                           timeout_s=timeout_s))
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError, AttributeError)):
         return PermanentProviderError(f"Gemini {what}: malformed reply ({type(error).__name__}: {error})")
     return error
@@ -100,7 +103,7 @@ class GeminiAudioChat:
             try:
                 return fn()
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
-                mapped = _map_error(error, what=what)
+                mapped = _map_error(error, what=what, url=self.base_url or GEMINI_DEFAULT_URL, timeout_s=self.timeout_s)
                 if mapped is error:
                     raise
                 raise mapped from error
