@@ -223,7 +223,8 @@ def study_enable(request: HttpRequest, study_pk: int) -> HttpResponse:
     try:
         study_enabled_set(study=study, enabled=enabled, by=request.user)
     except ValidationError as exc:
-        messages.error(request, f"“{study.name}” was not enabled: {errors_text(exc)}")
+        why = errors_text(exc, labels=StudyForm(instance=study))
+        messages.error(request, f"“{study.name}” was not enabled: {why}")
     else:
         messages.success(request, f"“{study.name}” is {'enabled: its entry link works' if enabled else 'disabled'}.")
     if request.POST.get("next") == "report":
