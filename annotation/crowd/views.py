@@ -123,7 +123,8 @@ def study_entry(request: HttpRequest, slug: str) -> HttpResponse:
         return _refused(request, reason)
     study = link.study
     if request.method == "GET":
-        return render(request, "crowd/study_welcome.html", {"study": study})
+        return render(request, "crowd/study_welcome.html",
+                      {"study": study, "audio": selectors.study_audio_for(study=study)})
     try:
         participant = study_enter(slug=slug, params=request.GET)
     except StudyEntryRefused as exc:
