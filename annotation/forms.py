@@ -132,6 +132,25 @@ def query_pk(query, name: str) -> int | None:
     return form.cleaned_data["pk"] if form.is_valid() else None
 
 
+def query_benchmark_pk(query) -> int | None:
+    """``?benchmark=`` as a benchmark's primary key, or None when absent or empty (every benchmark).
+
+    Raises:
+        Http404: a value that is not a benchmark's number (``?benchmark=Nope``): the page says the benchmark is
+            unknown instead of silently showing every benchmark.
+    """
+    from django.http import Http404
+
+    raw = query.get("benchmark", "")
+    if not raw.strip():
+        return None
+    pk = query_pk(query, "benchmark")
+    if pk is None:
+        raise Http404(f"Unknown benchmark {raw[:100]!r}: ?benchmark= takes a benchmark's number, as the benchmark "
+                      "menus and links of the platform give it (e.g. ?benchmark=3).")
+    return pk
+
+
 class AuditFilterForm(forms.Form):
     """Filters of the audit log (all optional; exact action, object type and id, actor label containing)."""
 
