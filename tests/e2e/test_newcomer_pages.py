@@ -97,6 +97,7 @@ def test_buttons_that_queue_work_without_a_broker_show_the_platforms_page_and_le
     try:
         login(page, live_server.url, "adm")
         page.goto(f"{live_server.url}/modelling/runs/new/")
+        page.once("dialog", lambda dialog: dialog.accept())  # "Start this training run? …"
         page.get_by_role("button", name="Start training").click()
         page.get_by_role("heading", name="The work could not be queued").wait_for()
         assert "celery -A config worker" in page.inner_text("main")
