@@ -321,12 +321,18 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     Local judges go to ``PREPARATION_GPU_QUEUE`` when it is set. Returns the queued job.
 
     Raises:
-        JudgeJobError: the judge is inactive or unavailable, an id is unknown, or no question has candidates.
+        JudgeJobError: the judge is inactive or unavailable, its latest connection test failed
+            (``annotation.services.endpoints.connection_test_refusal``), an id is unknown, or no question has
+            candidates.
     """
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
     if problems := judge_setup_problems(judge=judge):
         raise JudgeJobError(f"judge {judge.name!r} cannot run: {'; '.join(problems.values())}")
+    from annotation.services.endpoints import connection_test_refusal  # endpoints imports this module
+
+    if refusal := connection_test_refusal(judge=judge):
+        raise JudgeJobError(refusal[0].upper() + refusal[1:])
     availability = judge_availability(judge=judge)
     questions = list(questions_for_judging(benchmark=benchmark, external_ids=external_ids)
                      .values_list("pk", flat=True))
