@@ -20,7 +20,6 @@ from .base import (
     retry_after_seconds,
     transport_error_text,
 )
-from .setup import GEMINI_DEFAULT_URL
 
 AUDIO_MIME_TYPES = {".wav": "audio/wav", ".mp3": "audio/mp3", ".flac": "audio/flac", ".ogg": "audio/ogg"}
 TRANSIENT_HTTP = {408, 429, 500, 502, 503, 504}
@@ -103,7 +102,7 @@ class GeminiAudioChat:
             try:
                 return fn()
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
-                mapped = _map_error(error, what=what, url=self.base_url or GEMINI_DEFAULT_URL, timeout_s=self.timeout_s)
+                mapped = _map_error(error, what=what, url=self.base_url, timeout_s=self.timeout_s)
                 if mapped is error:
                     raise
                 raise mapped from error

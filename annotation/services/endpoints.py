@@ -309,20 +309,6 @@ def latest_connection_tests(*, kind: str) -> dict[int, ConnectionTest]:
     return {getattr(test, f"{kind}_id"): test for test in tests}
 
 
-def connection_test_refusal(*, lalm: LALM | None = None, judge: Judge | None = None) -> str:
-    """Why a job of ``lalm`` or ``judge`` must not start ('' when it may): its latest connection test failed, so
-    every request of the job would fail the same way (an unreachable server, a missing key) and spend its items'
-    attempts. A newer test that is queued or running, or that passed, lifts the refusal; a row never tested is not
-    refused (a job is its first use)."""
-    target = lalm if lalm is not None else judge
-    latest = ConnectionTest.objects.filter(**({"lalm": lalm} if lalm is not None else {"judge": judge})).first()
-    if latest is None or latest.status != ConnectionTest.Status.FAILED:
-        return ""
-    when = timezone.localtime(latest.finished_at or latest.created_at).strftime("%Y-%m-%d %H:%M")
-    return (f"the last connection test of {target.name!r} (#{latest.pk}, {when}) failed: {latest.error} "
-            "Fix its settings, then press Test connection on its page; a job can start once a test passes.")
-
-
 def judges_for_page(*, user) -> list:
     """The judges page's rows (``judge_list_for_staff``) with each judge's latest connection test and its key
     variable when that is not set (:func:`key_variable_unset`)."""

@@ -32,7 +32,7 @@ from annotation.models import LALM, Benchmark, Job, JobItem
 from annotation.providers.base import Availability
 
 from .audit import audit_record
-from .endpoints import connection_test_refusal
+from .connection_tests import connection_test_refusal
 from .preparation import (
     PREPARATION_KINDS,
     preparation_availability,

@@ -60,6 +60,7 @@ from annotation.providers.setup import (
     endpoint_resolve,
 )
 from annotation.services.audit import audit_record
+from annotation.services.connection_tests import connection_test_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -322,15 +323,13 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
 
     Raises:
         JudgeJobError: the judge is inactive or unavailable, its latest connection test failed
-            (``annotation.services.endpoints.connection_test_refusal``), an id is unknown, or no question has
+            (``annotation.services.connection_tests.connection_test_refusal``), an id is unknown, or no question has
             candidates.
     """
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
     if problems := judge_setup_problems(judge=judge):
         raise JudgeJobError(f"judge {judge.name!r} cannot run: {'; '.join(problems.values())}")
-    from annotation.services.endpoints import connection_test_refusal  # endpoints imports this module
-
     if refusal := connection_test_refusal(judge=judge):
         raise JudgeJobError(refusal[0].upper() + refusal[1:])
     availability = judge_availability(judge=judge)
