@@ -61,6 +61,36 @@ def test_test_connection_with_the_broker_down_shows_the_503_in_place_and_marks_t
         context.close()
 
 
+def test_validate_on_the_import_page_with_the_broker_down_shows_the_503_before_the_panel_it_left_as_it_was(
+        live_server, browser, admin, axe_path, broker_down, settings, tmp_path):
+    """A table over IMPORT_INLINE_MAX_ROWS is validated by a worker: with the broker down the button's 503 shows in
+    place, and the job panel below it is marked as not updated."""
+    from annotation.models import Job, TableImport
+    from tests.table_files import NEWCOMER_COLUMNS, NEWCOMER_MAPPING, NEWCOMER_ROWS, write_csv
+
+    settings.IMPORT_DIR = tmp_path / "imports"
+    settings.IMPORT_INLINE_MAX_ROWS = 0  # every table goes to a worker
+    table = write_csv(tmp_path / "my_benchmark.csv", NEWCOMER_COLUMNS, NEWCOMER_ROWS)
+    draft = TableImport.objects.create(
+        benchmark_name="My benchmark", source_kind=TableImport.SourceKind.UPLOAD, source=table.name,
+        file_path=str(table), file_format="csv", columns=list(NEWCOMER_COLUMNS), rows=len(NEWCOMER_ROWS),
+        mapping=NEWCOMER_MAPPING)
+    context, page = new_page(browser)
+    try:
+        login(page, live_server.url, "adm")
+        page.goto(f"{live_server.url}/imports/{draft.pk}/")
+        page.get_by_role("button", name="Validate (dry run)").click()
+        box = page.locator(".htmx-error")
+        box.wait_for()
+        assert "“Validate (dry run)” did not work: the server answered 503" in box.inner_text()
+        assert "The work could not be queued" in box.inner_text()
+        assert "htmx-stale" in page.locator("#import-job").get_attribute("class")
+        assert not Job.objects.filter(kind=Job.Kind.IMPORT).exclude(status=Job.Status.FAILED).exists()
+        page_clean(page, axe_path, "admin", "import-validate-broker-down")
+    finally:
+        context.close()
+
+
 def test_a_polling_panel_that_fails_says_so_and_marks_what_it_shows_as_not_updated(live_server, browser, admin,
                                                                                   axe_path):
     lalm = _server_lalm()
