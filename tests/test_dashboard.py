@@ -104,6 +104,7 @@ def test_alpha_says_it_rests_on_the_answers_with_two_or_more_ratings_not_on_ever
     text = " ".join(response.content.decode().split())
     assert "from 5 candidate answers with ≥ 2 ratings · 22 valid ratings in all" in text
     assert text.count("from 5 candidate answers with ≥ 2 ratings") == 2  # the overall figure and the benchmark's
+    assert "in all)" in text and "in all )" not in text
 
 
 def test_alpha_with_no_answer_rated_twice_says_it_is_not_defined(client):
