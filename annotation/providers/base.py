@@ -248,8 +248,9 @@ def call_with_retry(
             return fn()
         except TransientProviderError as error:
             if attempt >= policy.max_attempts:
+                attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
                 raise TransientProviderError(
-                    f"{error} (gave up after {attempt} attempts)", retry_after_s=error.retry_after_s
+                    f"{error} (gave up after {attempts})", retry_after_s=error.retry_after_s
                 ) from error
             wait = policy.delay(attempt=attempt, retry_after_s=error.retry_after_s)
             logger.info("transient provider error (attempt %d): %s; retrying in %.1f s", attempt, error, wait)
