@@ -10,16 +10,40 @@ from django.core.exceptions import ValidationError
 from annotation.codes import CODE_DEFINITIONS, CODE_ORDER, SCORE_DEFINITIONS
 
 
-def errors_text(source: ValidationError | forms.Form) -> str:
-    """A form's errors or a ``ValidationError`` as one line: ``field: message message; ...``, messages that belong
-    to no field (``__all__`` or a plain ``ValidationError``) without a name."""
+def field_label(name: str, labels=None) -> str:
+    """What a page calls field ``name``: its label in ``labels`` (a form: the field's label; a model class: the
+    field's verbose name; a dict: the value), else the name made readable ("external_study_id" → "External study
+    id"). Never the internal name itself."""
+    from django.core.exceptions import FieldDoesNotExist
+    from django.db.models import Model
+    from django.forms.utils import pretty_name
+    from django.utils.text import capfirst
+
+    if isinstance(labels, forms.BaseForm) and name in labels.fields:
+        return str(labels.fields[name].label or pretty_name(name))
+    if isinstance(labels, type) and issubclass(labels, Model):
+        try:
+            return str(capfirst(labels._meta.get_field(name).verbose_name))
+        except FieldDoesNotExist:
+            pass
+    if isinstance(labels, dict) and name in labels:
+        return str(labels[name])
+    return pretty_name(name)
+
+
+def errors_text(source: ValidationError | forms.Form, *, labels=None) -> str:
+    """A form's errors or a ``ValidationError`` as one line: ``Field label: message message; ...``, messages that
+    belong to no field (``__all__`` or a plain ``ValidationError``) without a name. Fields are named as the page
+    names them (:func:`field_label`): a form's own labels, or ``labels`` (a form, a model class or a dict) for a
+    service's ``ValidationError``."""
     if isinstance(source, forms.Form):
         errors = {name: list(messages) for name, messages in source.errors.items()}
+        labels = source if labels is None else labels
     elif hasattr(source, "error_dict"):
         errors = source.message_dict
     else:
         errors = {"__all__": source.messages}
-    return "; ".join(" ".join(messages) if name == "__all__" else f"{name}: {' '.join(messages)}"
+    return "; ".join(" ".join(messages) if name == "__all__" else f"{field_label(name, labels)}: {' '.join(messages)}"
                      for name, messages in errors.items())
 
 
@@ -106,6 +130,25 @@ def query_pk(query, name: str) -> int | None:
     """``query[name]`` as a primary key (see :class:`PkQueryForm`), or None when absent or not a valid one."""
     form = PkQueryForm({"pk": query.get(name, "")})
     return form.cleaned_data["pk"] if form.is_valid() else None
+
+
+def query_benchmark_pk(query) -> int | None:
+    """``?benchmark=`` as a benchmark's primary key, or None when absent or empty (every benchmark).
+
+    Raises:
+        Http404: a value that is not a benchmark's number (``?benchmark=Nope``): the page says the benchmark is
+            unknown instead of silently showing every benchmark.
+    """
+    from django.http import Http404
+
+    raw = query.get("benchmark", "")
+    if not raw.strip():
+        return None
+    pk = query_pk(query, "benchmark")
+    if pk is None:
+        raise Http404(f"Unknown benchmark {raw[:100]!r}: ?benchmark= takes a benchmark's number, as the benchmark "
+                      "menus and links of the platform give it (e.g. ?benchmark=3).")
+    return pk
 
 
 class AuditFilterForm(forms.Form):

@@ -182,18 +182,6 @@ def _cause_of(error: BaseException) -> BaseException | None:
     return None if error.__suppress_context__ else error.__context__
 
 
-def connect_error_detail(error: BaseException) -> str:
-    """The message of the innermost cause of ``error`` ('' when it has none): a client library's "Connection
-    error." says nothing, its cause ("the host 'x' does not resolve ...") does."""
-    seen, inner = set(), None
-    cause = _cause_of(error)
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        inner = cause
-        cause = _cause_of(cause)
-    return str(inner) if inner is not None else ""
-
-
 def guarded_transport(*, library: str = "httpx", **kwargs):
     """An ``HTTPTransport`` of ``library`` (``httpx``, or its fork ``httpx2`` that the openai client uses;
     ``kwargs`` as the transport's own) whose connections reach only the addresses :func:`addresses_problem`

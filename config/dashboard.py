@@ -80,6 +80,9 @@ class BenchmarkFunnel:
     rerated: int = 0
     alpha: float | None = None
     alpha_ratings: int = 0
+    #: Candidate answers with two or more valid scored ratings: the units alpha rests on (answers rated once
+    #: add nothing to it).
+    alpha_items: int = 0
     trend: list[float] = field(default_factory=list)
 
     @property
@@ -135,6 +138,8 @@ class PipelineDashboard:
     benchmarks: list[BenchmarkFunnel]
     alpha: float | None
     alpha_ratings: int
+    #: Candidate answers with ≥ 2 valid scored ratings, over all benchmarks (what ``alpha`` rests on).
+    alpha_items: int
     alpha_computed_at: datetime | None
     active_version: ModelVersion | None
     active_rho: float | None
@@ -209,7 +214,7 @@ def _agreement(funnels: list[BenchmarkFunnel]):
     for funnel in funnels:
         row = by_scope.get(f"benchmark:{funnel.name}")
         if row is not None:
-            funnel.alpha, funnel.alpha_ratings = row.alpha, row.n_ratings
+            funnel.alpha, funnel.alpha_ratings, funnel.alpha_items = row.alpha, row.n_ratings, row.n_pairable_items
         funnel.trend = history.get(f"benchmark:{funnel.name}", [])[-TREND_POINTS:]
     return scopes[0], computed_at
 
@@ -259,6 +264,7 @@ def pipeline_dashboard_for_user(*, user) -> PipelineDashboard:
         benchmarks=funnels,
         alpha=overall.alpha,
         alpha_ratings=overall.n_ratings,
+        alpha_items=overall.n_pairable_items,
         alpha_computed_at=alpha_computed_at,
         active_version=active,
         active_rho=rho,

@@ -24,7 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import ADMIN, STAFF, has_role, role_required
-from annotation.forms import errors_text
+from annotation.forms import errors_text, query_benchmark_pk
 from annotation.jobs.registry import task_send
 from annotation.models import Question
 from refinement import selectors
@@ -121,6 +121,7 @@ def queue(request: HttpRequest, queue: str) -> HttpResponse:
     """One queue: open items, most flags first, filtered by ``?benchmark=&modality=&category=``, 50 a page."""
     if queue not in Queue.values:
         raise Http404("No such queue")
+    query_benchmark_pk(request.GET)  # ?benchmark=Nope: a 404 saying so, not every benchmark
     chosen = QueueFilterForm(request.GET).filters()
     items = selectors.queue_items_for_user(user=request.user, queue=queue, **chosen)
     page = Paginator(items, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))

@@ -63,11 +63,16 @@ def _empty_cache():
 
 
 def _celery_pools_reset(app) -> None:
-    # Celery caches its connection and producer pools (built from broker_url) on first use.
+    # Celery caches its connection and producer pools (built from broker_url) on first use; kombu keeps producer
+    # pools in a global registry keyed by the broker URL, whose pool for a URL used again (the default broker, after
+    # a test pointed at it) would still hold the connection pool closed here: "Acquire on closed pool".
+    from kombu import pools
+
     if app._pool is not None:
         app._pool.force_close_all()
     app._pool = None
     app.amqp._producer_pool = None
+    pools.reset()
 
 
 @pytest.fixture

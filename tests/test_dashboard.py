@@ -83,6 +83,37 @@ def test_the_funnel_counts_each_stage_per_benchmark_and_lalm(client):
     assert 'href="/modelling/agreement/"' in html
 
 
+def test_alpha_says_it_rests_on_the_answers_with_two_or_more_ratings_not_on_every_rating(client):
+    """The newcomer's case: a benchmark imported with one human label per answer plus a few rated twice shows alpha
+    "from 5 candidate answers with ≥ 2 ratings", not "on 1,975 ratings"."""
+    bench = BenchmarkFactory(name="AQEval val")
+    first, second = AnnotatorFactory(), AnnotatorFactory()
+    for n in range(12):  # rated once: no part of alpha
+        RatingFactory(candidate=CandidateAnswerFactory(question_version=QuestionFactory(benchmark=bench)
+                                                       .current_version), annotator=first, score=n % 5 + 1)
+    for scores in ((1, 5), (5, 1), (2, 4), (4, 2), (3, 3)):
+        candidate = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=bench).current_version)
+        for rater, score in zip((first, second), scores):
+            RatingFactory(candidate=candidate, annotator=rater, score=score)
+    _expert(client)
+    response = client.get("/dashboard/")
+    d = response.context["dashboard"]
+    [b] = d.benchmarks
+    assert (b.alpha_items, b.alpha_ratings) == (5, 22) and (d.alpha_items, d.alpha_ratings) == (5, 22)
+    assert d.alpha is not None and d.alpha < 0
+    text = " ".join(response.content.decode().split())
+    assert "from 5 candidate answers with ≥ 2 ratings · 22 valid ratings in all" in text
+    assert text.count("from 5 candidate answers with ≥ 2 ratings") == 2  # the overall figure and the benchmark's
+    assert "in all)" in text and "in all )" not in text
+
+
+def test_alpha_with_no_answer_rated_twice_says_it_is_not_defined(client):
+    RatingFactory(candidate=CandidateAnswerFactory(question_version=QuestionFactory().current_version), score=3)
+    _expert(client)
+    text = " ".join(client.get("/dashboard/").content.decode().split())
+    assert "not defined: no candidate answer has two ratings yet" in text
+
+
 def test_gold_items_and_attention_checks_are_not_counted_as_candidate_answers(client):
     from annotation.crowd.items import attention_check_create
 

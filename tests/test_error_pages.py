@@ -66,3 +66,20 @@ def test_a_server_error_in_production_is_the_styled_500_without_the_error(settin
     finally:
         del sys.modules[module.__name__]
         clear_url_caches()
+
+
+def test_under_debug_a_missing_page_is_still_the_sites_404_not_the_url_pattern_list(client, settings):
+    """``make run`` serves with DEBUG on; the README promises the site's page there too (config/error_pages.py)."""
+    settings.DEBUG = True
+    client.force_login(UserFactory(is_staff=True, roles=["expert"]))
+    response = client.get("/no-such-page/")
+    body = response.content.decode()
+    assert response.status_code == 404 and "404.html" in [t.name for t in response.templates]
+    assert "There is nothing at this address" in body and "<code>/no-such-page/</code>" in body
+    assert "URLconf" not in body and "healthz" not in body and "set-password" not in body  # no URL pattern listed
+    # A view's Http404 keeps its reason.
+    response = client.get("/refinement/item/999999/")
+    assert response.status_code == 404 and "No such question" in response.content.decode()
+    assert "URLconf" not in response.content.decode()
+    # An address without its slash is still redirected to it (CommonMiddleware's APPEND_SLASH sees the 404).
+    assert client.get("/dashboard").status_code == 301

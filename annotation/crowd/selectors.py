@@ -53,6 +53,17 @@ def study_list_for_admin(*, user) -> list[Study]:
     return list(Study.objects.select_related("benchmark").annotate(n_participants=Count("participants")))
 
 
+def study_audio_for(*, study: Study) -> str:
+    """Whether the items of ``study``'s benchmark come with audio clips: ``all``, ``some`` or ``none`` (questions
+    of an imported benchmark may have none). The welcome page says "listen to the clip" only where there is one.
+    Read before a participant is signed in (the welcome page), so no user is checked."""
+    counts = Question.objects.filter(benchmark_id=study.benchmark_id).aggregate(
+        with_audio=Count("pk", filter=Q(audio__isnull=False)), without=Count("pk", filter=Q(audio__isnull=True)))
+    if not counts["with_audio"]:
+        return "none"
+    return "some" if counts["without"] else "all"
+
+
 def study_progress_for(*, user) -> dict | None:
     """``{"n", "total"}`` for the rating page's "Item n of N" of a study participant (n = items rated in the study's
     benchmark + 1, N the quota), or None for anyone else and once the quota is reached. One query."""

@@ -316,15 +316,19 @@ def study_report_csv(*, study: Study) -> str:
     def number(value, digits: int) -> str:
         return "" if value is None else f"{value:.{digits}f}"
 
+    from annotation.crowd.speed import study_fast_participants
+
     header = ["participant_id", "username", "joined_at", "completed_at", "items", "median_seconds", "total_seconds",
               "median_client_seconds", f"hourly_pay_{study.currency}", "gold_accuracy", "attention_failures",
-              "progress", "quality"]
+              "progress", "quality", "unusually_fast"]
+    report = study_report(study=study)
+    fast = study_fast_participants(rows=report)
     rows = ([
         r.participant_id, r.username, r.joined_at.isoformat(), r.completed_at.isoformat() if r.completed_at else "",
         r.items, number(r.median_seconds, 1), number(r.total_seconds, 1), number(r.median_client_seconds, 1),
         "" if r.hourly_pay is None else str(r.hourly_pay), number(r.gold_accuracy, 3), r.attention_failures,
-        r.progress, r.quality,
-    ] for r in study_report(study=study))
+        r.progress, r.quality, fast.get(r.participant_id, ""),
+    ] for r in report)
     return csv_text(header=header, rows=rows)
 
 

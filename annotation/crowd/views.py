@@ -40,6 +40,7 @@ from annotation.crowd.items import (
     quality_policy_set,
 )
 from annotation.crowd.models import BenchmarkQuality, Study
+from annotation.crowd.speed import study_fast_participants
 from annotation.crowd.studies import (
     STUDY_FIELDS,
     StudyEntryRefused,
@@ -123,7 +124,8 @@ def study_entry(request: HttpRequest, slug: str) -> HttpResponse:
         return _refused(request, reason)
     study = link.study
     if request.method == "GET":
-        return render(request, "crowd/study_welcome.html", {"study": study})
+        return render(request, "crowd/study_welcome.html",
+                      {"study": study, "audio": selectors.study_audio_for(study=study)})
     try:
         participant = study_enter(slug=slug, params=request.GET)
     except StudyEntryRefused as exc:
@@ -223,7 +225,8 @@ def study_enable(request: HttpRequest, study_pk: int) -> HttpResponse:
     try:
         study_enabled_set(study=study, enabled=enabled, by=request.user)
     except ValidationError as exc:
-        messages.error(request, f"“{study.name}” was not enabled: {errors_text(exc)}")
+        why = errors_text(exc, labels=StudyForm(instance=study))
+        messages.error(request, f"“{study.name}” was not enabled: {why}")
     else:
         messages.success(request, f"“{study.name}” is {'enabled: its entry link works' if enabled else 'disabled'}.")
     if request.POST.get("next") == "report":
@@ -249,8 +252,11 @@ def study_report_page(request: HttpRequest, study_pk: int) -> HttpResponse:
                 "\n"), base_url=request.build_absolute_uri(reverse("crowd:study-entry", args=[study.slug])))
         except ValidationError as exc:
             form_add_validation_error(links_form, exc)
+    rows = study_report(study=study)
+    fast = study_fast_participants(rows=rows)
     return render(request, "crowd/study_report.html", {
-        "study": study, "rows": study_report(study=study), "entry_link": _entry_link(request, study),
+        "study": study, "rows": [(row, fast.get(row.participant_id, "")) for row in rows], "fast": fast,
+        "entry_link": _entry_link(request, study),
         "links_form": links_form, "links": links, "all_links": "\n".join(link for _, link in links)})
 
 

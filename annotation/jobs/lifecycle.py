@@ -29,14 +29,16 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed"
 ACTIVE = (QUEUED, RUNNING)
 #: Seconds between heartbeat writes (and cancellation checks) of a long computation (ORCA training, cross-fits).
 HEARTBEAT_EVERY_S = 10.0
-#: Seconds a queued job or run may wait before a page asks whether a worker is running.
-WAITING_FOR_WORKER_S = 60
+#: Seconds a queued job, run or test may wait before its panel asks whether a worker is running (an idle worker
+#: takes a message within a second or two; 15 s leaves room for a busy one without leaving a newcomer guessing).
+WAITING_FOR_WORKER_S = 15
 
 
 def run_waiting_for_worker(*, queued_at: datetime | None, now: datetime | None = None) -> bool:
     """True when a row queued at ``queued_at`` (None: not queued, e.g. running) has waited more than
     :data:`WAITING_FOR_WORKER_S` seconds: no worker reads its queue, or all are busy. Pages then show
-    ``templates/_waiting_for_worker.html`` (the dashboard's running work, the ORCA runs page)."""
+    ``templates/_waiting_for_worker.html`` (every job panel, through ``{% load jobs %}``'s ``waiting_for_worker``
+    filter; the dashboard's running work)."""
     return queued_at is not None and (now or timezone.now()) - queued_at > timedelta(seconds=WAITING_FOR_WORKER_S)
 
 

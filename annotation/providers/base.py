@@ -55,6 +55,76 @@ class TransientProviderError(ProviderError):
         self.retry_after_s = retry_after_s
 
 
+def _root_cause(error: BaseException) -> BaseException:
+    """The exception of ``error``'s chain (``__cause__``, else ``__context__``) that says what went wrong: the
+    innermost operating-system error under the client library's wrappers (openai's "Connection error." → httpx →
+    httpcore → ConnectionRefusedError); without one, an error raised ``from None`` (a deliberate message, such as
+    the outbound guard's "the host ... does not resolve", whose context is noise); else the innermost."""
+    chain, seen = [error], {id(error)}
+    while (inner := error.__cause__ or error.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        chain.append(inner)
+        error = inner
+    for candidate in reversed(chain):
+        if isinstance(candidate, OSError):
+            return candidate
+    for candidate in chain:
+        if candidate.__suppress_context__ and candidate.__cause__ is None:
+            return candidate
+    return chain[-1]
+
+
+def _cause_in_words(root: BaseException, *, host: str, timeout_s: float | None) -> str:
+    import socket
+    import ssl
+
+    if isinstance(root, ConnectionRefusedError):
+        return "connection refused: nothing listens on that port (is the server running, is the port right?)"
+    if isinstance(root, socket.gaierror):
+        return f"the host name {host!r} does not resolve ({root.strerror or root}): check the spelling, DNS or VPN"
+    if isinstance(root, TimeoutError) or "timeout" in type(root).__name__.lower() or "timed out" in str(root):
+        within = f" within {timeout_s:g} s" if timeout_s else ""
+        return f"no answer{within} (the server is busy, unreachable through a firewall, or the timeout is too short)"
+    if isinstance(root, ssl.SSLError):
+        return f"the TLS handshake failed ({root.reason or root}): is it an https server, with a valid certificate?"
+    if isinstance(root, OSError) and root.strerror:
+        return root.strerror[0].lower() + root.strerror[1:]
+    return f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
+
+
+def transport_error_text(error: BaseException, *, who: str, url: str = "", timeout_s: float | None = None) -> str:
+    """A connection or timeout error of an HTTP client library in words: who was asked, at which host and port,
+    and the cause the operating system gave (refused, name not resolved, timed out, TLS) — not the library's bare
+    "APIConnectionError: Connection error.".
+
+    ``url``: the request's URL, used when ``error`` (an httpx or openai error carrying ``.request``) has none.
+    E.g. "OpenAI-compatible server at 127.0.0.1:9 (http://127.0.0.1:9/v1/chat/completions): cannot connect:
+    connection refused: nothing listens on that port (…)".
+    """
+    from urllib.parse import urlsplit
+
+    request = None
+    try:
+        request = getattr(error, "request", None)
+    except RuntimeError:  # httpx raises when the error was made without a request
+        request = None
+    target = str(getattr(request, "url", "") or url)
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    where = f" at {host}:{port}" if host and port else f" at {host}" if host else ""
+    root = _root_cause(error)
+    timed_out = "timeout" in type(error).__name__.lower() or "timeout" in type(root).__name__.lower()
+    cause = _cause_in_words(root, host=host, timeout_s=timeout_s)
+    if timed_out and not cause.startswith("no answer"):
+        cause = f"no answer in time ({cause})"
+    verb = "" if cause.startswith("no answer") else "cannot connect: "
+    return f"{who}{where}{f' ({target})' if target else ''}: {verb}{cause}"
+
+
 def retry_after_seconds(headers) -> float | None:
     """Parse a ``Retry-After`` header (delta-seconds or an HTTP date) from a mapping of headers; None if absent."""
     if headers is None:
@@ -187,8 +257,9 @@ def call_with_retry(
             return fn()
         except TransientProviderError as error:
             if attempt >= policy.max_attempts:
+                attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
                 raise TransientProviderError(
-                    f"{error} (gave up after {attempt} attempts)", retry_after_s=error.retry_after_s
+                    f"{error} (gave up after {attempts})", retry_after_s=error.retry_after_s
                 ) from error
             wait = policy.delay(attempt=attempt, retry_after_s=error.retry_after_s)
             logger.info("transient provider error (attempt %d): %s; retrying in %.1f s", attempt, error, wait)

@@ -18,6 +18,7 @@ from .base import (
     TransientProviderError,
     call_with_retry,
     retry_after_seconds,
+    transport_error_text,
 )
 
 AUDIO_MIME_TYPES = {".wav": "audio/wav", ".mp3": "audio/mp3", ".flac": "audio/flac", ".ogg": "audio/ogg"}
@@ -43,7 +44,7 @@ def _transport_errors() -> tuple[type[Exception], ...]:
     return tuple(classes)
 
 
-def _map_error(error: Exception, *, what: str) -> Exception:
+def _map_error(error: Exception, *, what: str, url: str = "", timeout_s: float | None = None) -> Exception:
     from google.genai import errors
 
     if isinstance(error, errors.APIError):
@@ -57,7 +58,8 @@ def _map_error(error: Exception, *, what: str) -> Exception:
 
         if refusal := connect_refusal(error):  # the address is not allowed: no retry will change that
             return PermanentProviderError(f"Gemini {what}: {refusal}")
-        return TransientProviderError(f"Gemini {what}: {type(error).__name__}: {error}")
+        return TransientProviderError(transport_error_text(error, who=f"Gemini {what}", url=url,
+                                                           timeout_s=timeout_s))
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError, AttributeError)):
         return PermanentProviderError(f"Gemini {what}: malformed reply ({type(error).__name__}: {error})")
     return error
@@ -114,7 +116,7 @@ class GeminiAudioChat:
             try:
                 return fn()
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
-                mapped = _map_error(error, what=what)
+                mapped = _map_error(error, what=what, url=self.base_url, timeout_s=self.timeout_s)
                 if mapped is error:
                     raise
                 raise mapped from error

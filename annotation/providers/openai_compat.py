@@ -17,30 +17,43 @@ from .base import (
     TransientProviderError,
     call_with_retry,
     retry_after_seconds,
+    transport_error_text,
 )
 
+#: How much of a reply that is not JSON an error quotes.
+_QUOTE_CHARS = 160
 
-def _map_error(error: Exception) -> Exception:
+
+def _map_error(error: Exception, *, url: str = "", timeout_s: float | None = None) -> Exception:
     import openai
 
     if isinstance(error, openai.APIStatusError):
-        message = f"OpenAI-compatible server: HTTP {error.status_code} {error.message}"
+        message = f"OpenAI-compatible server at {error.request.url}: HTTP {error.status_code} {error.message}"
         if error.status_code in (408, 429) or error.status_code >= 500:
             return TransientProviderError(message, retry_after_s=retry_after_seconds(error.response.headers))
         return PermanentProviderError(message)
     if isinstance(error, (openai.APITimeoutError, openai.APIConnectionError)):
-        from annotation.outbound import connect_error_detail, connect_refusal
+        from annotation.outbound import connect_refusal
 
         if refusal := connect_refusal(error):  # the address is not allowed: no retry will change that
             return PermanentProviderError(f"OpenAI-compatible server: {refusal}")
-        detail = connect_error_detail(error)
-        return TransientProviderError(f"OpenAI-compatible server: {type(error).__name__}: {error}"
-                                      + (f" ({detail})" if detail and detail not in str(error) else ""))
+        return TransientProviderError(transport_error_text(error, who="OpenAI-compatible server", url=url,
+                                                           timeout_s=timeout_s))
     if isinstance(
         error, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError, AttributeError)
     ):
         return PermanentProviderError(f"OpenAI-compatible server: malformed reply ({type(error).__name__}: {error})")
     return error
+
+
+def _not_json(raw, body: str) -> str:
+    """Why a reply that is not JSON cannot be read (the openai client hands such a body back as a plain string):
+    where it came from, its status and type, its first characters, and the usual cause."""
+    kind = raw.headers.get("content-type") or "no content type"
+    quoted = " ".join(body.split())[:_QUOTE_CHARS]
+    return (f"OpenAI-compatible server at {raw.http_request.url}: answered HTTP {raw.status_code} with {kind}, "
+            f"not the JSON of a chat completion ({quoted!r}). Is the base URL the API's root, usually ending in "
+            "/v1 (e.g. http://gpu-box:8000/v1), and not a web page?")
 
 
 def audio_content_part(audio_path: str) -> dict:
@@ -116,10 +129,16 @@ class OpenAICompatAudioChat:
 
         def attempt():
             try:
-                response = client.chat.completions.create(model=self.model, messages=messages, **extra)
+                raw = client.chat.completions.with_raw_response.create(model=self.model, messages=messages, **extra)
+                response = raw.parse()
+                if isinstance(response, str):
+                    raise PermanentProviderError(_not_json(raw, response))
                 text = response.choices[0].message.content or ""
+            except PermanentProviderError:
+                raise
             except Exception as error:  # noqa: BLE001 - mapped to our error classes, others re-raised
-                mapped = _map_error(error)
+                mapped = _map_error(error, url=f"{self.base_url.rstrip('/')}/chat/completions",
+                                    timeout_s=self.timeout_s)
                 if mapped is error:
                     raise
                 raise mapped from error

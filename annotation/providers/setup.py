@@ -259,8 +259,10 @@ def endpoint_resolve(*, provider: str, conf: dict | None = None, model: str = ""
         if named:
             raise ProviderSetupError(note, field="api_key_env")
         key = ""
+    if not key and not note:  # name the variable that was read, so "no key sent" says why
+        note = f"{variable} is not set"
     if provider == GEMINI and not key:
-        raise ProviderSetupError(note or f"{variable} is not set", field="api_key_env")
+        raise ProviderSetupError(note, field="api_key_env")
     return Endpoint(provider=provider, model=model, base_url=base_url, api_key=key,
                     key_variable=variable if key else "", note=note, guarded=bool(row_url))
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import tempfile
 import time
 from datetime import datetime, timedelta
@@ -37,10 +38,10 @@ from annotation.judging.probability import GENERATE
 from annotation.models import LALM, ConnectionTest, Judge
 from annotation.providers.answers import answer_generator_for
 from annotation.providers.base import ProviderError, RetryPolicy
-from annotation.providers.setup import ProviderSetupError, endpoint_label, endpoint_resolve
+from annotation.providers.setup import ProviderSetupError, endpoint_label, endpoint_resolve, key_value
 from annotation.services.audit import audit_record, audited_fields_set
 from annotation.services.judge_comparison import judge_list_for_staff
-from annotation.services.judging import Probe, judge_probe, judge_setup_problems
+from annotation.services.judging import Probe, ProbeFailed, judge_probe, judge_setup_problems
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +61,26 @@ def _fields(values: dict) -> dict:
     return {key: value for key, value in values.items() if value not in (None, "")}
 
 
+#: What the forms call each setting (``annotation.views.endpoints``): messages say these, never the keys.
+SETTING_LABELS = {
+    "base_url": "Base URL", "api_key_env": "Key variable", "system_prompt": "System prompt",
+    "prompt_template": "Prompt template", "audio_input": "Send the audio clip", "timeout_s": "Timeout (s)",
+    "max_tokens": "Max tokens", "requests_per_minute": "Requests per minute", "top_logprobs": "Top logprobs",
+    "batch_size": "Batch size", "prompt_variant": "Prompt variant",
+}
+_SETTING_NAME_RE = re.compile(r"\b(" + "|".join(SETTING_LABELS) + r")\b")
+
+
+def problem_in_words(message: str) -> str:
+    """``message`` (a set-up problem of :mod:`annotation.providers.setup` or ``judge_setup_problems``) with the
+    settings named by their form labels ("base_url 'x': …" → "Base URL 'x': …") and a capital first letter."""
+    message = _SETTING_NAME_RE.sub(lambda match: SETTING_LABELS[match.group(1)], message)
+    return message[:1].upper() + message[1:]
+
+
 def _raise_problems(problems: dict[str, str]) -> None:
     if problems:
-        raise ValidationError({field: message[0].upper() + message[1:] for field, message in problems.items()})
+        raise ValidationError({field: problem_in_words(message) for field, message in problems.items()})
 
 
 def lalm_setup_problems(*, lalm: LALM) -> dict[str, str]:
@@ -86,6 +104,13 @@ def lalm_setup_problems(*, lalm: LALM) -> dict[str, str]:
     if template and "{question}" not in template:
         problems["prompt_template"] = "the prompt template must contain {question}, where the question goes"
     return problems
+
+
+def key_variable_unset(*, row: LALM | Judge) -> str:
+    """The key variable ``row`` names (``settings["api_key_env"]``) when the server's environment does not set it
+    (the row then sends no key), else ''. Pages name it as unset instead of only saying "no key sent"."""
+    named = str((row.settings or {}).get("api_key_env") or "")
+    return named if named and not key_value(named) else ""
 
 
 def _save(row, *, values: dict, check, actor, what: str):
@@ -178,21 +203,27 @@ def lalm_probe(*, lalm: LALM) -> Probe:
     prompt and template; one attempt, at most :data:`PROBE_TIMEOUT_S`).
 
     Raises:
-        ProviderError: the provider's error, or the row cannot be set up (``ProviderUnavailable``).
+        ProbeFailed: the provider's error, with where the request went and what it asked.
+        ProviderError: the row cannot be set up (``ProviderUnavailable``; nothing was sent).
     """
     generator = answer_generator_for(lalm=lalm, policy=RetryPolicy(max_attempts=1))
     generator.chat.timeout_s = min(generator.chat.timeout_s, PROBE_TIMEOUT_S)
     endpoint = endpoint_label(endpoint_resolve(provider=lalm.provider, conf=lalm.settings))
+    audio = "with a 1 s 440 Hz tone" if getattr(generator.chat, "audio_input", True) else "without audio"
+    request = f"{LALM_PROBE_QUESTION} ({audio})"
     with tempfile.TemporaryDirectory() as folder:
         clip = Path(folder) / "tone-440hz-1s.wav"
         tone_wav_write(clip, freq_hz=440.0, seconds=1.0)
-        generation = generator.answer(audio_path=str(clip), question=LALM_PROBE_QUESTION)
-    audio = "with a 1 s 440 Hz tone" if getattr(generator.chat, "audio_input", True) else "without audio"
-    return Probe(endpoint=endpoint, request=f"{LALM_PROBE_QUESTION} ({audio})", answer=generation.text)
+        try:
+            generation = generator.answer(audio_path=str(clip), question=LALM_PROBE_QUESTION)
+        except ProviderError as error:
+            raise ProbeFailed(str(error), endpoint=endpoint, request=request) from error
+    return Probe(endpoint=endpoint, request=request, answer=generation.text)
 
 
 def connection_test_run(*, test_pk: int, task_id: str = "") -> ConnectionTest | None:
-    """Run one queued connection test: claim it, ask the model once, store the answer (done) or the error (failed).
+    """Run one queued connection test: claim it, ask the model once, store the answer (done) or the error (failed);
+    a failed request keeps where it went and what it asked too (``endpoint``, ``request``), as a passed one does.
 
     Returns the row as it ended, or None when it was gone or not queued (a duplicate message). Errors other than
     the provider's (a model that cannot load, a malformed setting) fail the row with their message too: a test
@@ -204,6 +235,9 @@ def connection_test_run(*, test_pk: int, task_id: str = "") -> ConnectionTest | 
     started = time.monotonic()
     try:
         probe = lalm_probe(lalm=test.lalm) if test.lalm is not None else judge_probe(judge=test.judge)
+    except ProbeFailed as error:
+        run_fail(ConnectionTest, test_pk, error=str(error), endpoint=error.endpoint[:500], request=error.request,
+                 seconds=time.monotonic() - started)
     except ProviderError as error:
         run_fail(ConnectionTest, test_pk, error=str(error), seconds=time.monotonic() - started)
     except Exception as error:  # noqa: BLE001 - the row must end failed with the reason, whatever broke
@@ -276,11 +310,13 @@ def latest_connection_tests(*, kind: str) -> dict[int, ConnectionTest]:
 
 
 def judges_for_page(*, user) -> list:
-    """The judges page's rows (``judge_list_for_staff``) with each judge's latest connection test."""
+    """The judges page's rows (``judge_list_for_staff``) with each judge's latest connection test and its key
+    variable when that is not set (:func:`key_variable_unset`)."""
     judges = list(judge_list_for_staff(user=user))
     latest = latest_connection_tests(kind="judge")
     for judge in judges:
         judge.latest_test = latest.get(judge.pk)
+        judge.key_unset = key_variable_unset(row=judge)
     return judges
 
 

@@ -32,6 +32,7 @@ from annotation.models import LALM, Benchmark, Job, JobItem
 from annotation.providers.base import Availability
 
 from .audit import audit_record
+from .connection_tests import connection_test_refusal
 from .preparation import (
     PREPARATION_KINDS,
     preparation_availability,
@@ -84,8 +85,8 @@ def job_start(
         The job (status queued, ``total`` = number of items).
 
     Raises:
-        JobStartError: the kind is not a preparation kind, the provider is unavailable (reason given), an id is
-            unknown, or no question fits.
+        JobStartError: the kind is not a preparation kind, the provider is unavailable (reason given), the
+            LALM's latest connection test failed, an id is unknown, or no question fits.
     """
     if kind not in PREPARATION_KINDS:
         raise JobStartError(f"{kind!r} is not one of {', '.join(PREPARATION_KINDS)}")
@@ -100,6 +101,8 @@ def job_start(
     availability = preparation_availability(kind=kind, lalm=lalm, params=params)
     if not availability.ok:
         raise JobStartError(f"{availability.name} is unavailable: {availability.reason}")
+    if lalm is not None and (refusal := connection_test_refusal(lalm=lalm)):
+        raise JobStartError(refusal[0].upper() + refusal[1:])
     params["provider_name"] = availability.name
     try:
         questions = list(

@@ -45,7 +45,13 @@ from annotation.judging.probability import (
 )
 from annotation.judging.prompting import PromptTemplateError, prompt_render, prompt_template
 from annotation.models import Benchmark, CandidateAnswer, Job, JobItem, Judge, JudgeRating, Question
-from annotation.providers.base import Availability, PermanentProviderError, ProviderUnavailable, RetryPolicy
+from annotation.providers.base import (
+    Availability,
+    PermanentProviderError,
+    ProviderError,
+    ProviderUnavailable,
+    RetryPolicy,
+)
 from annotation.providers.setup import (
     ProviderSetupError,
     chat_for,
@@ -54,6 +60,7 @@ from annotation.providers.setup import (
     endpoint_resolve,
 )
 from annotation.services.audit import audit_record
+from annotation.services.connection_tests import connection_test_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +174,16 @@ class Probe:
     note: str = ""
 
 
+class ProbeFailed(ProviderError):
+    """A connection test's request failed after it was addressed: ``str()`` is the provider's error, ``endpoint``
+    and ``request`` what was sent where (shown on a failed test as on a passed one)."""
+
+    def __init__(self, message: str, *, endpoint: str, request: str):
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.request = request
+
+
 def judge_probe(*, judge: Judge) -> Probe:
     """Ask ``judge`` once, as its runs would, about a tiny example (the variant's template filled with "What is the
     capital of France?" / "Paris" / "Paris"): generate mode parses the reply's score; probability modes read the
@@ -174,8 +191,10 @@ def judge_probe(*, judge: Judge) -> Probe:
     attempt, at most 60 s. Runs in a worker (``annotation.services.endpoints.connection_test_run``).
 
     Raises:
-        ProviderError: the provider's error; a server without log-probabilities in a probability mode gives
-            "this server cannot do probability scoring: …".
+        ProbeFailed: the provider's error once the request was addressed (with where it went and what it asked);
+            a server without log-probabilities in a probability mode gives "this server cannot do probability
+            scoring: …".
+        ProviderError: the judge cannot be set up (no request was sent).
     """
     client = judge_client_for(judge=judge, policy=RetryPolicy(max_attempts=1))
     if judge.provider == Judge.Provider.LOCAL:
@@ -185,7 +204,10 @@ def judge_probe(*, judge: Judge) -> Probe:
         endpoint = endpoint_label(endpoint_resolve(provider=judge.provider, conf=judge.settings, model=judge.model))
     prompt = prompt_render(variant=judge.prompt_variant, **PROBE_TEXTS)
     if judge.mode == GENERATE:
-        reply = client.judge(prompt=prompt)
+        try:
+            reply = client.judge(prompt=prompt)
+        except ProviderError as error:
+            raise ProbeFailed(str(error), endpoint=endpoint, request=prompt) from error
         parsed = parse_judge_reply(reply.text)
         note = "" if parsed.ok else f"no score could be parsed from this reply ({parsed.error}); runs would fail"
         answer = reply.text + (f"\n\nScore read: {parsed.score:g}" if parsed.ok else "")
@@ -194,7 +216,10 @@ def judge_probe(*, judge: Judge) -> Probe:
     try:
         reply = client.score(prompts=[probe], mode=judge.mode)[0]
     except PermanentProviderError as error:
-        raise PermanentProviderError(f"this server cannot do probability scoring: {error}") from error
+        raise ProbeFailed(f"this server cannot do probability scoring: {error}", endpoint=endpoint,
+                          request=probe) from error
+    except ProviderError as error:
+        raise ProbeFailed(str(error), endpoint=endpoint, request=probe) from error
     if reply.distribution is None:
         return Probe(endpoint=endpoint, request=probe, answer=reply.text,
                      note="no label of the mode among the token alternatives the model returned")
@@ -297,12 +322,16 @@ def judge_job_start(*, judge: Judge, benchmark: Benchmark, external_ids: list[st
     Local judges go to ``PREPARATION_GPU_QUEUE`` when it is set. Returns the queued job.
 
     Raises:
-        JudgeJobError: the judge is inactive or unavailable, an id is unknown, or no question has candidates.
+        JudgeJobError: the judge is inactive or unavailable, its latest connection test failed
+            (``annotation.services.connection_tests.connection_test_refusal``), an id is unknown, or no question has
+            candidates.
     """
     if not judge.is_active:
         raise JudgeJobError(f"judge {judge.name!r} is inactive")
     if problems := judge_setup_problems(judge=judge):
         raise JudgeJobError(f"judge {judge.name!r} cannot run: {'; '.join(problems.values())}")
+    if refusal := connection_test_refusal(judge=judge):
+        raise JudgeJobError(refusal[0].upper() + refusal[1:])
     availability = judge_availability(judge=judge)
     questions = list(questions_for_judging(benchmark=benchmark, external_ids=external_ids)
                      .values_list("pk", flat=True))

@@ -28,12 +28,10 @@ from annotation.services.endpoints import (
     connection_test_start,
     connection_tests_for_staff,
     judge_save,
+    key_variable_unset,
     lalm_save,
     latest_connection_tests,
 )
-
-#: A queued test no worker claimed within this many seconds is shown with a hint that no worker may be running.
-WAITING_HINT_S = 15
 
 _KEY_HELP = ("Name of the environment variable that holds the key on the server (it must match "
              "PROVIDER_API_KEY_ENV_PATTERN, default *_API_KEY). Empty: GEMINI_API_KEY or OPENAI_COMPAT_API_KEY, "
@@ -179,6 +177,7 @@ def lalm_list(request: HttpRequest) -> HttpResponse:
     for lalm in lalms:
         lalm.availability = answer_availability(lalm=lalm)
         lalm.latest_test = latest.get(lalm.pk)
+        lalm.key_unset = key_variable_unset(row=lalm)
     return render(request, "annotation/endpoints/lalms.html",
                   {"lalms": lalms, "can_manage": has_role(request.user, ADMIN)})
 
@@ -210,6 +209,10 @@ def _save_from_form(request: HttpRequest, *, form, row, kind: str) -> HttpRespon
             messages.success(request, f"Saved {saved.name}.")
             if note := url_unresolved_note(str((saved.settings or {}).get("base_url") or "")):
                 messages.info(request, note)  # saved: the address is checked when a request is made
+            if unset := key_variable_unset(row=saved):
+                messages.warning(request, f"The key variable {unset} is not set on the server, so no key is sent: "
+                                          f"set {unset} in the environment of the web server and the workers "
+                                          "(.env) and restart them, or clear the field if the server needs no key.")
             return HttpResponseRedirect(reverse(f"annotation:{kind}-edit", args=[saved.pk]))
     return _form_page(request, form=form, row=row, kind=kind, status=400)
 
@@ -254,12 +257,9 @@ def judge_edit(request: HttpRequest, judge_pk: int) -> HttpResponse:
 
 # --- connection tests --------------------------------------------------------------------------------------------
 def _test_context(test: ConnectionTest) -> dict:
-    now = timezone.now()
-    age = (now - test.created_at).total_seconds()
     active = test.status in (ConnectionTest.Status.QUEUED, ConnectionTest.Status.RUNNING)
-    lost = active and connection_test_is_lost(test=test, now=now)
-    return {"test": test, "polling": active and not lost, "lost": lost,
-            "waiting_long": test.status == ConnectionTest.Status.QUEUED and age > WAITING_HINT_S}
+    lost = active and connection_test_is_lost(test=test, now=timezone.now())
+    return {"test": test, "polling": active and not lost, "lost": lost}
 
 
 def _start_test(request: HttpRequest, **target) -> HttpResponse:

@@ -5,13 +5,13 @@ Thin views: reading is for experts and admins, starting a run for admins only (`
 """
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import ADMIN, STAFF, has_role, require_role, role_required
-from annotation.forms import query_pk
+from annotation.forms import query_benchmark_pk
 from annotation.models import Benchmark, Job, Judge
 from annotation.services.endpoints import judges_for_page
 from annotation.services.jobs import job_list_for_staff
@@ -73,9 +73,11 @@ def judge_list(request: HttpRequest) -> HttpResponse:
 def judge_compare(request: HttpRequest) -> HttpResponse:
     """Each judge's Spearman ρ, Kendall τ and MAE against the mean human rating, with the fusions."""
     benchmark = None
-    pk = query_pk(request.GET, "benchmark")
+    pk = query_benchmark_pk(request.GET)
     if pk is not None:
         benchmark = benchmark_readable(user=request.user, pk=pk)  # another team's: as if there were none
+        if benchmark is None:
+            raise Http404("No such benchmark.")
     comparison = judge_comparison(user=request.user, benchmark=benchmark)
     fusion = comparison.fusion
     context = {

@@ -6,7 +6,7 @@ from django.views.decorators.http import require_GET
 
 from annotation import selectors
 from annotation.access import STAFF, role_required
-from annotation.forms import query_pk
+from annotation.forms import query_benchmark_pk
 
 
 @require_GET
@@ -14,7 +14,7 @@ from annotation.forms import query_pk
 def overview(request: HttpRequest) -> HttpResponse:
     """Experts and admins: ratings per item histogram, items complete/incomplete, annotators' throughput."""
     benchmark = None
-    pk = query_pk(request.GET, "benchmark")
+    pk = query_benchmark_pk(request.GET)
     if pk is not None:
         benchmark = selectors.benchmark_get_for_overview(user=request.user, benchmark_pk=pk)
     data = selectors.rating_overview(user=request.user, benchmark=benchmark)

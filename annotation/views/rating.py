@@ -22,7 +22,13 @@ from annotation.crowd.examples import GUIDELINE_EXAMPLES
 from annotation.crowd.items import quality_feedback
 from annotation.crowd.selectors import qualification_progress_for, study_progress_for
 from annotation.crowd.views import completion_redirect
-from annotation.forms import SKIP_REASON_SUGGESTIONS, RatingForm, SkipForm, form_add_validation_error, query_pk
+from annotation.forms import (
+    SKIP_REASON_SUGGESTIONS,
+    RatingForm,
+    SkipForm,
+    form_add_validation_error,
+    query_benchmark_pk,
+)
 from annotation.models import Assignment
 from annotation.services.assignment import assignment_next, assignment_skip
 from annotation.services.rating import rating_is_editable, rating_submit, rating_update
@@ -33,8 +39,8 @@ _FORM_FIELDS = {"score", "codes", "comment", "seconds_on_task", "audio_seconds_p
 
 
 def _benchmark_from(request: HttpRequest):
-    """The benchmark named by ``?benchmark=<pk>`` (the queue filter), or None."""
-    pk = query_pk(request.GET, "benchmark")
+    """The benchmark named by ``?benchmark=<pk>`` (the queue filter), or None; 404 for an unknown one."""
+    pk = query_benchmark_pk(request.GET)
     if pk is None:
         return None
     return selectors.benchmark_get_for_rating(user=request.user, benchmark_pk=pk)

@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
     # Database or broker unreachable in a view: 503 with Retry-After instead of a 500 (config/unavailable.py).
     "config.unavailable.ServiceUnavailableMiddleware",
+    # DEBUG (make run): a 404 is the site's page, not Django's technical one listing every URL (config/error_pages.py).
+    "config.error_pages.NotFoundPageMiddleware",
 ]
 #: Seconds a client should wait before retrying a request answered 503 (database or broker unavailable).
 SERVICE_UNAVAILABLE_RETRY_AFTER_S = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_S", default=5)

@@ -3,9 +3,31 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.utils import timezone
 
 from modelling.models import AgreementSnapshot
 from modelling.services.agreement import RELIABLE_ALPHA, TENTATIVE_ALPHA
+
+#: The shortest span the time axis shows: snapshots seconds apart (a fresh import, a test) would otherwise get
+#: second ticks that read "58.1945 58.1950"; an hour gives ticks in hours and minutes with the date beside them.
+MIN_TIME_SPAN = timedelta(hours=1)
+
+
+def _time_axis(ax, times: list[datetime]) -> None:
+    """Dates on ``ax``'s x axis that read as dates: at least :data:`MIN_TIME_SPAN` wide around ``times``, 3–6 ticks
+    in the site's time zone, labelled concisely (hours and minutes, the date once beside the axis)."""
+    from matplotlib import dates as mdates
+
+    first, last = min(times), max(times)
+    if last - first < MIN_TIME_SPAN:
+        middle = first + (last - first) / 2
+        ax.set_xlim(middle - MIN_TIME_SPAN / 2, middle + MIN_TIME_SPAN / 2)
+    zone = timezone.get_current_timezone()
+    locator = mdates.AutoDateLocator(tz=zone, minticks=3, maxticks=6)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
 
 
 def agreement_chart_svg(*, snapshots: Sequence[AgreementSnapshot], level: str) -> str:
@@ -26,7 +48,6 @@ def agreement_chart_svg(*, snapshots: Sequence[AgreementSnapshot], level: str) -
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib import dates as mdates
     from matplotlib.figure import Figure
 
     series: dict[str, list[AgreementSnapshot]] = {}
@@ -39,7 +60,7 @@ def agreement_chart_svg(*, snapshots: Sequence[AgreementSnapshot], level: str) -
         fig = Figure(figsize=(10, 3.6), layout="constrained")
         ax_time, ax_count = fig.subplots(1, 2, sharey=True)
         for ax, x_of, xlabel in (
-            (ax_time, lambda s: s.created_at, "snapshot time"),
+            (ax_time, lambda s: s.created_at, f"snapshot time ({timezone.get_current_timezone_name()})"),
             (ax_count, lambda s: s.n_ratings, "valid ratings"),
         ):
             for scope in scopes:
@@ -59,9 +80,8 @@ def agreement_chart_svg(*, snapshots: Sequence[AgreementSnapshot], level: str) -
             ax.set_xlabel(xlabel)
             ax.grid(True, alpha=0.3)
         if scopes:
-            locator = mdates.AutoDateLocator()
-            ax_time.xaxis.set_major_locator(locator)
-            ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+            _time_axis(ax_time, [s.created_at for scope in scopes for s in series[scope]])
+            ax_count.xaxis.get_major_locator().set_params(integer=True)
         else:
             for ax in (ax_time, ax_count):
                 ax.text(0.5, 0.5, "no snapshots yet", ha="center", va="center", transform=ax.transAxes)

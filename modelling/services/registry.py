@@ -182,7 +182,7 @@ def model_import_start(
 def model_import_execute(*, import_id: int, task_id: str = "") -> ModelImport | None:
     """Run a queued import (:func:`_model_version_register`); returns the row as it ended, or None when it was not
     queued (a redelivered message). A checkpoint that does not load ends the row FAILED with the reason in its log
-    ("FAILED: upstream_path: …/config.yaml is missing"), and nothing else is written."""
+    ("FAILED: Upstream path: …/config.yaml is missing"), and nothing else is written."""
 
     def work(row: ModelImport) -> None:
         try:

@@ -4,6 +4,7 @@ import base64
 import html
 import io
 import os
+import re
 import time
 import wave
 
@@ -93,7 +94,8 @@ def test_the_lalm_connection_test_sends_a_tone_from_the_worker_and_shows_the_ans
         callback()  # the worker's task (eager Celery)
     test.refresh_from_db()
     assert test.status == "done" and test.answer == "A steady beep."
-    assert test.endpoint == f"openai · model m at 127.0.0.1:{server.port} · no key sent"
+    assert test.endpoint == (f"openai · model m at 127.0.0.1:{server.port} · "
+                             "no key sent (OPENAI_COMPAT_API_KEY is not set)")
     [request] = server.chat_requests
     audio = request.json()["messages"][-1]["content"][1]["input_audio"]
     with wave.open(io.BytesIO(base64.b64decode(audio["data"]))) as clip:
@@ -129,6 +131,89 @@ def test_a_failing_server_is_asked_once_and_the_error_is_shown(client, admin, se
     assert test.status == "failed" and "HTTP 503" in test.error and "overloaded" in test.error
     assert len(server.chat_requests) == 1  # a test is one try, not a job's retries
     assert "HTTP 503" in client.get(response["Location"]).content.decode()
+
+
+def _tested(client, lalm, callbacks_fixture) -> ConnectionTest:
+    with callbacks_fixture(execute=True):
+        client.post(reverse("annotation:lalm-test", args=[lalm.pk]))
+    return ConnectionTest.objects.get(lalm=lalm)
+
+
+def test_a_test_of_a_closed_port_names_host_port_and_cause_and_shows_where_it_was_sent(
+        client, admin, django_capture_on_commit_callbacks):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lalm = LALM.objects.create(name="q", provider="openai",
+                               settings={"model": "m", "base_url": f"http://127.0.0.1:{port}/v1"})
+    test = _tested(client, lalm, django_capture_on_commit_callbacks)
+    assert test.status == "failed"
+    assert test.error.startswith(f"OpenAI-compatible server at 127.0.0.1:{port} "
+                                 f"(http://127.0.0.1:{port}/v1/chat/completions): cannot connect: connection refused")
+    assert "Connection error" not in test.error and "APIConnectionError" not in test.error
+    # Where it went and what it asked, as on a test that passed.
+    assert test.endpoint == f"openai · model m at 127.0.0.1:{port} · no key sent (OPENAI_COMPAT_API_KEY is not set)"
+    assert test.request.startswith("What do you hear in this audio clip?")
+    page = html.unescape(client.get(reverse("annotation:connection-test", args=[test.pk])).content.decode())
+    assert f"Sent to:</strong> openai · model m at 127.0.0.1:{port}" in page and "connection refused" in page
+
+
+def test_a_host_that_does_not_resolve_is_named_with_the_cause(admin, monkeypatch):
+    from annotation.providers.base import TransientProviderError
+    from annotation.providers.openai_compat import OpenAICompatAudioChat
+
+    chat = OpenAICompatAudioChat(base_url="http://gpu-box.invalid:8000/v1", model="m", timeout_s=5)
+    chat.policy = type(chat.policy)(max_attempts=1)
+    with pytest.raises(TransientProviderError) as caught:
+        chat.generate(audio_path=None, system="", prompt="hi")
+    assert str(caught.value).startswith("OpenAI-compatible server at gpu-box.invalid:8000 (")
+    assert "the host name 'gpu-box.invalid' does not resolve" in str(caught.value)
+
+
+def test_a_server_answering_a_web_page_is_told_apart_from_a_chat_completion(
+        client, admin, server, django_capture_on_commit_callbacks):
+    """The cause of "AttributeError: 'str' object has no attribute 'choices'": a base URL that answers 200 with a
+    web page (the server's UI, a proxy's login page) instead of JSON; the openai client hands such a body back as a
+    string."""
+    server.script("chat", Reply(200, "<!doctype html><html><body><h1>Welcome to the GPU box</h1></body></html>",
+                                headers={"Content-Type": "text/html; charset=utf-8"}))
+    lalm = LALM.objects.create(name="q", provider="openai", settings={"model": "m", "base_url": f"{server.url}/v1"})
+    test = _tested(client, lalm, django_capture_on_commit_callbacks)
+    assert test.status == "failed" and "AttributeError" not in test.error and "'choices'" not in test.error
+    assert test.error.startswith(f"OpenAI-compatible server at {server.url}/v1/chat/completions: answered HTTP 200 "
+                                 "with text/html; charset=utf-8, not the JSON of a chat completion")
+    assert "Welcome to the GPU box" in test.error and "usually ending in /v1" in test.error
+    assert test.endpoint.startswith("openai · model m at 127.0.0.1:")
+
+
+def test_a_named_key_variable_that_is_not_set_is_named_as_unset(client, admin, server, monkeypatch,
+                                                                django_capture_on_commit_callbacks):
+    monkeypatch.delenv("LAB_API_KEY", raising=False)
+    response = client.post(reverse("annotation:lalm-new"), _lalm_form(base_url=f"{server.url}/v1",
+                                                                      api_key_env="LAB_API_KEY"), follow=True)
+    page = html.unescape(response.content.decode())
+    assert "The key variable LAB_API_KEY is not set on the server, so no key is sent" in page
+    lalm = LALM.objects.get(name="Qwen2-Audio")
+    test = _tested(client, lalm, django_capture_on_commit_callbacks)
+    assert test.endpoint.endswith("· no key sent (LAB_API_KEY is not set)")
+    assert 'LAB_API_KEY <span class="muted">(not set on the server: no key sent)</span>' in html.unescape(
+        client.get(reverse("annotation:lalms")).content.decode())
+    monkeypatch.setenv("LAB_API_KEY", "k")
+    assert "not set on the server" not in client.get(reverse("annotation:lalms")).content.decode()
+
+
+def test_form_errors_name_settings_by_their_labels_not_their_keys(client, admin, server):
+    response = client.post(reverse("annotation:lalm-new"), _lalm_form(base_url=f"{server.url}/v1",
+                                                                      api_key_env="DATABASE_URL"))
+    errors = " ".join(re.findall(r'class="field-error"[^>]*>([^<]*)<', html.unescape(response.content.decode())))
+    assert response.status_code == 400 and errors.startswith("Key variable 'DATABASE_URL' is not allowed")
+    assert not re.search(r"\bapi_key_env\b", errors, re.IGNORECASE)
+    with override_settings(PROVIDER_PRIVATE_NETWORKS=[]):
+        response = client.post(reverse("annotation:lalm-new"), _lalm_form(base_url=f"{server.url}/v1"))
+    errors = " ".join(re.findall(r'class="field-error"[^>]*>([^<]*)<', html.unescape(response.content.decode())))
+    assert errors.startswith(f"Base URL '{server.url}/v1'") and not re.search(r"\bbase_url\b", errors, re.I)
 
 
 def test_a_generate_judge_is_tested_with_its_own_prompt_and_the_score_it_would_read(

@@ -204,6 +204,41 @@ def test_a_judge_job_refuses_unavailable_or_inactive_judges_and_unknown_ids(judg
     assert not Job.objects.exists()
 
 
+def test_a_judge_job_is_refused_with_the_reason_while_the_judges_last_connection_test_failed(judged_items):
+    from annotation.models import ConnectionTest
+
+    bench, _ = judged_items
+    judge = Judge.objects.create(name="gpu judge", provider=Judge.Provider.OPENAI, model="m",
+                                 settings={"base_url": "http://127.0.0.1:9/v1"})
+    ConnectionTest.objects.create(judge=judge, status="done", answer="Score: 5")
+    failed = ConnectionTest.objects.create(judge=judge, status="failed",
+                                           error="OpenAI-compatible server at 127.0.0.1:9 (…): cannot connect: "
+                                                 "connection refused.")
+    with pytest.raises(JudgeJobError) as refused:
+        judge_job_start(judge=judge, benchmark=bench)
+    assert str(refused.value).startswith(f"The last connection test of 'gpu judge' (#{failed.pk}, ")
+    assert "failed: OpenAI-compatible server at 127.0.0.1:9 (…): cannot connect: connection refused." in str(
+        refused.value)
+    assert "press Test connection on its page" in str(refused.value)
+    assert not Job.objects.exists()
+    # A newer test under way lifts the refusal (its outcome is not known yet), and so does one that passed.
+    ConnectionTest.objects.create(judge=judge, status="queued")
+    assert judge_job_start(judge=judge, benchmark=bench).kind == Job.Kind.JUDGE
+
+
+def test_a_candidate_answer_job_is_refused_while_the_lalms_last_connection_test_failed(judged_items):
+    from annotation.models import LALM, ConnectionTest
+    from annotation.services.jobs import JobStartError, job_start
+
+    bench, _ = judged_items
+    lalm = LALM.objects.create(name="gpu-box", provider=LALM.Provider.OPENAI,
+                               settings={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    ConnectionTest.objects.create(lalm=lalm, status="failed", error="HTTP 401 bad key")
+    with pytest.raises(JobStartError, match=r"The last connection test of 'gpu-box' \(#\d+, .*\) failed: HTTP 401"):
+        job_start(kind=Job.Kind.CANDIDATES, benchmark=bench, lalm=lalm)
+    assert not Job.objects.exists()
+
+
 def test_the_judge_command_starts_a_job(judged_items, django_capture_on_commit_callbacks, capsys):
     bench, _ = judged_items
     with FakeOpenAICompat(reply=lambda r: "Score: 5") as fake, override_settings(**FAST_RETRIES):

@@ -195,7 +195,8 @@ def test_an_unreachable_server_is_reported_by_the_connection_test(client, django
         response = client.post(reverse("annotation:judge-new"), _judge_form(base_url="http://127.0.0.1:9/v1"))
     assert response.status_code == 302
     test = Judge.objects.get(name="plain").connection_tests.get()
-    assert test.status == "failed" and "APIConnectionError" in test.error
+    assert test.status == "failed"
+    assert "at 127.0.0.1:9 (http://127.0.0.1:9/v1/chat/completions): cannot connect" in test.error
 
 
 def test_a_local_probability_judge_scores_every_candidate_in_batched_forward_passes(

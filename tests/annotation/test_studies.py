@@ -1,6 +1,7 @@
 """Crowd studies: entry links (welcome page, start by POST, per-platform ids, no login CSRF, one refusal), the
 rules of enabling, pseudonymous accounts, quota and completion code, the study report and its CSV."""
 import csv
+import html
 import io
 import re
 import threading
@@ -432,6 +433,12 @@ def test_enabling_from_the_list_says_what_is_missing(client):
     study = _study(enabled=False, external_study_id="", max_participants=None)
     response = client.post(reverse("crowd:study-enable", args=[study.pk]), {"enabled": "1"}, follow=True)
     assert "was not enabled" in response.content.decode() and "participant cap" in response.content.decode()
+    # The fields are named as the study form names them, not by their internal names.
+    text = html.unescape(response.content.decode())
+    assert ("was not enabled: Platform study id: Enter the platform's study id before enabling the study.; "
+            "Participant cap: Set a participant cap before enabling the study.") in text
+    assert "external_study_id" not in text.split("was not enabled")[1].split("</li>")[0]
+    assert "max_participants" not in text.split("was not enabled")[1].split("</li>")[0]
     assert not Study.objects.get(pk=study.pk).is_enabled
     client.post(reverse("crowd:study-edit", args=[study.pk]), {
         **{name: getattr(study, name) for name in ("name", "slug", "platform", "participant_param", "study_param",

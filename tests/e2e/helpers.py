@@ -45,3 +45,20 @@ def screenshot(page, role: str, url: str) -> None:
     folder = SCREENSHOTS / role
     folder.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def new_page(browser, *, width: int = 1280, height: int = 900, mobile: bool = False):
+    """``(context, page)``: a fresh browser context of ``width`` × ``height`` (a phone when ``mobile``), with the
+    page's CSP bypassed (axe-core is injected) and actions timing out after 20 s. Close the context when done."""
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True, is_mobile=mobile,
+                                  has_touch=mobile)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    return context, page
+
+
+def page_clean(page, axe_path: Path, role: str, name: str) -> None:
+    """No serious or critical axe-core violation, no horizontal scrolling; the screenshot saved as ``name``."""
+    assert axe_violations(page, axe_path) == [], name
+    assert horizontal_overflow(page) == 0, name
+    screenshot(page, role, name)

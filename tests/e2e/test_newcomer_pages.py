@@ -10,7 +10,7 @@ import pytest
 from annotation.models import Job
 from modelling.models import TrainingRun
 from refinement.models import CorrectionItem
-from tests.e2e.helpers import axe_violations, horizontal_overflow, login, screenshot
+from tests.e2e.helpers import login, new_page, page_clean
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -63,31 +63,16 @@ def imported(settings, tmp_path):
     }
 
 
-def _page(browser, *, width: int = 1280, height: int = 900, mobile: bool = False):
-    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True, is_mobile=mobile,
-                                  has_touch=mobile)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    return context, page
-
-
-def _clean(page, axe_path, role: str, name: str) -> None:
-    """No serious or critical axe-core violation, no horizontal scrolling; the screenshot saved."""
-    assert axe_violations(page, axe_path) == [], name
-    assert horizontal_overflow(page) == 0, name
-    screenshot(page, role, name)
-
-
 def test_an_admin_lands_on_the_dashboard_and_evaluates_the_flags_it_says_are_not_evaluated(live_server, browser,
                                                                                           imported, axe_path):
-    context, page = _page(browser)
+    context, page = new_page(browser)
     try:
         login(page, live_server.url, "adm")
         page.goto(f"{live_server.url}/")
         assert page.url == f"{live_server.url}/dashboard/"
         flagged = page.locator(".funnel-step", has_text="Flagged (open)").first
         assert "not evaluated yet" in flagged.inner_text()
-        _clean(page, axe_path, "admin", "dashboard-flags-not-evaluated")
+        page_clean(page, axe_path, "admin", "dashboard-flags-not-evaluated")
         # Tests run Celery eagerly: the queued evaluation runs as a worker would, then the button comes back here.
         page.get_by_role("button", name="Evaluate flags now").click()
         page.wait_for_url(f"{live_server.url}/dashboard/")
@@ -108,15 +93,16 @@ def test_an_admin_lands_on_the_dashboard_and_evaluates_the_flags_it_says_are_not
 
 def test_buttons_that_queue_work_without_a_broker_show_the_platforms_page_and_leave_no_run(
         live_server, browser, imported, axe_path, broker_down):
-    context, page = _page(browser)
+    context, page = new_page(browser)
     try:
         login(page, live_server.url, "adm")
         page.goto(f"{live_server.url}/modelling/runs/new/")
+        page.once("dialog", lambda dialog: dialog.accept())  # "Start this training run? …"
         page.get_by_role("button", name="Start training").click()
         page.get_by_role("heading", name="The work could not be queued").wait_for()
         assert "celery -A config worker" in page.inner_text("main")
         assert not TrainingRun.objects.exists()  # no run left "Queued · 0 of 0"
-        _clean(page, axe_path, "admin", "queue-unavailable-start-training")
+        page_clean(page, axe_path, "admin", "queue-unavailable-start-training")
 
         page.goto(f"{live_server.url}/modelling/quality/")
         page.get_by_role("button", name="Recompute now").click()
@@ -128,7 +114,7 @@ def test_buttons_that_queue_work_without_a_broker_show_the_platforms_page_and_le
 
 
 def test_an_annotator_meets_a_styled_403_and_404_that_lead_home(live_server, browser, imported, axe_path):
-    context, page = _page(browser)
+    context, page = new_page(browser)
     try:
         login(page, live_server.url, "ann")
         assert page.url == f"{live_server.url}/rate/"
@@ -137,10 +123,10 @@ def test_an_annotator_meets_a_styled_403_and_404_that_lead_home(live_server, bro
         response = page.goto(f"{live_server.url}/dashboard/")
         assert response.status == 403
         assert "The pipeline dashboard is for experts and admins." in page.inner_text("main")
-        _clean(page, axe_path, "annotator", "403")
+        page_clean(page, axe_path, "annotator", "403")
         response = page.goto(f"{live_server.url}/no-such-page/")
         assert response.status == 404
-        _clean(page, axe_path, "annotator", "404")
+        page_clean(page, axe_path, "annotator", "404")
         page.get_by_role("link", name="Go to your home page").click()
         page.wait_for_url(f"{live_server.url}/rate/")
     finally:
@@ -149,7 +135,7 @@ def test_an_annotator_meets_a_styled_403_and_404_that_lead_home(live_server, bro
 
 def test_on_a_phone_the_candidate_answer_comes_first_and_my_ratings_does_not_scroll_sideways(
         live_server, browser, imported, axe_path):
-    context, page = _page(browser, width=390, height=844, mobile=True)
+    context, page = new_page(browser, width=390, height=844, mobile=True)
     try:
         login(page, live_server.url, "ann")
         page.goto(f"{live_server.url}/rate/next/")
@@ -160,14 +146,14 @@ def test_on_a_phone_the_candidate_answer_comes_first_and_my_ratings_does_not_scr
         pills = page.locator(".item-meta span").all_inner_texts()
         assert pills and all(text.strip() for text in pills)  # no empty modality pill
         assert page.get_by_text("No audio for this item").is_visible()
-        _clean(page, axe_path, "annotator-390px", "rate_next-imported-item")
+        page_clean(page, axe_path, "annotator-390px", "rate_next-imported-item")
 
         page.goto(f"{live_server.url}/ratings/")
         assert page.locator(".ratings-table tbody tr").count() == 3
         headers = page.locator(".ratings-table thead th").all_text_contents()
         assert len(headers) == 7 and all(text.strip() for text in headers)
         assert page.get_by_text("The reference misses the second speaker.").first.is_visible()
-        _clean(page, axe_path, "annotator-390px", "ratings-with-ratings")
+        page_clean(page, axe_path, "annotator-390px", "ratings-with-ratings")
     finally:
         context.close()
 
@@ -178,13 +164,13 @@ def test_an_expert_works_the_disagreement_queue_from_a_readable_item_to_the_next
 
     flags_refresh_task()
     first, second = imported["questions"][:2]
-    context, page = _page(browser)
+    context, page = new_page(browser)
     try:
         login(page, live_server.url, "exp")
         page.goto(f"{live_server.url}/refinement/queue/disagreement/")
         headers = page.locator("table thead th").all_inner_texts()
         assert "Modality" not in headers and "Category" not in headers  # empty for every imported item
-        _clean(page, axe_path, "expert", "refinement_queue_disagreement-imported")
+        page_clean(page, axe_path, "expert", "refinement_queue_disagreement-imported")
         page.get_by_role("link", name=first.external_id).click()
 
         meta = page.locator("p.item-meta").inner_text()
@@ -202,7 +188,7 @@ def test_an_expert_works_the_disagreement_queue_from_a_readable_item_to_the_next
             assert page.evaluate("""(el) => { const c = document.createElement('canvas').getContext('2d');
                 c.font = getComputedStyle(el).font; return c.measureText(el.placeholder).width; }""",
                                  field.element_handle()) < field.bounding_box()["width"]
-        _clean(page, axe_path, "expert", "refinement_item-imported")
+        page_clean(page, axe_path, "expert", "refinement_item-imported")
 
         page.get_by_role("button", name="Claim this item").click()
         page.get_by_text("You hold this item now").wait_for()
@@ -216,7 +202,7 @@ def test_an_expert_works_the_disagreement_queue_from_a_readable_item_to_the_next
 
 def test_an_admin_exports_one_rating_per_item_and_reads_why_alpha_is_not_defined(live_server, browser, imported,
                                                                               axe_path):
-    context, page = _page(browser)
+    context, page = new_page(browser)
     try:
         login(page, live_server.url, "adm")
         page.goto(f"{live_server.url}/exports/")
@@ -229,6 +215,6 @@ def test_an_admin_exports_one_rating_per_item_and_reads_why_alpha_is_not_defined
         panel = page.locator("#export-progress").bounding_box()
         assert bar["width"] > 0.85 * panel["width"]
         assert Job.objects.get(kind=Job.Kind.EXPORT).status == Job.Status.DONE
-        _clean(page, axe_path, "admin", "export-one-rating-per-item")
+        page_clean(page, axe_path, "admin", "export-one-rating-per-item")
     finally:
         context.close()

@@ -65,7 +65,8 @@ class FakeServer:
                 data = payload.encode()
                 try:
                     self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
+                    if not any(key.lower() == "content-type" for key in reply.headers):
+                        self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in reply.headers.items():
                         self.send_header(key, value)

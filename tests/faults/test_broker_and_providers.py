@@ -137,7 +137,7 @@ def test_provider_errors_are_retried_a_bounded_number_of_times_then_fail_the_ite
     assert errors["Question MODE-OK?"] == (JobItem.Status.DONE, "")
     assert "HTTP 429" in errors["Question MODE-429?"][1]
     assert "HTTP 500" in errors["Question MODE-500?"][1]
-    assert "Timeout" in errors["Question MODE-SLOW?"][1]
+    assert "no answer within 1 s" in errors["Question MODE-SLOW?"][1]
     assert "malformed" in errors["Question MODE-MALFORMED?"][1]
     assert all(status == JobItem.Status.FAILED for text, (status, _) in errors.items() if "OK" not in text)
     # Bounded: transient errors are tried max_attempts times, a malformed reply once (it is permanent).

@@ -101,7 +101,7 @@ def test_a_folder_that_is_not_a_checkpoint_fails_the_job_with_the_file_named(
     row = ModelImport.objects.get()
     assert row.status == ModelImport.Status.FAILED and "config.yaml is missing" in row.failure
     page = client.get(reverse("modelling:training_runs")).content.decode()
-    assert "Not registered: upstream_path:" in page and "config.yaml is missing" in page
+    assert "Not registered: Upstream path:" in page and "config.yaml is missing" in page
     assert not ModelVersion.objects.exists() and not (tmp_path / "artifacts").exists()
     # the name is free again for a corrected folder
     assert not ModelImport.objects.filter(status__in=["queued", "running"]).exists()

@@ -265,10 +265,10 @@ def test_each_correction_action_reports_its_refusal_on_the_page(client, expert):
     changed = {**form, "reference_answer": "Something else", "reason": "  "}
     preview = client.post(url, {**changed, "action": "preview"})
     assert preview.context["plan"] is not None
-    assert preview.context["error"] == "reason: Say why you corrected the item before saving."
+    assert preview.context["error"] == "Reason: Say why you corrected the item before saving."
     save = client.post(url, {**changed, "action": "save"})
     assert save.status_code == 200 and save.context["plan"] is None
-    assert save.context["error"] == "reason: Say why you corrected the item before saving."
+    assert save.context["error"] == "Reason: Say why you corrected the item before saving."
     question.refresh_from_db()
     assert question.current_version == version
 
