@@ -5,7 +5,7 @@ from django.conf import settings
 
 from modelling.models import SplitKind
 from modelling.orca.presets import DEFAULT_PRESET, GPU_PRESETS, PRESETS, preset
-from modelling.services.orca_quality import group_key
+from modelling.services.orca_evaluation import group_key
 from modelling.services.training import DEFAULT_CONFIG, DEVICES, HEADS, POOLINGS
 
 #: What each preset is, for the recipe chooser.

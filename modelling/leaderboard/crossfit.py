@@ -33,7 +33,7 @@ from annotation.models import CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
-from modelling.services.orca_quality import crossfit_quality
+from modelling.services.orca_evaluation import crossfit_quality
 from modelling.services.predictions import predictions_score
 from modelling.services.registry import artifact_root
 from modelling.services.training import model_version_register, orca_configs, scored_items, training_config_clean

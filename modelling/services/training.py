@@ -44,7 +44,7 @@ from modelling.models import ModelVersion, SplitKind, TrainingRun, TrainingSplit
 from modelling.orca.metrics import json_finite
 from modelling.orca.presets import DEFAULT_PRESET, preset
 from modelling.selectors import model_version_active, valid_rating_count
-from modelling.services.orca_quality import (
+from modelling.services.orca_evaluation import (
     activation_compare,
     candidate_groups,
     group_key,

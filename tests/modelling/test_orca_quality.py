@@ -23,16 +23,18 @@ from modelling.models import (
     TrainingSplit,
 )
 from modelling.services import routing
-from modelling.services.orca_quality import (
+from modelling.services.orca_evaluation import (
     activation_compare,
     compare_on_benchmark,
+    per_group_metrics,
+    rho_interval,
+)
+from modelling.services.orca_quality import (
     figures_from_per_group,
     gate_decide,
     orca_gates,
-    per_group_metrics,
     ppi_lambda_note,
     ppi_lambdas,
-    rho_interval,
 )
 from modelling.services.registry import model_version_activate
 from modelling.services.routing import routing_policy_set
