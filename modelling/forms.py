@@ -99,7 +99,7 @@ class TrainingRunForm(forms.Form):
     )
     weight_benchmarks = forms.MultipleChoiceField(
         required=False, label="Weight up benchmarks",
-        widget=forms.SelectMultiple(attrs={"data-searchable": "benchmarks"}),
+        widget=forms.CheckboxSelectMultiple,
         help_text="Their answers count this many times in the loss: a new benchmark's first ratings are a small "
         "share of the data.",
     )

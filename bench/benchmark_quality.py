@@ -1,0 +1,191 @@
+"""Are the per-benchmark quality figures and verdicts valid where the platform shows them? (README, "ORCA on each
+benchmark").
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/benchmark_quality.py --model DIR --other DIR [--data ../shared/data/aqeval_val/val.csv]
+        [--replicates 400] [--verdict-replicates 60] [--seed 0] [--threads 2]
+
+``--model`` and ``--other`` are two saved ORCA folders that never trained on the benchmark of ``--data`` (AQEval val:
+1,968 answers of 4 LALMs to 496 questions, one aggregated label 0 / 0.5 / 1 each, read as ratings 1 / 3 / 5), e.g.
+two seeds of the CPU recipe trained on the platform's seed-108 data (``python -m modelling.orca train --train
+<run>/data/train.jsonl --dev <run>/data/dev.jsonl --out DIR --seed 1``). Both score every answer once; those
+(μ, rating) pairs are the *population*, and its Spearman ρ the estimand.
+
+1. ``interval`` — the 95 % interval of ρ the pages show (Fisher z with the Bonett–Wright standard error,
+   ``modelling.services.orca_evaluation.rho_interval``) against the naive Fisher interval of a Pearson r
+   (standard error 1/√(n − 3)): for samples of 10, 25, 50 and 100 questions (about 4 answers each: a benchmark's
+   held-out test split is drawn by question, as the platform's split is), ``--replicates`` draws without
+   replacement per size and model; coverage of the population ρ, mean width, and how often the routing gate
+   (ρ ≥ 0.5, ``ORCA_ROUTING_MIN_RHO``) decides as it would on the whole population.
+2. ``verdict`` — the activation verdict ("worse on this benchmark", ``compare_on_benchmark``: Δρ below
+   −``ORCA_ACTIVATION_RHO_TOLERANCE`` and its 95 % cluster-bootstrap interval below 0) against the naive rule of
+   the dev-ρ era ("the new ρ is lower"). *False refusals*: the two models' predictions swapped per question by a
+   fair coin, so "new" and "active" are exchangeable (equally good) and every "worse" is wrong. *Power*: "new" is
+   ``--model`` with Gaussian noise added to μ (σ 0.10 and 0.20: a genuinely worse model, its population ρ drop
+   reported), "active" is ``--model``.
+
+Prints ONE JSON object: ``{"population": {...}, "interval": {...}, "verdict": {...}, "wall_s", "load_avg"}``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+
+SIZES = (10, 25, 50, 100)
+VERDICT_SIZES = (25, 50)
+SCALE = {"0.0": 1, "0.5": 3, "1.0": 5}
+
+
+def _log(msg: str, **kw) -> None:
+    print(json.dumps({"msg": msg, **kw}), file=sys.stderr, flush=True)
+
+
+def _items(path: Path):
+    from modelling.orca import OrcaItem
+
+    items, questions = [], []
+    with path.open(newline="", encoding="utf-8") as fh:
+        for i, row in enumerate(csv.DictReader(fh)):
+            items.append(OrcaItem(id=str(i), question=row["question"], reference=row["reference"],
+                                  candidate=row["response"], ratings=(SCALE[row["final_annotation"]],)))
+            questions.append(f"{row['filename']}|{row['question']}")
+    return items, np.unique(questions, return_inverse=True)[1]
+
+
+def _score(folder: str, items, threads: int) -> np.ndarray:
+    import torch
+
+    from modelling.orca import load_orca, predict
+
+    torch.set_num_threads(threads)
+    model, tokenizer = load_orca(folder, "cpu")
+    return np.asarray(predict(model, tokenizer, items, batch_size=32)["mu"], dtype=float)
+
+
+def _sample(rng, members, k: int) -> np.ndarray:
+    return np.concatenate([members[q] for q in rng.choice(len(members), size=k, replace=False)])
+
+
+def _interval_part(mus: dict, y, members, *, replicates: int, rng, threshold: float) -> dict:
+    from scipy.stats import norm, spearmanr
+
+    from modelling.services.orca_evaluation import rho_interval
+
+    z95 = float(norm.ppf(0.975))
+    out = {}
+    for name, mu in mus.items():
+        target = float(spearmanr(mu, y).statistic)
+        rows = {}
+        for k in SIZES:
+            cover = cover_naive = agree = 0
+            widths, widths_naive = [], []
+            for _ in range(replicates):
+                idx = _sample(rng, members, k)
+                rho = float(spearmanr(mu[idx], y[idx]).statistic)
+                n = idx.size
+                lo, hi = rho_interval(rho, n)
+                half = z95 / math.sqrt(n - 3)
+                nlo, nhi = math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)
+                cover += lo <= target <= hi
+                cover_naive += nlo <= target <= nhi
+                widths.append(hi - lo)
+                widths_naive.append(nhi - nlo)
+                agree += (rho >= threshold) == (target >= threshold)
+            rows[str(k)] = {"answers_mean": round(float(np.mean([len(members[q]) for q in range(len(members))]) * k),
+                                                  1),
+                            "coverage": round(cover / replicates, 3), "coverage_naive": round(cover_naive / replicates, 3),
+                            "width": round(float(np.mean(widths)), 3),
+                            "width_naive": round(float(np.mean(widths_naive)), 3),
+                            "gate_agrees_with_population": round(agree / replicates, 3)}
+        out[name] = {"population_rho": round(target, 4), "by_questions": rows}
+    return out
+
+
+def _verdict_part(mu_a, mu_b, y, questions, members, *, replicates: int, rng, tolerance: float) -> dict:
+    from scipy.stats import spearmanr
+
+    from modelling.services.orca_evaluation import compare_on_benchmark
+
+    def run(new, old, k) -> tuple[float, float]:
+        worse = naive = 0
+        for r in range(replicates):
+            idx = _sample(rng, members, k)
+            c = compare_on_benchmark(mu_new=new[idx], mu_active=old[idx], human_mean=y[idx],
+                                     questions=questions[idx], tolerance=tolerance, seed=r)
+            worse += bool(c["worse"])
+            naive += c["diff"] is not None and c["diff"] < 0
+        return round(worse / replicates, 3), round(naive / replicates, 3)
+
+    out = {"false_refusals": {}, "power": {}}
+    for k in VERDICT_SIZES:
+        coin = rng.random(len(members)) < 0.5  # per question: which model plays "new"
+        swap = coin[questions]
+        new, old = np.where(swap, mu_b, mu_a), np.where(swap, mu_a, mu_b)
+        ours, naive = run(new, old, k)
+        out["false_refusals"][str(k)] = {"ours": ours, "naive_new_rho_lower": naive}
+        _log("verdict null", questions=k, ours=ours, naive=naive)
+    base = float(spearmanr(mu_a, y).statistic)
+    for sigma in (0.10, 0.20):
+        worse_mu = mu_a + np.random.default_rng(7).normal(0.0, sigma, mu_a.size)
+        drop = base - float(spearmanr(worse_mu, y).statistic)
+        for k in VERDICT_SIZES:
+            ours, naive = run(worse_mu, mu_a, k)
+            out["power"][f"noise_{sigma:.2f}_q{k}"] = {"population_rho_drop": round(drop, 4), "ours": ours,
+                                                       "naive_new_rho_lower": naive}
+            _log("verdict power", sigma=sigma, questions=k, ours=ours, naive=naive)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="A saved ORCA folder that never trained on --data.")
+    p.add_argument("--other", required=True, help="A second such folder (e.g. another seed).")
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "aqeval_val" / "val.csv"))
+    p.add_argument("--replicates", type=int, default=400)
+    p.add_argument("--verdict-replicates", type=int, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from scipy.stats import spearmanr
+
+    started = time.perf_counter()
+    items, questions = _items(Path(args.data))
+    y = np.asarray([(it.ratings[0] - 1) / 4 for it in items])
+    members = [np.flatnonzero(questions == q) for q in range(questions.max() + 1)]
+    mus = {"model": _score(args.model, items, args.threads), "other": _score(args.other, items, args.threads)}
+    _log("scored", answers=len(items), questions=len(members), wall_s=round(time.perf_counter() - started, 1))
+    rng = np.random.default_rng(args.seed)
+    out = {
+        "population": {"answers": len(items), "questions": len(members),
+                       **{f"rho_{k}": round(float(spearmanr(v, y).statistic), 4) for k, v in mus.items()}},
+        "interval": _interval_part(mus, y, members, replicates=args.replicates, rng=rng,
+                                   threshold=settings.ORCA_ROUTING_MIN_RHO or 0.5),
+        "verdict": _verdict_part(mus["model"], mus["other"], y, questions, members,
+                                 replicates=args.verdict_replicates, rng=rng,
+                                 tolerance=settings.ORCA_ACTIVATION_RHO_TOLERANCE),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
