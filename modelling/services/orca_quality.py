@@ -29,6 +29,7 @@ Activation of a retrained model (not worse on any benchmark) is decided in
 """
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -341,7 +342,15 @@ def leaderboard_quality(*, benchmark: str | None) -> LeaderboardQuality:
         chosen, source = figures.crossfit, f"cross-fit {figures.crossfit_name} (the predictions PPI++ uses)"
     else:
         chosen, source = figures.active, f"active model {figures.active_name}" if figures.active_name else ""
-    note = ppi_lambda_note(lambdas=ppi_lambdas(benchmark=benchmark), benchmark=benchmark) if benchmark else ""
+    note = ""
+    if benchmark and figures.crossfit_name:
+        from modelling.selectors import valid_ratings_fingerprint
+        from modelling.services.agreement_cache import cached_by_data, predictions_state
+
+        scope = hashlib.sha256(f"{benchmark}\x00{figures.crossfit_name}".encode()).hexdigest()[:24]  # a safe key
+        lambdas = cached_by_data(name="ppi-lambdas", state=(scope, valid_ratings_fingerprint(), *predictions_state()),
+                                 compute=lambda: ppi_lambdas(benchmark=benchmark))
+        note = ppi_lambda_note(lambdas=lambdas, benchmark=benchmark)
     return LeaderboardQuality([chosen[n] for n in names if n in chosen], source, note)
 
 
