@@ -165,7 +165,7 @@ def quality_figures() -> Figures:
         )
 
     state = (getattr(active, "pk", None), getattr(crossfit, "pk", None), valid_ratings_fingerprint(),
-             *predictions_state(), tuple(settings.ORCA_QUALITY_GROUP_KEYS))
+             *predictions_state(), ",".join(settings.ORCA_QUALITY_GROUP_KEYS))
     return cached_by_data(name="orca-quality", state=state, compute=compute)
 
 
