@@ -3,14 +3,14 @@ benchmark").
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/benchmark_quality.py --model DIR --other DIR [--data ../shared/data/aqeval_val/val.csv]
+    .venv/bin/python bench/benchmark_quality.py --model DIR [--data ../shared/data/aqeval_val/val.csv]
         [--replicates 400] [--verdict-replicates 60] [--seed 0] [--threads 2]
 
-``--model`` and ``--other`` are two saved ORCA folders that never trained on the benchmark of ``--data`` (AQEval val:
-1,968 answers of 4 LALMs to 496 questions, one aggregated label 0 / 0.5 / 1 each, read as ratings 1 / 3 / 5), e.g.
-two seeds of the CPU recipe trained on the platform's seed-108 data (``python -m modelling.orca train --train
-<run>/data/train.jsonl --dev <run>/data/dev.jsonl --out DIR --seed 1``). Both score every answer once; those
-(μ, rating) pairs are the *population*, and its Spearman ρ the estimand.
+``--model`` is a saved ORCA folder that never trained on the benchmark of ``--data`` (AQEval val: 1,968 answers of 4
+LALMs to 496 questions, one aggregated label 0 / 0.5 / 1 each, read as ratings 1 / 3 / 5), e.g. the CPU recipe
+trained on the platform's seed-108 data (the model of a training run before AQEval val was imported, or
+``python -m modelling.orca train --train <run>/data/train.jsonl --dev <run>/data/dev.jsonl --out DIR``). It scores
+every answer once; those (μ, rating) pairs are the *population*, and its Spearman ρ the estimand.
 
 1. ``interval`` — the 95 % interval of ρ the pages show (Fisher z with the Bonett–Wright standard error,
    ``modelling.services.orca_evaluation.rho_interval``) against the naive Fisher interval of a Pearson r
@@ -20,10 +20,10 @@ two seeds of the CPU recipe trained on the platform's seed-108 data (``python -m
    (ρ ≥ 0.5, ``ORCA_ROUTING_MIN_RHO``) decides as it would on the whole population.
 2. ``verdict`` — the activation verdict ("worse on this benchmark", ``compare_on_benchmark``: Δρ below
    −``ORCA_ACTIVATION_RHO_TOLERANCE`` and its 95 % cluster-bootstrap interval below 0) against the naive rule of
-   the dev-ρ era ("the new ρ is lower"). *False refusals*: the two models' predictions swapped per question by a
-   fair coin, so "new" and "active" are exchangeable (equally good) and every "worse" is wrong. *Power*: "new" is
-   ``--model`` with Gaussian noise added to μ (σ 0.10 and 0.20: a genuinely worse model, its population ρ drop
-   reported), "active" is ``--model``.
+   the dev-ρ era ("the new ρ is lower"). *False refusals*: two equally good models — the model's μ plus two
+   independent draws of Gaussian noise (σ 0.1) — swapped per question by a fair coin, so "new" and "active" are
+   exchangeable and every "worse" is wrong. *Power*: "new" is the model's μ with Gaussian noise (σ 0.10 and 0.20:
+   a genuinely worse model, its population ρ drop reported), "active" the model itself.
 
 Prints ONE JSON object: ``{"population": {...}, "interval": {...}, "verdict": {...}, "wall_s", "load_avg"}``.
 """
@@ -91,7 +91,7 @@ def _interval_part(mus: dict, y, members, *, replicates: int, rng, threshold: fl
         rows = {}
         for k in SIZES:
             cover = cover_naive = agree = 0
-            widths, widths_naive = [], []
+            widths, widths_naive, sizes = [], [], []
             for _ in range(replicates):
                 idx = _sample(rng, members, k)
                 rho = float(spearmanr(mu[idx], y[idx]).statistic)
@@ -103,18 +103,19 @@ def _interval_part(mus: dict, y, members, *, replicates: int, rng, threshold: fl
                 cover_naive += nlo <= target <= nhi
                 widths.append(hi - lo)
                 widths_naive.append(nhi - nlo)
+                sizes.append(n)
                 agree += (rho >= threshold) == (target >= threshold)
-            rows[str(k)] = {"answers_mean": round(float(np.mean([len(members[q]) for q in range(len(members))]) * k),
-                                                  1),
-                            "coverage": round(cover / replicates, 3), "coverage_naive": round(cover_naive / replicates, 3),
-                            "width": round(float(np.mean(widths)), 3),
-                            "width_naive": round(float(np.mean(widths_naive)), 3),
-                            "gate_agrees_with_population": round(agree / replicates, 3)}
+            rows[str(k)] = {
+                "answers_mean": round(float(np.mean(sizes)), 1),
+                "coverage": round(cover / replicates, 3), "coverage_naive": round(cover_naive / replicates, 3),
+                "width": round(float(np.mean(widths)), 3), "width_naive": round(float(np.mean(widths_naive)), 3),
+                "gate_agrees_with_population": round(agree / replicates, 3),
+            }
         out[name] = {"population_rho": round(target, 4), "by_questions": rows}
     return out
 
 
-def _verdict_part(mu_a, mu_b, y, questions, members, *, replicates: int, rng, tolerance: float) -> dict:
+def _verdict_part(mu, y, questions, members, *, replicates: int, rng, tolerance: float) -> dict:
     from scipy.stats import spearmanr
 
     from modelling.services.orca_evaluation import compare_on_benchmark
@@ -130,6 +131,8 @@ def _verdict_part(mu_a, mu_b, y, questions, members, *, replicates: int, rng, to
         return round(worse / replicates, 3), round(naive / replicates, 3)
 
     out = {"false_refusals": {}, "power": {}}
+    noise = np.random.default_rng(11)
+    mu_a, mu_b = mu + noise.normal(0.0, 0.1, mu.size), mu + noise.normal(0.0, 0.1, mu.size)
     for k in VERDICT_SIZES:
         coin = rng.random(len(members)) < 0.5  # per question: which model plays "new"
         swap = coin[questions]
@@ -137,12 +140,12 @@ def _verdict_part(mu_a, mu_b, y, questions, members, *, replicates: int, rng, to
         ours, naive = run(new, old, k)
         out["false_refusals"][str(k)] = {"ours": ours, "naive_new_rho_lower": naive}
         _log("verdict null", questions=k, ours=ours, naive=naive)
-    base = float(spearmanr(mu_a, y).statistic)
+    base = float(spearmanr(mu, y).statistic)
     for sigma in (0.10, 0.20):
-        worse_mu = mu_a + np.random.default_rng(7).normal(0.0, sigma, mu_a.size)
+        worse_mu = mu + np.random.default_rng(7).normal(0.0, sigma, mu.size)
         drop = base - float(spearmanr(worse_mu, y).statistic)
         for k in VERDICT_SIZES:
-            ours, naive = run(worse_mu, mu_a, k)
+            ours, naive = run(worse_mu, mu, k)
             out["power"][f"noise_{sigma:.2f}_q{k}"] = {"population_rho_drop": round(drop, 4), "ours": ours,
                                                        "naive_new_rho_lower": naive}
             _log("verdict power", sigma=sigma, questions=k, ours=ours, naive=naive)
@@ -152,7 +155,6 @@ def _verdict_part(mu_a, mu_b, y, questions, members, *, replicates: int, rng, to
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="A saved ORCA folder that never trained on --data.")
-    p.add_argument("--other", required=True, help="A second such folder (e.g. another seed).")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "aqeval_val" / "val.csv"))
     p.add_argument("--replicates", type=int, default=400)
     p.add_argument("--verdict-replicates", type=int, default=60)
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     items, questions = _items(Path(args.data))
     y = np.asarray([(it.ratings[0] - 1) / 4 for it in items])
     members = [np.flatnonzero(questions == q) for q in range(questions.max() + 1)]
-    mus = {"model": _score(args.model, items, args.threads), "other": _score(args.other, items, args.threads)}
+    mus = {"model": _score(args.model, items, args.threads)}
     _log("scored", answers=len(items), questions=len(members), wall_s=round(time.perf_counter() - started, 1))
     rng = np.random.default_rng(args.seed)
     out = {
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                        **{f"rho_{k}": round(float(spearmanr(v, y).statistic), 4) for k, v in mus.items()}},
         "interval": _interval_part(mus, y, members, replicates=args.replicates, rng=rng,
                                    threshold=settings.ORCA_ROUTING_MIN_RHO or 0.5),
-        "verdict": _verdict_part(mus["model"], mus["other"], y, questions, members,
+        "verdict": _verdict_part(mus["model"], y, questions, members,
                                  replicates=args.verdict_replicates, rng=rng,
                                  tolerance=settings.ORCA_ACTIVATION_RHO_TOLERANCE),
         "wall_s": round(time.perf_counter() - started, 1),

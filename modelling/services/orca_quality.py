@@ -185,13 +185,15 @@ class Gate:
         use: ``routing`` (routing by ORCA) or ``rater`` (the model's vote as a rater).
         allowed: True when offered.
         threshold: the ρ it needs (None: no threshold set, always offered).
-        reason: the decision in words, with the numbers.
+        reason: the decision in a sentence, with the numbers and where they come from (logs, routing decisions).
+        why: the same in a few words for a table cell ("ρ 0.41 < ORCA_ROUTING_MIN_RHO 0.50").
     """
 
     use: str
     allowed: bool
     threshold: float | None
     reason: str
+    why: str = ""
 
 
 def _fmt_rho(figure: QualityFigure) -> str:
@@ -206,22 +208,25 @@ def gate_decide(*, use: str, benchmark: str, figure: QualityFigure | None, thres
     pure. ``threshold`` None offers it always (the setting left empty)."""
     what = "Routing by ORCA" if use == ROUTING else "ORCA's vote as a rater"
     setting = "ORCA_ROUTING_MIN_RHO" if use == ROUTING else "ORCA_RATER_MIN_RHO"
+    refused = f"{what} is refused on {benchmark}: "
     if threshold is None:
-        return Gate(use, True, None, f"{what} is offered on every benchmark ({setting} is not set).")
+        return Gate(use, True, None, f"{what} is offered on every benchmark ({setting} is not set).",
+                    f"no threshold ({setting} off)")
     if figure is None:
-        return Gate(use, False, threshold, f"{what} is refused on {benchmark}: ORCA has no out-of-sample figure "
-                    "there yet (train a model with its ratings, or run a cross-fit).")
+        return Gate(use, False, threshold, refused + "ORCA has no out-of-sample figure there yet (train a model "
+                    "with its ratings, or run a cross-fit).", "no held-out figure yet")
     if figure.n < min_items:
-        return Gate(use, False, threshold, f"{what} is refused on {benchmark}: only {figure.n} held-out answers "
-                    f"({figure.label}), fewer than ORCA_QUALITY_MIN_ITEMS = {min_items} to judge ORCA by.")
+        return Gate(use, False, threshold, refused + f"only {figure.n} held-out answers ({figure.label}), fewer than "
+                    f"ORCA_QUALITY_MIN_ITEMS = {min_items} to judge ORCA by.",
+                    f"only {figure.n} held-out answers (< {min_items})")
     if figure.rho is None:
-        return Gate(use, False, threshold, f"{what} is refused on {benchmark}: ρ is undefined on its {figure.n} "
-                    "held-out answers (constant ratings or predictions).")
+        return Gate(use, False, threshold, refused + f"ρ is undefined on its {figure.n} held-out answers (constant "
+                    "ratings or predictions).", "ρ undefined")
     if figure.rho < threshold:
-        return Gate(use, False, threshold, f"{what} is refused on {benchmark}: {_fmt_rho(figure)}; below "
-                    f"{setting} = {threshold:.2f}.")
+        return Gate(use, False, threshold, refused + f"{_fmt_rho(figure)}; below {setting} = {threshold:.2f}.",
+                    f"ρ {figure.rho:.2f} < {setting} {threshold:.2f}")
     return Gate(use, True, threshold, f"{what} is offered on {benchmark}: {_fmt_rho(figure)}; at least "
-                f"{setting} = {threshold:.2f}.")
+                f"{setting} = {threshold:.2f}.", f"ρ {figure.rho:.2f} ≥ {setting} {threshold:.2f}")
 
 
 @dataclass(frozen=True)

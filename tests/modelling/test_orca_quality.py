@@ -171,6 +171,7 @@ def test_the_gate_refuses_routing_below_the_threshold_and_says_why(gates_on, cli
     client.force_login(expert)
     page = client.get(reverse("modelling:routing")).content.decode()
     assert "Routing by ORCA is refused on Weak: ρ = -1.00" in page and "Routing by ORCA is offered on Good" in page
+    assert "refused</span> <span class=\"hint\">ρ -1.00 &lt; ORCA_ROUTING_MIN_RHO 0.50" in page  # shown in the cell
     runs = client.get(reverse("modelling:training_runs")).content.decode()
     assert "Routing by ORCA is refused on Weak" in runs and "ρ 1.00" in runs
     rater = client.get(reverse("modelling:rater")).content.decode()
