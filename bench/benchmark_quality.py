@@ -4,13 +4,14 @@ benchmark").
 Usage (from the repository root)::
 
     .venv/bin/python bench/benchmark_quality.py --model DIR [--data ../shared/data/aqeval_val/val.csv]
-        [--replicates 400] [--verdict-replicates 60] [--seed 0] [--threads 2]
+        [--replicates 400] [--verdict-replicates 60] [--seed 0] [--threads 2] [--scores FILE.npy]
 
 ``--model`` is a saved ORCA folder that never trained on the benchmark of ``--data`` (AQEval val: 1,968 answers of 4
 LALMs to 496 questions, one aggregated label 0 / 0.5 / 1 each, read as ratings 1 / 3 / 5), e.g. the CPU recipe
 trained on the platform's seed-108 data (the model of a training run before AQEval val was imported, or
 ``python -m modelling.orca train --train <run>/data/train.jsonl --dev <run>/data/dev.jsonl --out DIR``). It scores
-every answer once; those (μ, rating) pairs are the *population*, and its Spearman ρ the estimand.
+every answer once (``--scores``: kept in that file and read from it on the next run); those (μ, rating) pairs are
+the *population*, and its Spearman ρ the estimand.
 
 1. ``interval`` — the 95 % interval of ρ the pages show (Fisher z with the Bonett–Wright standard error,
    ``modelling.services.orca_evaluation.rho_interval``) against the naive Fisher interval of a Pearson r
@@ -120,9 +121,11 @@ def _verdict_part(mu, y, questions, members, *, replicates: int, rng, tolerance:
 
     from modelling.services.orca_evaluation import compare_on_benchmark
 
-    def run(new, old, k) -> tuple[float, float]:
+    def run(pair, k) -> tuple[float, float]:
+        """Rates of "worse" (ours) and of "new ρ lower" (naive) over replicates; ``pair()`` gives (new, old)."""
         worse = naive = 0
         for r in range(replicates):
+            new, old = pair()
             idx = _sample(rng, members, k)
             c = compare_on_benchmark(mu_new=new[idx], mu_active=old[idx], human_mean=y[idx],
                                      questions=questions[idx], tolerance=tolerance, seed=r)
@@ -130,14 +133,15 @@ def _verdict_part(mu, y, questions, members, *, replicates: int, rng, tolerance:
             naive += c["diff"] is not None and c["diff"] < 0
         return round(worse / replicates, 3), round(naive / replicates, 3)
 
+    def exchanged():
+        swap = (rng.random(len(members)) < 0.5)[questions]  # per question: which model plays "new"
+        return np.where(swap, mu_b, mu_a), np.where(swap, mu_a, mu_b)
+
     out = {"false_refusals": {}, "power": {}}
     noise = np.random.default_rng(11)
     mu_a, mu_b = mu + noise.normal(0.0, 0.1, mu.size), mu + noise.normal(0.0, 0.1, mu.size)
     for k in VERDICT_SIZES:
-        coin = rng.random(len(members)) < 0.5  # per question: which model plays "new"
-        swap = coin[questions]
-        new, old = np.where(swap, mu_b, mu_a), np.where(swap, mu_a, mu_b)
-        ours, naive = run(new, old, k)
+        ours, naive = run(exchanged, k)
         out["false_refusals"][str(k)] = {"ours": ours, "naive_new_rho_lower": naive}
         _log("verdict null", questions=k, ours=ours, naive=naive)
     base = float(spearmanr(mu, y).statistic)
@@ -145,7 +149,7 @@ def _verdict_part(mu, y, questions, members, *, replicates: int, rng, tolerance:
         worse_mu = mu + np.random.default_rng(7).normal(0.0, sigma, mu.size)
         drop = base - float(spearmanr(worse_mu, y).statistic)
         for k in VERDICT_SIZES:
-            ours, naive = run(worse_mu, mu, k)
+            ours, naive = run(lambda worse_mu=worse_mu: (worse_mu, mu), k)
             out["power"][f"noise_{sigma:.2f}_q{k}"] = {"population_rho_drop": round(drop, 4), "ours": ours,
                                                        "naive_new_rho_lower": naive}
             _log("verdict power", sigma=sigma, questions=k, ours=ours, naive=naive)
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verdict-replicates", type=int, default=60)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--scores", help="A .npy file keeping the model's μ per answer (written once, then read).")
     args = p.parse_args(argv)
     import django
 
@@ -171,7 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     items, questions = _items(Path(args.data))
     y = np.asarray([(it.ratings[0] - 1) / 4 for it in items])
     members = [np.flatnonzero(questions == q) for q in range(questions.max() + 1)]
-    mus = {"model": _score(args.model, items, args.threads)}
+    if args.scores and Path(args.scores).exists():
+        mus = {"model": np.load(args.scores)}
+    else:
+        mus = {"model": _score(args.model, items, args.threads)}
+        if args.scores:
+            np.save(args.scores, mus["model"])
     _log("scored", answers=len(items), questions=len(members), wall_s=round(time.perf_counter() - started, 1))
     rng = np.random.default_rng(args.seed)
     out = {
