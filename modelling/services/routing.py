@@ -193,6 +193,8 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
         refused, no_vote = routing_refusals()
         no_vote_rules = dataclasses.replace(rules, model_vote=False)
         routed = [cid for cid in ids if bench_of.get(cid) not in refused]
+        undo = set(RoutingDecision.objects.filter(candidate_id__in=set(ids) - set(routed))
+                   .values_list("candidate_id", flat=True))  # refused: only what routing changed goes back
         design = _active_design(predictions=predictions, ids=routed, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
@@ -205,6 +207,8 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
             seen = scores.get(cid, [])
             share = shares.get(bench_of[cid], 0.0)
             if bench_of[cid] in refused:
+                if cid not in undo:
+                    continue
                 choice = refused_choice(refused[bench_of[cid]])
             elif cid in design:
                 choice = active_decide(pi=design[cid].pi, u=design[cid].u)

@@ -140,10 +140,13 @@ def gates_on(settings):
     settings.ROUTING_AUDIT_SHARE = 0.0
 
 
-def test_the_gate_refuses_routing_below_the_threshold_and_says_why(gates_on, client):
+def test_the_gate_refuses_routing_below_the_threshold_and_says_why(gates_on, client, settings):
     active = _active_model()
-    good, good_answers = _benchmark("Good", 40, active, variance=lambda i: 0.2 if i < 4 else 0.03)
-    weak, weak_answers = _benchmark("Weak", 40, active, sign=-1, variance=lambda i: 0.2 if i < 4 else 0.03)
+    def spread(i):  # the first four answers far above the top-20 % cut-off, the others below it
+        return 0.2 if i < 4 else 0.01 + 0.0001 * i
+
+    good, good_answers = _benchmark("Good", 40, active, variance=spread)
+    weak, weak_answers = _benchmark("Weak", 40, active, sign=-1, variance=spread)
     gates = orca_gates()
     assert gates[good.pk].routing.allowed and gates[good.pk].rater.allowed
     assert gates[good.pk].figure.n == 40 and gates[good.pk].figure.source == "held out by time"
@@ -151,20 +154,26 @@ def test_the_gate_refuses_routing_below_the_threshold_and_says_why(gates_on, cli
     assert not refused.allowed and not gates[weak.pk].rater.allowed
     assert refused.reason.startswith("Routing by ORCA is refused on Weak: ρ = -1.00, 95 % CI")
     assert "n = 40 answers" in refused.reason and "below ORCA_ROUTING_MIN_RHO = 0.50" in refused.reason
-    # Weak's first answers had been routed before (more raters): the gate puts them back to the default, saying why.
-    candidate_routing_set(candidate_ids=[c.pk for c in weak_answers[:4]], target_ratings=5, priority=10)
+    # Routing was on before the gate (thresholds off): Weak's high-σ² answers got more raters.
+    settings.ORCA_ROUTING_MIN_RHO = settings.ORCA_RATER_MIN_RHO = None
     routing_policy_set(enabled=True)
+    for c in weak_answers[:4]:
+        c.refresh_from_db()
+        assert (c.target_ratings, c.priority) == (5, 10)
+    # Answers routing never touched keep what they have (here an importer's target), refused or not.
+    untouched = next(c for c in weak_answers if not RoutingDecision.objects.filter(candidate=c).exists())
+    candidate_routing_set(candidate_ids=[untouched.pk], target_ratings=1, priority=0)
+    settings.ORCA_ROUTING_MIN_RHO, settings.ORCA_RATER_MIN_RHO = 0.5, 0.7
+    routing.routing_refresh(force=True)
     for c in good_answers[:4]:
         c.refresh_from_db()
         assert (c.target_ratings, c.priority) == (5, 10)  # predicted disagreement: routed
     for c in weak_answers:
         c.refresh_from_db()
-        assert (c.target_ratings, c.priority) == (None, 0)
-    back = RoutingDecision.objects.filter(candidate__in=weak_answers[:4])
-    assert back.count() == 4 and {d.reason for d in back} == {routing.DEFAULT}
+        assert (c.target_ratings, c.priority) == ((1, 0) if c == untouched else (None, 0))
+    back = RoutingDecision.objects.filter(candidate__in=weak_answers[:4]).order_by("-id")[:4]
+    assert {d.reason for d in back} == {routing.DEFAULT} and {d.old_target_ratings for d in back} == {5}
     assert all(d.detail.startswith("ORCA not used: Routing by ORCA is refused on Weak") for d in back)
-    assert not RoutingDecision.objects.filter(candidate__in=weak_answers[4:]).exists()
-    assert not RoutingDecision.objects.filter(candidate__in=weak_answers, expert=True).exists()
 
     expert = UserFactory()
     expert.groups.add(Group.objects.get(name="expert"))
