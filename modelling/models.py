@@ -71,7 +71,8 @@ class AgreementSnapshot(models.Model):
 class SplitKind(models.TextChoices):
     """How a training run splits the rated data (ORCA paper, section 5.3)."""
 
-    UNSEEN_QUESTIONS = "unseen_questions", "Unseen questions (stratified by modality, then category; 8:1:1)"
+    UNSEEN_QUESTIONS = "unseen_questions", (
+        "Unseen questions (stratified by modality, then benchmark and category; 8:1:1)")
     HELD_OUT_LALMS = "held_out_lalms", "Held-out LALMs"
     CROSS_FIT = "cross_fit", "One fold of a cross-fit (trained on the other folds' questions)"
 
