@@ -5,6 +5,7 @@ Usage (from the repository root)::
 
     .venv/bin/python bench/benchmark_quality.py --model DIR [--data ../shared/data/aqeval_val/val.csv]
         [--replicates 400] [--verdict-replicates 60] [--seed 0] [--threads 2] [--scores FILE.npy]
+        [--parts interval,verdict]
 
 ``--model`` is a saved ORCA folder that never trained on the benchmark of ``--data`` (AQEval val: 1,968 answers of 4
 LALMs to 496 questions, one aggregated label 0 / 0.5 / 1 each, read as ratings 1 / 3 / 5), e.g. the CPU recipe
@@ -13,12 +14,13 @@ trained on the platform's seed-108 data (the model of a training run before AQEv
 every answer once (``--scores``: kept in that file and read from it on the next run); those (μ, rating) pairs are
 the *population*, and its Spearman ρ the estimand.
 
-1. ``interval`` — the 95 % interval of ρ the pages show (Fisher z with the Bonett–Wright standard error,
-   ``modelling.services.orca_evaluation.rho_interval``) against the naive Fisher interval of a Pearson r
-   (standard error 1/√(n − 3)): for samples of 10, 25, 50 and 100 questions (about 4 answers each: a benchmark's
-   held-out test split is drawn by question, as the platform's split is), ``--replicates`` draws without
-   replacement per size and model; coverage of the population ρ, mean width, and how often the routing gate
-   (ρ ≥ 0.5, ``ORCA_ROUTING_MIN_RHO``) decides as it would on the whole population.
+1. ``interval`` — the 95 % interval of ρ the pages show (Fisher z with a jackknife standard error over questions,
+   ``modelling.services.orca_evaluation.rho_interval_clustered``) against the naive interval that takes the answers
+   as independent pairs (Fisher z with the Bonett–Wright standard error, ``rho_interval``): for samples of 10, 25,
+   50 and 100 questions (about 4 answers each: a benchmark's held-out test split is drawn by question, as the
+   platform's split is), ``--replicates`` draws without replacement per size; coverage of the population ρ, mean
+   width, and how often the routing gate (ρ ≥ 0.5, ``ORCA_ROUTING_MIN_RHO``) decides as it would on the whole
+   population.
 2. ``verdict`` — the activation verdict ("worse on this benchmark", ``compare_on_benchmark``: Δρ below
    −``ORCA_ACTIVATION_RHO_TOLERANCE`` and its 95 % cluster-bootstrap interval below 0) against the naive rule of
    the dev-ρ era ("the new ρ is lower"). *False refusals*: two equally good models — the model's μ plus two
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import sys
 import time
@@ -80,12 +81,11 @@ def _sample(rng, members, k: int) -> np.ndarray:
     return np.concatenate([members[q] for q in rng.choice(len(members), size=k, replace=False)])
 
 
-def _interval_part(mus: dict, y, members, *, replicates: int, rng, threshold: float) -> dict:
-    from scipy.stats import norm, spearmanr
+def _interval_part(mus: dict, y, questions, members, *, replicates: int, rng, threshold: float) -> dict:
+    from scipy.stats import spearmanr
 
-    from modelling.services.orca_evaluation import rho_interval
+    from modelling.services.orca_evaluation import rho_interval, rho_interval_clustered
 
-    z95 = float(norm.ppf(0.975))
     out = {}
     for name, mu in mus.items():
         target = float(spearmanr(mu, y).statistic)
@@ -97,9 +97,8 @@ def _interval_part(mus: dict, y, members, *, replicates: int, rng, threshold: fl
                 idx = _sample(rng, members, k)
                 rho = float(spearmanr(mu[idx], y[idx]).statistic)
                 n = idx.size
-                lo, hi = rho_interval(rho, n)
-                half = z95 / math.sqrt(n - 3)
-                nlo, nhi = math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)
+                lo, hi = rho_interval_clustered(mu[idx], y[idx], questions[idx], rho=rho)
+                nlo, nhi = rho_interval(rho, n)
                 cover += lo <= target <= hi
                 cover_naive += nlo <= target <= nhi
                 widths.append(hi - lo)
@@ -165,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--scores", help="A .npy file keeping the model's μ per answer (written once, then read).")
+    p.add_argument("--parts", default="interval,verdict", help="Which parts to run (comma-separated).")
     args = p.parse_args(argv)
     import django
 
@@ -184,17 +184,16 @@ def main(argv: list[str] | None = None) -> int:
             np.save(args.scores, mus["model"])
     _log("scored", answers=len(items), questions=len(members), wall_s=round(time.perf_counter() - started, 1))
     rng = np.random.default_rng(args.seed)
-    out = {
-        "population": {"answers": len(items), "questions": len(members),
-                       **{f"rho_{k}": round(float(spearmanr(v, y).statistic), 4) for k, v in mus.items()}},
-        "interval": _interval_part(mus, y, members, replicates=args.replicates, rng=rng,
-                                   threshold=settings.ORCA_ROUTING_MIN_RHO or 0.5),
-        "verdict": _verdict_part(mus["model"], y, questions, members,
-                                 replicates=args.verdict_replicates, rng=rng,
-                                 tolerance=settings.ORCA_ACTIVATION_RHO_TOLERANCE),
-        "wall_s": round(time.perf_counter() - started, 1),
-        "load_avg": [round(x, 2) for x in os.getloadavg()],
-    }
+    parts = set(args.parts.split(","))
+    out = {"population": {"answers": len(items), "questions": len(members),
+                          **{f"rho_{k}": round(float(spearmanr(v, y).statistic), 4) for k, v in mus.items()}}}
+    if "interval" in parts:
+        out["interval"] = _interval_part(mus, y, questions, members, replicates=args.replicates, rng=rng,
+                                         threshold=settings.ORCA_ROUTING_MIN_RHO or 0.5)
+    if "verdict" in parts:
+        out["verdict"] = _verdict_part(mus["model"], y, questions, members, replicates=args.verdict_replicates,
+                                       rng=rng, tolerance=settings.ORCA_ACTIVATION_RHO_TOLERANCE)
+    out |= {"wall_s": round(time.perf_counter() - started, 1), "load_avg": [round(x, 2) for x in os.getloadavg()]}
     print(json.dumps(out))
     return 0
 

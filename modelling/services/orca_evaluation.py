@@ -1,9 +1,10 @@
 """Evaluating ORCA per benchmark: per-group figures of predictions against the human ratings, and the comparison of
 a new model with the active one on each benchmark's held-out answers (README, "ORCA on each benchmark").
 
-:func:`per_group_metrics` gives Spearman ρ with a 95 % interval — Fisher's z with the Bonett–Wright standard error
-√((1 + ρ²/2)/(n − 3)) (Bonett & Wright 2000, "Sample size requirements for estimating Pearson, Kendall and Spearman
-correlations", Psychometrika 65, 23–28) — Kendall τ-b, MAE_μ and MAE_σ² (ORCA paper, section 5.4; the conventions
+:func:`per_group_metrics` gives Spearman ρ with a 95 % interval — Fisher's z with a jackknife standard error over
+questions (:func:`rho_interval_clustered`: a question's answers are not independent; Bonett & Wright's
+√((1 + ρ²/2)/(n − 3)) for independent pairs, :func:`rho_interval`, covers 0.87–0.93 on held-out questions) — Kendall
+τ-b, MAE_μ and MAE_σ² (ORCA paper, section 5.4; the conventions
 of ``modelling/orca/metrics.py``: unclamped μ and σ² against the mean and the sample variance, ddof 1, of the
 normalised ratings y = (r − 1)/4) for each benchmark and each (benchmark, group) pair, in the ``per_group`` shape
 that ``modelling.orca`` records. :func:`activation_compare` decides whether a new model is worse than the active
@@ -28,6 +29,8 @@ CONFIDENCE = 0.95
 #: ``ORCA_QUALITY_GROUP_KEYS``, e.g. an answer-type "type": "short"); None while candidate answers have no such field.
 #: The candidate metadata of the table importer (``CandidateAnswer.metadata``) makes this ``"metadata"``.
 CANDIDATE_METADATA_FIELD: str | None = None
+#: At most this many blocks of questions in the jackknife of ρ's interval (:func:`rho_interval_clustered`).
+JACKKNIFE_BLOCKS = 200
 #: Paired bootstrap resamples of the activation comparison.
 ACTIVATION_RESAMPLES = 1000
 #: Fewest compared answers of a benchmark for its activation verdict (ρ needs 3).
@@ -60,9 +63,13 @@ def item_groups(*, benchmark: str, modality: str = "", category: str = "", metad
 
 
 def rho_interval(rho: float | None, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """The ``confidence`` interval of a Spearman ρ from ``n`` pairs: tanh(atanh ρ ± z·√((1 + ρ²/2)/(n − 3)))
-    (Fisher's z with the Bonett–Wright standard error; module docstring). None for ρ None or n < 4. Both ends are
-    in [−1, 1]."""
+    """The ``confidence`` interval of a Spearman ρ from ``n`` *independent* pairs: tanh(atanh ρ ± z·√((1 + ρ²/2)/(n −
+    3))) (Fisher's z with the standard error of Bonett & Wright 2000, "Sample size requirements for estimating
+    Pearson, Kendall and Spearman correlations", Psychometrika 65, 23–28). None for ρ None or n < 4. Both ends are in
+    [−1, 1].
+
+    Answers of one question are not independent: on held-out questions with about 4 answers each it covers only
+    0.87–0.93 (bench/benchmark_quality.py); the platform shows :func:`rho_interval_clustered` instead."""
     if rho is None or not math.isfinite(rho) or n < 4:
         return None
     from scipy.stats import norm
@@ -73,12 +80,57 @@ def rho_interval(rho: float | None, n: int, confidence: float = CONFIDENCE) -> t
     return math.tanh(z - half), math.tanh(z + half)
 
 
+def rho_interval_clustered(x: Sequence[float], y: Sequence[float], clusters: Sequence, *, rho: float | None = None,
+                           confidence: float = CONFIDENCE, max_blocks: int = JACKKNIFE_BLOCKS
+                           ) -> tuple[float, float] | None:
+    """The ``confidence`` interval of Spearman ρ(x, y) when the pairs come in clusters (the answers of one question):
+    Fisher's z with a delete-one-cluster jackknife standard error and Student's t with B − 1 degrees of freedom,
+    tanh(atanh ρ ± t·SE_jack), SE_jack = √((B − 1)/B · Σ (z₋b − z̄)²) over the B leave-one-out z = atanh ρ (Efron &
+    Tibshirani 1993, *An Introduction to the Bootstrap*, ch. 11). With more than ``max_blocks`` clusters they are
+    dealt (seeded shuffle) into ``max_blocks`` blocks and a block is left out at a time (the grouped jackknife).
+
+    Args:
+        x, y: the paired values (n,); clusters: the cluster of each pair (n,), any hashable ids.
+        rho: ρ(x, y) when already computed.
+
+    Returns:
+        (low, high) in [−1, 1], or None with fewer than 4 clusters or an undefined ρ (full sample or a replicate).
+        Coverage of the population ρ on AQEval val held-out questions (4 answers each), 10–100 questions: 0.95–0.98
+        (bench/benchmark_quality.py).
+    """
+    from scipy.stats import t as student_t
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    _, cluster = np.unique(np.asarray(clusters), return_inverse=True)
+    groups = int(cluster.max()) + 1 if cluster.size else 0
+    rho = spearman_or_none(x, y) if rho is None else rho
+    if rho is None or groups < 4:
+        return None
+    if groups > max_blocks:
+        cluster = np.random.default_rng(0).permutation(groups)[cluster] % max_blocks
+        groups = max_blocks
+    zs = []
+    for b in range(groups):
+        keep = cluster != b
+        r = spearman_or_none(x[keep], y[keep])
+        if r is None:
+            return None
+        zs.append(math.atanh(min(max(r, -0.999999), 0.999999)))
+    z_left = np.asarray(zs)
+    se = math.sqrt((groups - 1) / groups * float(np.sum((z_left - z_left.mean()) ** 2)))
+    half = float(student_t.ppf(0.5 + confidence / 2, groups - 1)) * se
+    z = math.atanh(min(max(rho, -0.999999), 0.999999))
+    return math.tanh(z - half), math.tanh(z + half)
+
+
 def group_metrics(mu: Sequence[float], var: Sequence[float], human_mean: Sequence[float],
-                  human_var: Sequence[float]) -> dict:
+                  human_var: Sequence[float], clusters: Sequence | None = None) -> dict:
     """{n, rho, rho_ci, tau, mae_mu, mae_var} of one group of answers (normalised scale).
 
-    ``rho`` and ``tau`` are None below 3 answers or when either side is constant, ``rho_ci`` below 4
-    (:func:`rho_interval`), ``mae_var`` when no answer has 2 ratings (``human_var`` nan: sample variance, ddof 1).
+    ``rho`` and ``tau`` are None below 3 answers or when either side is constant; ``rho_ci`` is
+    :func:`rho_interval_clustered` over ``clusters`` (the answers' questions; None below 4 questions), or without
+    clusters :func:`rho_interval` (independent answers; None below 4); ``mae_var`` is None when no answer has 2
+    ratings (``human_var`` nan: sample variance, ddof 1).
     """
     mu, var = np.asarray(mu, float), np.asarray(var, float)
     hm, hv = np.asarray(human_mean, float), np.asarray(human_var, float)
@@ -86,7 +138,7 @@ def group_metrics(mu: Sequence[float], var: Sequence[float], human_mean: Sequenc
     rho = spearman_or_none(mu, hm) if n >= 3 else None
     tau = kendall_tau_b(mu, hm) if rho is not None else None
     ok = np.isfinite(hv)
-    ci = rho_interval(rho, n)
+    ci = rho_interval(rho, n) if clusters is None else rho_interval_clustered(mu, hm, clusters, rho=rho)
     return json_finite({
         "n": n, "rho": rho, "rho_ci": list(ci) if ci else None, "tau": tau,
         "mae_mu": float(np.abs(mu - hm).mean()) if n else None,
@@ -95,7 +147,8 @@ def group_metrics(mu: Sequence[float], var: Sequence[float], human_mean: Sequenc
 
 
 def per_group_metrics(groups: Sequence[Mapping[str, str]], mu: Sequence[float], var: Sequence[float],
-                      human_mean: Sequence[float], human_var: Sequence[float]) -> dict[str, dict]:
+                      human_mean: Sequence[float], human_var: Sequence[float], clusters: Sequence | None = None
+                      ) -> dict[str, dict]:
     """ORCA's figures per benchmark and per (benchmark, group) pair.
 
     Args:
@@ -103,16 +156,19 @@ def per_group_metrics(groups: Sequence[Mapping[str, str]], mu: Sequence[float], 
             a benchmark are left out.
         mu, var: predicted μ in [0, 1] and σ² per answer; human_mean: mean normalised rating per answer;
         human_var: sample variance (ddof 1) of its normalised ratings, nan with one rating.
+        clusters: the question of each answer (the interval of ρ treats a question's answers as one cluster); None:
+            independent answers.
 
     Returns:
         ``{"benchmark=NAME": {n, rho, rho_ci, tau, mae_mu, mae_var}, "benchmark=NAME|modality=sound": {...}, ...}``
         (:func:`group_metrics`), keys sorted.
 
     Raises:
-        ValueError: the five sequences differ in length.
+        ValueError: the sequences differ in length.
     """
-    if not (len(groups) == len(mu) == len(var) == len(human_mean) == len(human_var)):
-        raise ValueError("groups, mu, var, human_mean and human_var must have the same length")
+    if not (len(groups) == len(mu) == len(var) == len(human_mean) == len(human_var)) or (
+            clusters is not None and len(clusters) != len(mu)):
+        raise ValueError("groups, mu, var, human_mean, human_var and clusters must have the same length")
     members: dict[str, list[int]] = defaultdict(list)
     for i, g in enumerate(groups):
         bench = g.get("benchmark")
@@ -123,7 +179,9 @@ def per_group_metrics(groups: Sequence[Mapping[str, str]], mu: Sequence[float], 
             if key != "benchmark" and value:
                 members[group_key(bench, key, value)].append(i)
     arrays = [np.asarray(a, float) for a in (mu, var, human_mean, human_var)]
-    return {name: group_metrics(*(a[idx] for a in arrays)) for name, idx in sorted(members.items())}
+    cl = None if clusters is None else np.asarray(clusters)
+    return {name: group_metrics(*(a[idx] for a in arrays), clusters=None if cl is None else cl[idx])
+            for name, idx in sorted(members.items())}
 
 
 def candidate_groups(*, candidate_ids: Iterable[int]) -> dict[int, dict[str, str]]:
@@ -156,13 +214,19 @@ def human_targets(ratings) -> dict[int, tuple[float, float]]:
 def predictions_quality(*, predictions: Mapping[int, tuple[float, float]], ratings) -> dict[str, dict]:
     """:func:`per_group_metrics` of predictions {candidate pk: (μ, σ²)} on the candidate answers among them with a
     valid scored rating in ``ratings`` (:class:`modelling.selectors.ValidRatings`)."""
+    from annotation.models import CandidateAnswer
+
     targets = human_targets(ratings)
     ids = sorted(set(predictions) & set(targets))
     groups = candidate_groups(candidate_ids=ids)
     ids = [cid for cid in ids if cid in groups]
+    question_of = {}
+    for start in range(0, len(ids), 5000):
+        question_of.update(CandidateAnswer.objects.filter(pk__in=ids[start:start + 5000]).values_list(
+            "pk", "question_version__question_id"))
     return per_group_metrics([groups[c] for c in ids], [predictions[c][0] for c in ids],
                              [predictions[c][1] for c in ids], [targets[c][0] for c in ids],
-                             [targets[c][1] for c in ids])
+                             [targets[c][1] for c in ids], clusters=[question_of[c] for c in ids])
 
 
 

@@ -349,7 +349,8 @@ def scored_items(path: Path) -> list:
 
 def _evaluate(model, tokenizer, items, *, device: str, index: dict[str, SplitItem]) -> tuple[dict | None, dict]:
     """(metrics, predictions) of a trained model on labelled items: metrics {unclamped, clamped (from 2 items),
-    per_group (``orca_quality.per_group_metrics`` of the unclamped μ by the items' groups)}, None without items;
+    per_group (``orca_evaluation.per_group_metrics`` of the unclamped μ by the items' groups, the interval of ρ
+    over question clusters)}, None without items;
     predictions {item id: (μ, mean normalised human rating)}."""
     from modelling.orca import evaluate_predictions, item_targets, predict
 
@@ -358,7 +359,7 @@ def _evaluate(model, tokenizer, items, *, device: str, index: dict[str, SplitIte
     pred = predict(model, tokenizer, items, device=device)
     human_mean, human_var = item_targets(items)
     metrics = {"per_group": per_group_metrics([index[it.id].groups for it in items], pred["mu"], pred["var"],
-                                              human_mean, human_var)}
+                                              human_mean, human_var, clusters=[index[it.id].question for it in items])}
     if len(items) >= 2:
         metrics["unclamped"] = evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var)
         # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items and the dev-tuned concentration scale

@@ -29,6 +29,7 @@ from modelling.services.orca_evaluation import (
     compare_on_benchmark,
     per_group_metrics,
     rho_interval,
+    rho_interval_clustered,
 )
 from modelling.services.orca_quality import (
     figures_from_per_group,
@@ -75,6 +76,38 @@ def test_rho_interval_is_fisher_z_with_the_bonett_wright_standard_error():
     assert -1 <= lo < hi <= 1
 
 
+def test_the_clustered_interval_is_a_jackknife_over_questions_and_ignores_duplicated_answers():
+    from scipy.stats import spearmanr
+    from scipy.stats import t as student_t
+
+    x = [0.1, 0.4, 0.35, 0.8, 0.6, 0.9, 0.2, 0.7]
+    y = [0.0, 0.5, 0.25, 1.0, 0.5, 0.75, 0.25, 1.0]
+    questions = [1, 1, 2, 2, 3, 3, 4, 4]
+    rho = spearmanr(x, y).statistic
+    z_left = []
+    for q in (1, 2, 3, 4):  # by hand: leave each question out
+        keep = [i for i, c in enumerate(questions) if c != q]
+        z_left.append(math.atanh(spearmanr([x[i] for i in keep], [y[i] for i in keep]).statistic))
+    mean = sum(z_left) / 4
+    se = math.sqrt(3 / 4 * sum((z - mean) ** 2 for z in z_left))
+    half = student_t.ppf(0.975, 3) * se
+    lo, hi = rho_interval_clustered(x, y, questions)
+    assert (lo, hi) == pytest.approx((math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)))
+    # Four copies of every answer are no more information: the clustered interval stays, the naive one shrinks.
+    assert rho_interval_clustered(x * 4, y * 4, questions * 4) == pytest.approx((lo, hi))
+    naive, naive4 = rho_interval(rho, 8), rho_interval(rho, 32)
+    assert naive4[1] - naive4[0] < 0.6 * (naive[1] - naive[0])
+    assert rho_interval_clustered(x[:6], y[:6], questions[:6]) is None  # 3 questions: too few
+    # With more questions than blocks, blocks of questions are left out (the grouped jackknife).
+    many = [i // 2 for i in range(400)]
+    xs = [((i * 37) % 101) / 100 for i in range(400)]
+    ys = [min(1.0, v + ((i * 13) % 7) / 20) for i, v in enumerate(xs)]
+    full = rho_interval_clustered(xs, ys, many)
+    blocked = rho_interval_clustered(xs, ys, many, max_blocks=20)
+    assert blocked[0] < spearmanr(xs, ys).statistic < blocked[1]
+    assert blocked == pytest.approx(full, abs=0.05)
+
+
 def test_per_group_metrics_per_benchmark_and_per_benchmark_group():
     groups = ([{"benchmark": "A", "modality": "sound", "type": "short"}] * 3
               + [{"benchmark": "A", "modality": "speech", "type": "long"}] * 3
@@ -101,6 +134,11 @@ def test_per_group_metrics_per_benchmark_and_per_benchmark_group():
     assert figures["B"].subgroups == [] and figures["B"].n == 4
     with pytest.raises(ValueError):
         per_group_metrics(groups, mu[:-1], var, human, human_var)
+    # With the answers' questions the interval is the jackknife over them (A: 6 answers of 3 questions: too few).
+    clustered = per_group_metrics(groups, mu, var, human, human_var, clusters=[1, 1, 2, 2, 3, 3, 4, 5, 6, 7])
+    assert clustered["benchmark=A"]["rho_ci"] is None and clustered["benchmark=A"]["rho"] == a["rho"]
+    assert clustered["benchmark=B"]["rho_ci"] == pytest.approx(
+        list(rho_interval_clustered(mu[6:], human[6:], [4, 5, 6, 7])))
 
 
 # --- a store: benchmarks rated after the active model's training -------------------------------------------------
