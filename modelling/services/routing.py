@@ -195,6 +195,9 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
         routed = [cid for cid in ids if bench_of.get(cid) not in refused]
         undo = set(RoutingDecision.objects.filter(candidate_id__in=set(ids) - set(routed))
                    .values_list("candidate_id", flat=True))  # refused: only what routing changed goes back
+        latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
+        unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
+                     .values_list("pk", flat=True))  # and leaves expert review (latest decision not expert)
         design = _active_design(predictions=predictions, ids=routed, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
@@ -218,7 +221,8 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                 choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds,
                                         rules=no_vote_rules if bench_of[cid] in no_vote else rules)
             result.evaluated += 1
-            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority):
+            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority) and (
+                    cid not in unflag):
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
             log.append(RoutingDecision(

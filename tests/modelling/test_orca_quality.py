@@ -212,6 +212,19 @@ def test_the_gate_refuses_routing_below_the_threshold_and_says_why(gates_on, cli
     back = RoutingDecision.objects.filter(candidate__in=weak_answers[:4]).order_by("-id")[:4]
     assert {d.reason for d in back} == {routing.DEFAULT} and {d.old_target_ratings for d in back} == {5}
     assert all(d.detail.startswith("ORCA not used: Routing by ORCA is refused on Weak") for d in back)
+    # no Weak answer is offered to expert review by ORCA's predicted ambiguity any more (latest decision not expert)
+    latest = {c.pk: RoutingDecision.objects.filter(candidate=c).order_by("-id").first() for c in weak_answers}
+    assert not any(d is not None and d.expert for d in latest.values())
+    logged = RoutingDecision.objects.count()
+    routing.routing_refresh(force=True)  # idempotent: nothing more to undo
+    assert RoutingDecision.objects.count() == logged
+    # An answer only offered to expert review (its fields at the defaults) leaves it too.
+    flagged = weak_answers[-2]
+    RoutingDecision.objects.create(candidate=flagged, model_version=active, reason=routing.PREDICTED_DISAGREEMENT,
+                                   detail="predicted ambiguous", expert=True)
+    routing.routing_refresh(force=True)
+    last = RoutingDecision.objects.filter(candidate=flagged).order_by("-id").first()
+    assert not last.expert and last.reason == routing.DEFAULT and last.detail.startswith("ORCA not used")
 
     expert = UserFactory()
     expert.groups.add(Group.objects.get(name="expert"))
