@@ -28,7 +28,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         model = TrainingRun
         fields = ["id", "config", "split_kind", "split_seed", "held_out_lalms", "trigger", "status", "heartbeat_at",
                   "steps_done", "steps_total", "metrics", "n_train_items", "n_train_ratings", "n_dev_items",
-                  "n_dev_ratings", "n_test_items", "n_test_ratings", "created_at", "started_at", "finished_at"]
+                  "n_dev_ratings", "n_test_items", "n_test_ratings", "parent", "activation_decision", "created_at",
+                  "started_at", "finished_at"]
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):

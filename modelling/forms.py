@@ -1,8 +1,11 @@
-"""Forms of the modelling app: starting an ORCA training run (from a named preset), registering a checkpoint."""
+"""Forms of the modelling app: starting an ORCA training run (from a named preset, or adapting the active model),
+registering a checkpoint."""
 from django import forms
+from django.conf import settings
 
 from modelling.models import SplitKind
 from modelling.orca.presets import DEFAULT_PRESET, GPU_PRESETS, PRESETS, preset
+from modelling.services.orca_evaluation import group_key
 from modelling.services.training import DEFAULT_CONFIG, DEVICES, HEADS, POOLINGS
 
 #: What each preset is, for the recipe chooser.
@@ -88,21 +91,46 @@ class TrainingRunForm(forms.Form):
         help_text="For the held-out-LALM split: their answers are the test split.",
     )
 
+    start_from = forms.ChoiceField(
+        choices=[("base", "the base model (train from scratch)")], initial="base", label="Start from", required=False,
+        help_text="The active model: fine-tune it on all valid ratings (adaptation). Its model settings (base model, "
+        "head, pooling, inputs, max length, LoRA rank) are kept, whatever is set above, and its held-out questions "
+        "stay held out.",
+    )
+    weight_benchmarks = forms.MultipleChoiceField(
+        required=False, label="Weight up benchmarks",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Their answers count this many times in the loss: a new benchmark's first ratings are a small "
+        "share of the data.",
+    )
+    benchmark_weight = forms.FloatField(min_value=0.01, max_value=1000, label="Their weight", required=False,
+                                        help_text="Loss weight of the chosen benchmarks' answers (others: 1; "
+                                        "empty: ORCA_ADAPT_WEIGHT).")
+
     fieldsets = [
         ("Model", ["base_model", "head", "pooling", "device"]),
         ("Inputs", ["rationale", "question", "transcript", "max_length"]),
         ("Training", ["epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight"]),
+        ("Adaptation", ["start_from", "weight_benchmarks", "benchmark_weight"]),
         ("Data split", ["split_kind", "seed", "held_out_lalms"]),
     ]
 
-    def __init__(self, *args, lalm_names: list[str], preset_name: str = DEFAULT_PRESET, **kwargs):
+    def __init__(self, *args, lalm_names: list[str], preset_name: str = DEFAULT_PRESET, active=None,
+                 benchmark_names: list[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
         for key, value in preset(preset_name).items():
             self.fields[key].initial = value
         self.fields["held_out_lalms"].choices = [(name, name) for name in lalm_names]
+        if active is not None:
+            self.fields["start_from"].choices += [("active", f"the active model {active.name} (adapt it)")]
+        self.fields["weight_benchmarks"].choices = [(name, name) for name in benchmark_names]
+        self.fields["benchmark_weight"].initial = settings.ORCA_ADAPT_WEIGHT
 
     def clean(self):
         data = super().clean()
+        if data.get("start_from") == "active" and data.get("split_kind") != SplitKind.UNSEEN_QUESTIONS:
+            self.add_error("split_kind", "Adapting the active model tests on unseen questions: it may have trained on "
+                                         "any LALM's answers.")
         if data.get("split_kind") == SplitKind.HELD_OUT_LALMS:
             held = data.get("held_out_lalms") or []
             if not held:
@@ -112,7 +140,14 @@ class TrainingRunForm(forms.Form):
         return data
 
     def config(self) -> dict:
-        return {key: self.cleaned_data[key] for key in DEFAULT_CONFIG}
+        """The run's settings: the preset keys, and ``group_weights`` of the benchmarks weighted up."""
+        weight = self.cleaned_data["benchmark_weight"] or settings.ORCA_ADAPT_WEIGHT
+        return {key: self.cleaned_data[key] for key in DEFAULT_CONFIG} | {
+            "group_weights": {group_key(name): weight for name in self.cleaned_data["weight_benchmarks"]}}
+
+    def adapts(self) -> bool:
+        """True when the run starts from the active model."""
+        return self.cleaned_data.get("start_from") == "active"
 
     def split(self) -> dict:
         return {

@@ -71,7 +71,8 @@ class AgreementSnapshot(models.Model):
 class SplitKind(models.TextChoices):
     """How a training run splits the rated data (ORCA paper, section 5.3)."""
 
-    UNSEEN_QUESTIONS = "unseen_questions", "Unseen questions (stratified by modality, then category; 8:1:1)"
+    UNSEEN_QUESTIONS = "unseen_questions", (
+        "Unseen questions (stratified by modality, then benchmark and category; 8:1:1)")
     HELD_OUT_LALMS = "held_out_lalms", "Held-out LALMs"
     CROSS_FIT = "cross_fit", "One fold of a cross-fit (trained on the other folds' questions)"
 
@@ -122,9 +123,11 @@ class TrainingRun(models.Model):
     metrics = models.JSONField(
         default=dict,
         blank=True,
-        help_text="{dev: {unclamped, clamped}, test: {unclamped, clamped}} each {rho, tau, mae_mu, mae_var} on the "
-        "normalised scale (null where undefined), plus best_epoch, clamp_threshold, concentration_scale and "
-        "train_wall_s.",
+        help_text="{dev: {unclamped, clamped, per_group}, test: {unclamped, clamped, per_group}}: unclamped and "
+        "clamped each {rho, tau, mae_mu, mae_var} on the normalised scale (null where undefined); per_group "
+        "{\"benchmark=NAME\" or \"benchmark=NAME|key=value\": {n, rho, rho_ci, tau, mae_mu, mae_var}} of the "
+        "unclamped μ on that benchmark's (group's) answers in the split; plus best_epoch, clamp_threshold, "
+        "concentration_scale and train_wall_s.",
     )
     artifact_path = models.CharField(
         max_length=500, blank=True, help_text="Folder of the saved ORCA model (weights, head, config, tokenizer)."
@@ -139,6 +142,23 @@ class TrainingRun(models.Model):
         default=0,
         help_text="Valid scored ratings in the whole store when the data was exported (periodic retraining counts "
         "new ratings from here).",
+    )
+    source_rating_counts = models.JSONField(
+        default=dict, blank=True,
+        help_text="Valid scored ratings per benchmark (name → count) when the data was exported: periodic retraining "
+        "weights up the benchmarks the model has seen fewer than half of the ratings of.",
+    )
+    parent = models.ForeignKey(
+        "ModelVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="children",
+        help_text="The model version this run started from (adaptation: config init_from is its folder); empty: "
+        "trained from the base model.",
+    )
+    activation_decision = models.JSONField(
+        default=dict, blank=True,
+        help_text="The comparison with the model active when the run finished, per benchmark on held-out questions "
+        "neither model trained on: {activate: bool, reasons: [sentence, ...], active_version, tolerance, "
+        "benchmarks: [{benchmark, n, n_questions, rho_new, rho_active, diff, diff_ci, worse}], decided_at} "
+        "(modelling.services.orca_quality.activation_compare).",
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -162,6 +182,27 @@ class TrainingRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED, self.Status.CANCELLED)
+
+
+class TrainingSplit(models.Model):
+    """Which questions a training run trained on (train), tuned on (dev) and held out (test): primary keys of
+    ``annotation.Question``. Kept so that a run adapted from this run's model keeps the same questions held out
+    (a model started from it must never be tested on questions it inherited training on), and so that a new model
+    and the active one can be compared on questions neither trained on. Written by
+    ``modelling.services.training`` only."""
+
+    run = models.OneToOneField(TrainingRun, on_delete=models.CASCADE, related_name="split",
+                               help_text="The training run.")
+    train = models.JSONField(default=list, blank=True, help_text="Question pks of the training split.")
+    dev = models.JSONField(default=list, blank=True, help_text="Question pks of the dev split.")
+    test = models.JSONField(default=list, blank=True, help_text="Question pks of the test split (held out).")
+
+    def __str__(self) -> str:
+        return f"split of run #{self.run_id}: {len(self.train)}/{len(self.dev)}/{len(self.test)} questions"
+
+    def parts(self) -> dict[str, set[int]]:
+        """{"train": {question pk, ...}, "dev": {...}, "test": {...}}."""
+        return {"train": set(self.train), "dev": set(self.dev), "test": set(self.test)}
 
 
 class ModelVersion(models.Model):
@@ -394,6 +435,12 @@ class CrossFitRun(models.Model):
     log = models.TextField(blank=True, help_text="What happened, one line per event; the traceback when it failed.")
     folds_done = models.PositiveSmallIntegerField(default=0, help_text="Folds trained and scored so far.")
     n_predictions = models.PositiveIntegerField(default=0, help_text="Candidate answers predicted so far.")
+    quality = models.JSONField(
+        default=dict, blank=True,
+        help_text="ORCA's quality per group of its cross-fitted predictions on the rated answers when it finished: "
+        "{\"benchmark=NAME\": {n, rho, rho_ci, tau, mae_mu, mae_var}, \"benchmark=NAME|modality=sound\": ...} "
+        "(modelling.services.orca_quality.per_group_metrics).",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="Who started it.",

@@ -414,6 +414,34 @@ ORCA_STALE_MINUTES = env.int("ORCA_STALE_MINUTES", default=30)
 # Soft time limit of one training run in seconds (the hard limit is 5 minutes later).
 ORCA_TRAIN_TIME_LIMIT_S = env.int("ORCA_TRAIN_TIME_LIMIT_S", default=6 * 3600)
 
+# --- ORCA's quality per benchmark and where ORCA is used (modelling/services/orca_quality.py; README, "ORCA on
+# each benchmark"). Thresholds on Spearman rho of ORCA's out-of-sample mu against the mean human rating on the
+# benchmark's held-out answers; "off" (or empty) offers the use on every benchmark.
+def _orca_optional_float(name: str, default: str) -> float | None:
+    value = env(name, default=default).strip().lower()
+    return None if value in ("", "off", "none") else float(value)
+
+
+# Routing by ORCA (disagreement routing, leaderboard precision, expert review by predicted ambiguity) on a benchmark.
+# 0.5: at rho 0.5 ORCA's mu explains about a quarter of the rating variance (a PPI++ interval about 0.87x as wide);
+# the routing defaults were validated (bench/routing.py) with a model at rho 0.73 on seed-108.
+ORCA_ROUTING_MIN_RHO = _orca_optional_float("ORCA_ROUTING_MIN_RHO", "0.5")
+# The model's vote as a rater (a candidate stops at 1 human rating that agrees with ORCA): it replaces a human
+# rating, so it needs the quality it was validated at: rho 0.7 (seed-108 held-out rho of the CPU model 0.73-0.74).
+ORCA_RATER_MIN_RHO = _orca_optional_float("ORCA_RATER_MIN_RHO", "0.7")
+# Fewest held-out answers of a benchmark to judge ORCA by (below: refused; the 95 % CI of rho is then +-0.3 wide).
+ORCA_QUALITY_MIN_ITEMS = env.int("ORCA_QUALITY_MIN_ITEMS", default=30)
+# Candidate-metadata keys that form quality groups beside modality and category (e.g. an answer type: short/long).
+ORCA_QUALITY_GROUP_KEYS = env.list("ORCA_QUALITY_GROUP_KEYS", default=["type"])
+# PPI++ "adds nothing" where its power-tuning lambda is at most this (the leaderboard page says so).
+ORCA_PPI_LAMBDA_NEGLIGIBLE = env.float("ORCA_PPI_LAMBDA_NEGLIGIBLE", default=0.1)
+# Activation of a retrained model: a benchmark counts as worse when its rho on held-out answers neither model trained
+# on drops by more than this and the bootstrap interval of the drop excludes 0.
+ORCA_ACTIVATION_RHO_TOLERANCE = env.float("ORCA_ACTIVATION_RHO_TOLERANCE", default=0.02)
+# Adaptation: weight of the answers of the benchmarks weighted up (the training form's default; periodic retraining
+# weights up the benchmarks the active model has seen fewer than half of the ratings of).
+ORCA_ADAPT_WEIGHT = env.float("ORCA_ADAPT_WEIGHT", default=4.0)
+
 # --- Routing by ORCA's predicted disagreement (modelling/services/routing.py) --------------------------
 # The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.
 # Defaults chosen on the fit half of bench/routing.py (its docstring holds the tuning report).

@@ -33,6 +33,7 @@ from annotation.models import CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
 from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
+from modelling.services.orca_evaluation import crossfit_quality
 from modelling.services.predictions import predictions_score
 from modelling.services.registry import artifact_root
 from modelling.services.training import model_version_register, orca_configs, scored_items, training_config_clean
@@ -174,7 +175,7 @@ def _crossfit(run: CrossFitRun) -> None:
         CrossFitFold.objects.filter(pk=fold_row.pk).update(n_predicted=written)
         _beat(run.pk, folds_done=k + 1, n_predictions=total)
         _log(run.pk, f"fold {k}: {version.name} predicted {written} answers")
-    if not lifecycle.run_finish(CrossFitRun, run.pk):
+    if not lifecycle.run_finish(CrossFitRun, run.pk, quality=crossfit_quality(crossfit=run)):  # per benchmark
         raise lifecycle.RunStopped(f"cross-fit {run.pk} was cancelled")
     _log(run.pk, f"done: {total} cross-fitted predictions")
 

@@ -14,6 +14,7 @@ why"), the triggers, the per-benchmark leaderboard-precision policy and the read
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from django.db.models import F, Max, OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.services.target_ratings import target_ratings_expression
+from modelling.services.orca_quality import refused_choice, routing_refusals
 from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the policy's names callers use)
     ACTIVE_PRIORITY,
     ACTIVE_SELECTED,
@@ -186,7 +188,17 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
         }
         bench_of = dict(CandidateAnswer.objects.filter(pk__in=ids).values_list(
             "pk", "question_version__question__benchmark_id"))
-        design = _active_design(predictions=predictions, ids=ids, active=active)
+        # ORCA only where it helps (modelling.services.orca_quality): benchmarks below the quality thresholds keep
+        # the defaults (no routing) or lose the model's vote as a rater.
+        refused, no_vote = routing_refusals()
+        no_vote_rules = dataclasses.replace(rules, model_vote=False)
+        routed = [cid for cid in ids if bench_of.get(cid) not in refused]
+        undo = set(RoutingDecision.objects.filter(candidate_id__in=set(ids) - set(routed))
+                   .values_list("candidate_id", flat=True))  # refused: only what routing changed goes back
+        latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
+        unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
+                     .values_list("pk", flat=True))  # and leaves expert review (latest decision not expert)
+        design = _active_design(predictions=predictions, ids=routed, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
         log = []
@@ -197,14 +209,20 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
             mu, variance = predictions[cid]
             seen = scores.get(cid, [])
             share = shares.get(bench_of[cid], 0.0)
-            if cid in design:
+            if bench_of[cid] in refused:
+                if cid not in undo:
+                    continue
+                choice = refused_choice(refused[bench_of[cid]])
+            elif cid in design:
                 choice = active_decide(pi=design[cid].pi, u=design[cid].u)
             elif audit_member(random_key=candidate.random_key, share=share):
                 choice = audit_decide(rules=rules, share=share)
             else:
-                choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds, rules=rules)
+                choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds,
+                                        rules=no_vote_rules if bench_of[cid] in no_vote else rules)
             result.evaluated += 1
-            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority):
+            if (candidate.target_ratings, candidate.priority) == (choice.target_ratings, choice.priority) and (
+                    cid not in unflag):
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
             log.append(RoutingDecision(
@@ -218,7 +236,7 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
             candidate_routing_set(candidate_ids=group, target_ratings=target, priority=priority)
         RoutingDecision.objects.bulk_create(log, batch_size=1000)
         result.changed = len(log)
-        _mark_expert(active=active, predictions=predictions, thresholds=thresholds, ids=ids)
+        _mark_expert(active=active, predictions=predictions, thresholds=thresholds, ids=routed)
     return result
 
 

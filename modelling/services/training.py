@@ -12,8 +12,12 @@ processes stay light.
 """
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 import time
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -35,11 +39,17 @@ from annotation.jobs.lifecycle import (
 from annotation.models import LALM, CandidateAnswer, Question
 from annotation.services.audit import audit_record
 from annotation.services.exports import dataset_export_orca_jsonl
-from annotation.services.splits import split_held_out_lalms, split_unseen_questions
-from modelling.models import ModelVersion, SplitKind, TrainingRun
+from annotation.services.splits import DEFAULT_RATIOS, SPLIT_NAMES, split_held_out_lalms, split_unseen_questions
+from modelling.models import ModelVersion, SplitKind, TrainingRun, TrainingSplit
 from modelling.orca.metrics import json_finite
 from modelling.orca.presets import DEFAULT_PRESET, preset
 from modelling.selectors import model_version_active, valid_rating_count
+from modelling.services.orca_evaluation import (
+    activation_compare,
+    candidate_groups,
+    group_key,
+    per_group_metrics,
+)
 from modelling.services.registry import artifact_root
 from modelling.services.scoring import scoring_run_start
 from modelling.services.workers import orca_device, orca_enqueue
@@ -52,19 +62,28 @@ DEVICES = ("cpu", "cuda")
 DEFAULT_CONFIG = preset(DEFAULT_PRESET)
 #: Dev share of the training LALMs' questions in the held-out-LALM scenario.
 HELD_OUT_DEV_RATIOS = (0.9, 0.1, 0.0)
+#: Adaptation keys of a run's ``config`` beside the preset's: ``init_from`` (the folder of the model version the run
+#: starts from, set by :func:`training_run_start` from its ``parent``) and ``group_weights`` ({"benchmark=NAME":
+#: weight > 0}: each answer's loss weight is multiplied by the weight of each of its groups listed; README, "Training
+#: ORCA in the browser").
+ADAPT_DEFAULTS = {"init_from": None, "group_weights": {}}
+#: Settings of the model itself: an adapted run takes them from its parent (the base-model options are ignored).
+MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript", "lora_rank")
 
 
 def training_config_clean(*, config: dict) -> dict:
     """Validate a run's settings and fill defaults (``DEFAULT_CONFIG``; base model and device from settings).
 
-    Returns a new dict with every key of ``DEFAULT_CONFIG``. Raises ``ValidationError`` naming the field for an
-    unknown key, a wrong type or a value out of range (epochs 1–1000, lr in (0, 1), batch_size 1–4096,
-    freeze_layers 0–1000, lora_rank 0–1024, var_weight 0–1000, max_length 16–32768).
+    Returns a new dict with every key of ``DEFAULT_CONFIG`` and ``ADAPT_DEFAULTS``. Raises ``ValidationError``
+    naming the field for an unknown key, a wrong type or a value out of range (epochs 1–1000, lr in (0, 1),
+    batch_size 1–4096, freeze_layers 0–1000, lora_rank 0–1024, var_weight 0–1000, max_length 16–32768,
+    group_weights {non-empty name: number in (0, 1000]}, init_from a folder name or None).
     """
-    unknown = sorted(set(config) - set(DEFAULT_CONFIG))
+    unknown = sorted(set(config) - set(DEFAULT_CONFIG) - set(ADAPT_DEFAULTS))
     if unknown:
         raise ValidationError({key: "unknown ORCA setting" for key in unknown})
-    clean = dict(DEFAULT_CONFIG, base_model=settings.ORCA_BASE_MODEL, device=settings.ORCA_DEVICE) | dict(config)
+    clean = dict(DEFAULT_CONFIG, base_model=settings.ORCA_BASE_MODEL, device=settings.ORCA_DEVICE,
+                 **ADAPT_DEFAULTS) | dict(config)
     errors: dict[str, str] = {}
     if not isinstance(clean["base_model"], str) or not clean["base_model"].strip():
         errors["base_model"] = "name a base model: minilm, smollm2, gemma3-270m, a folder or a hub name"
@@ -85,8 +104,16 @@ def training_config_clean(*, config: dict) -> dict:
     for key in ("rationale", "question", "transcript"):
         if not isinstance(clean[key], bool):
             errors[key] = "must be true or false"
+    weights = clean["group_weights"] or {}
+    if not isinstance(weights, dict) or any(
+            not isinstance(k, str) or not k.strip() or isinstance(w, bool) or not isinstance(w, int | float)
+            or not 0 < w <= 1000 for k, w in weights.items()):
+        errors["group_weights"] = "must map group names such as 'benchmark=NAME' to weights above 0 and at most 1000"
+    if clean["init_from"] is not None and (not isinstance(clean["init_from"], str) or not clean["init_from"].strip()):
+        errors["init_from"] = "must be the folder of a saved ORCA model, or empty"
     if errors:
         raise ValidationError(errors)
+    clean["group_weights"] = {k.strip(): float(w) for k, w in weights.items()}
     clean["base_model"] = clean["base_model"].strip()
     clean["lr"] = float(lr)
     clean["var_weight"] = float(var_weight)
@@ -109,31 +136,53 @@ def _split_clean(split: dict) -> tuple[str, int, list[str]]:
 
 
 def training_run_start(
-    *, config: dict, split: dict, created_by=None, trigger: str = TrainingRun.Trigger.MANUAL
+    *, config: dict, split: dict, created_by=None, trigger: str = TrainingRun.Trigger.MANUAL,
+    parent: ModelVersion | None = None,
 ) -> TrainingRun:
     """Create a QUEUED training run and enqueue its task once the transaction commits.
 
     Args:
-        config: ORCA settings (see :func:`training_config_clean`; missing keys take defaults).
+        config: ORCA settings (see :func:`training_config_clean`; missing keys take defaults). ``init_from`` is set
+            here from ``parent`` only.
         split: ``{"kind": "unseen_questions" | "held_out_lalms", "seed": int, "held_out_lalms": [LALM name, ...]}``.
         created_by: the user starting it (None for periodic retraining).
         trigger: ``TrainingRun.Trigger`` value.
+        parent: the model version to start from (adaptation; usually the active one): the run fine-tunes its saved
+            folder (``init_from``) with the parent's model settings (base model, head, pooling, inputs, max length,
+            LoRA rank), and keeps the parent's split of the questions it knew (:func:`training_split_parts`), so
+            its test split holds only questions no model of its line trained on.
 
     The task goes to ``ORCA_TRAIN_QUEUE`` when set (``CELERY_TASK_ROUTES``). Raises ``ValidationError`` for bad
-    settings or split.
+    settings or split, an ``init_from`` without a parent, a parent that is a cross-fit fold, or an adaptation with
+    the held-out-LALM split (the parent may have trained on those LALMs' answers).
     """
+    config = dict(config)
+    if parent is None:
+        if config.get("init_from"):
+            raise ValidationError({"init_from": "a run starts from a registered model version (its parent), not a "
+                                                "folder"})
+    else:
+        if parent.training_run_id and parent.training_run.split_kind == SplitKind.CROSS_FIT:
+            raise ValidationError({"parent": f"{parent.name} is a cross-fit fold's model; start from a trained or "
+                                             "imported model version"})
+        inherited = parent.training_run.config if parent.training_run_id else {}
+        config |= {key: inherited[key] for key in MODEL_KEYS if key in inherited}
+        config["init_from"] = parent.artifact_path
     clean = training_config_clean(config=config)
     kind, seed, held_out = _split_clean(split)
+    if parent is not None and kind != SplitKind.UNSEEN_QUESTIONS:
+        raise ValidationError({"split_kind": "a run adapted from a model tests on unseen questions: its parent may "
+                                             "have trained on any LALM's answers"})
     with transaction.atomic():
         run = TrainingRun(
             config=clean, split_kind=kind, split_seed=seed, held_out_lalms=held_out, trigger=trigger,
-            created_by=created_by,
+            created_by=created_by, parent=parent,
         )
         run.full_clean()
         run.save()
         audit_record(actor=created_by, action="training_run.start", obj=run,
                      new={"config": clean, "split_kind": kind, "split_seed": seed, "held_out_lalms": held_out,
-                          "trigger": trigger})
+                          "trigger": trigger, "parent": getattr(parent, "name", None)})
         orca_enqueue(TRAINING_RUN, TrainingRun, run.pk)
     return run
 
@@ -153,7 +202,7 @@ def _rated_questions():
         ratings__is_valid=True,
         ratings__score__isnull=False,
     ).values("question_version__question_id")
-    return Question.objects.filter(pk__in=rated).only("id", "modality", "category")
+    return Question.objects.filter(pk__in=rated).only("id", "modality", "category", "benchmark_id")
 
 
 def _rated_lalm_names() -> set[str]:
@@ -166,29 +215,128 @@ def _rated_lalm_names() -> set[str]:
     )
 
 
-def training_split_export(*, run: TrainingRun, data_dir: Path) -> dict[str, Path]:
-    """Write the run's train/dev/test ORCA JSONL files into ``data_dir``; returns their paths by split name.
+def _inherited_parts(run: TrainingRun) -> dict[str, set[int]] | None:
+    """The recorded split of the run's parent's training run, or None (no parent, or a parent without one)."""
+    parent = run.parent
+    if parent is None or parent.training_run_id is None:
+        return None
+    split = TrainingSplit.objects.filter(run_id=parent.training_run_id).first()
+    return None if split is None else split.parts()
 
-    Unseen questions: ``split_unseen_questions`` over the rated questions (8:1:1, seeded). Held-out LALMs: the test
-    split is every answer of the held-out LALMs; the other LALMs' answers are split 9:1 by question into train/dev.
+
+def training_split_parts(*, run: TrainingRun, questions) -> dict[str, set[int]]:
+    """{"train", "dev", "test": question pks} of a run over ``questions`` (rows with pk, modality, category and
+    benchmark_id).
+
+    Stratified by modality, then benchmark and category (``split_unseen_questions``, seeded by the run's seed;
+    8:1:1, or 9:1:0 of the training LALMs' questions for held-out LALMs), so every benchmark has its share of
+    held-out questions. A run adapted from a model (``parent``) keeps the parent's split of every question the
+    parent knew (its trained questions stay in train, its held-out ones in test) and splits only the questions new
+    to it: its test split then holds only questions no model of its line trained on.
+    """
+    keyed = [(q.pk, q.modality, f"{q.benchmark_id}/{q.category}") for q in questions]
+    ratios = HELD_OUT_DEV_RATIOS if run.split_kind == SplitKind.HELD_OUT_LALMS else DEFAULT_RATIOS
+    inherited = _inherited_parts(run)
+    if inherited is None:
+        return split_unseen_questions(questions=keyed, seed=run.split_seed, ratios=ratios)
+    known = inherited["train"] | inherited["dev"] | inherited["test"]
+    fresh = split_unseen_questions(questions=[k for k in keyed if k[0] not in known], seed=run.split_seed,
+                                   ratios=ratios)
+    current = {k[0] for k in keyed}
+    return {name: (inherited[name] & current) | fresh[name] for name in SPLIT_NAMES}
+
+
+@dataclass(frozen=True)
+class SplitItem:
+    """Where an exported ORCA item comes from: its candidate answer, question and groups (``item_groups``)."""
+
+    candidate: int
+    question: int
+    groups: dict
+
+
+@dataclass(frozen=True)
+class SplitExport:
+    """A run's written split: ``paths`` {split name: JSONL path}, ``items`` {item id: :class:`SplitItem`} and
+    ``parts`` {split name: question pks}."""
+
+    paths: dict
+    items: dict
+    parts: dict
+
+
+def orca_jsonl_with_groups(*, out: Path, question_ids=None, lalm_names=None) -> dict[str, SplitItem]:
+    """Write ORCA JSONL (``dataset_export_orca_jsonl``, benchmark by benchmark) with each item's ``groups``
+    (benchmark, modality, category and candidate-metadata groups: ``orca_quality.item_groups``) and its candidate
+    answer's pk as ``id`` (the readable ``<external_id>_<LALM>`` moves to ``key``: ids stay unique across
+    benchmarks). Returns {item id: :class:`SplitItem`}. Written to a temporary file renamed at the end: a failed
+    export leaves no file."""
+    from annotation.models import Benchmark
+
+    selection = CandidateAnswer.objects.filter(question_version=F("question_version__question__current_version"))
+    if question_ids is not None:
+        selection = selection.filter(question_version__question_id__in=list(question_ids))
+    if lalm_names is not None:
+        selection = selection.filter(lalm__name__in=list(lalm_names))
+    question = "question_version__question__"
+    key_of, questions_of = {}, defaultdict(set)
+    for pk, qid, bench, external_id, lalm in selection.values_list(
+            "pk", question + "id", question + "benchmark_id", question + "external_id", "lalm__name"):
+        key_of[(bench, external_id, lalm)] = (pk, qid)
+        questions_of[bench].add(qid)
+    groups = candidate_groups(candidate_ids=[pk for pk, _ in key_of.values()])
+    index: dict[str, SplitItem] = {}
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8") as fh, tempfile.TemporaryFile("w+", encoding="utf-8") as buffer:
+            for benchmark in Benchmark.objects.filter(pk__in=list(questions_of)).order_by("name"):
+                buffer.seek(0)
+                buffer.truncate()
+                dataset_export_orca_jsonl(out=buffer, benchmark=benchmark, lalm_names=lalm_names,
+                                          question_ids=None if question_ids is None else questions_of[benchmark.pk])
+                buffer.seek(0)
+                for line in buffer:
+                    if not line.strip():
+                        continue
+                    row = json.loads(line)
+                    pk, qid = key_of[(benchmark.pk, row["id"][: -len(row["lalm"]) - 1], row["lalm"])]
+                    row["key"], row["id"], row["groups"] = row["id"], str(pk), groups[pk]
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    index[str(pk)] = SplitItem(pk, qid, groups[pk])
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return index
+
+
+def training_split_write(*, run: TrainingRun, data_dir: Path) -> SplitExport:
+    """Write the run's train/dev/test ORCA JSONL files (with groups) into ``data_dir``.
+
+    Unseen questions: :func:`training_split_parts` over the rated questions. Held-out LALMs: the test split is every
+    answer of the held-out LALMs; the other LALMs' answers are split 9:1 by question into train/dev.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     questions = list(_rated_questions())
-    paths = {name: data_dir / f"{name}.jsonl" for name in ("train", "dev", "test")}
+    paths = {name: data_dir / f"{name}.jsonl" for name in SPLIT_NAMES}
+    parts = training_split_parts(run=run, questions=questions)
     if run.split_kind == SplitKind.HELD_OUT_LALMS:
         lalms = split_held_out_lalms(lalm_names=_rated_lalm_names(), held_out=run.held_out_lalms)
-        parts = split_unseen_questions(questions=questions, seed=run.split_seed, ratios=HELD_OUT_DEV_RATIOS)
         filters = {
             "train": {"question_ids": parts["train"], "lalm_names": lalms["train"]},
             "dev": {"question_ids": parts["dev"], "lalm_names": lalms["train"]},
             "test": {"lalm_names": lalms["test"]},
         }
     else:
-        parts = split_unseen_questions(questions=questions, seed=run.split_seed)
         filters = {name: {"question_ids": parts[name]} for name in paths}
+    items = {}
     for name, path in paths.items():
-        dataset_export_orca_jsonl(out=path, **filters[name])
-    return paths
+        items |= orca_jsonl_with_groups(out=path, **filters[name])
+    return SplitExport(paths, items, parts)
+
+
+def training_split_export(*, run: TrainingRun, data_dir: Path) -> dict[str, Path]:
+    """:func:`training_split_write`'s paths by split name."""
+    return training_split_write(run=run, data_dir=data_dir).paths
 
 
 def scored_items(path: Path) -> list:
@@ -199,20 +347,26 @@ def scored_items(path: Path) -> list:
     return [item for item in load_items(path, require_ratings=False) if item.ratings]
 
 
-def _evaluate(model, tokenizer, items, *, device: str) -> dict | None:
-    """Unclamped and clamped metrics of a trained model on labelled items, or None for fewer than 2 items."""
+def _evaluate(model, tokenizer, items, *, device: str, index: dict[str, SplitItem]) -> tuple[dict | None, dict]:
+    """(metrics, predictions) of a trained model on labelled items: metrics {unclamped, clamped (from 2 items),
+    per_group (``orca_evaluation.per_group_metrics`` of the unclamped μ by the items' groups, the interval of ρ
+    over question clusters)}, None without items;
+    predictions {item id: (μ, mean normalised human rating)}."""
     from modelling.orca import evaluate_predictions, item_targets, predict
 
-    if len(items) < 2:
-        return None
+    if not items:
+        return None, {}
     pred = predict(model, tokenizer, items, device=device)
     human_mean, human_var = item_targets(items)
-    return {
-        "unclamped": evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var),
+    metrics = {"per_group": per_group_metrics([index[it.id].groups for it in items], pred["mu"], pred["var"],
+                                              human_mean, human_var, clusters=[index[it.id].question for it in items])}
+    if len(items) >= 2:
+        metrics["unclamped"] = evaluate_predictions(pred["mu"], pred["var"], human_mean, human_var)
         # clamped: ORCA's μ clamp, plus σ² = 0 for the clamped items and the dev-tuned concentration scale
         # (our extensions; modelling.orca.metrics.clamp_predictions)
-        "clamped": evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), human_mean, human_var),
-    }
+        metrics["clamped"] = evaluate_predictions(*model.config.postprocess(pred["mu"], pred["var"]), human_mean,
+                                                  human_var)
+    return metrics, {it.id: (float(mu), float(hm)) for it, mu, hm in zip(items, pred["mu"], human_mean)}
 
 
 class _Progress:
@@ -266,10 +420,34 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun | Non
 def orca_configs(*, config: dict, seed: int, device: str | None = None):
     """``(OrcaConfig, TrainConfig)`` of a run's cleaned ``config`` (:func:`training_config_clean`) with ``seed``, on
     ``device`` when given (the worker's fallback) else the config's; shared by training runs and the leaderboard's
-    cross-fits. Imports ``modelling.orca`` (torch)."""
-    from modelling.orca import configs_from_settings
+    cross-fits. ``init_from`` and ``group_weights``, when set, go to the TrainConfig. Imports ``modelling.orca``
+    (torch).
 
-    return configs_from_settings(config | ({"device": device} if device else {}), seed=seed, log_every=1)
+    Raises:
+        ValueError: an adaptation setting is set that this worker's ``modelling.orca`` does not know (a worker
+            running older code): the run fails saying so instead of silently training from the base model.
+    """
+    import dataclasses
+
+    from modelling.orca import TrainConfig, configs_from_settings
+
+    adapt = {key: config[key] for key in ADAPT_DEFAULTS if config.get(key)}
+    unknown = sorted(set(adapt) - {f.name for f in dataclasses.fields(TrainConfig)})
+    if unknown:
+        raise ValueError(f"this worker's modelling.orca has no {', '.join(unknown)} setting (warm start from a saved "
+                         "model, per-group weights): update the worker's code, or start the run from the base model "
+                         "without group weights")
+    return configs_from_settings(config | ({"device": device} if device else {}), seed=seed, log_every=1, **adapt)
+
+
+def valid_rating_counts_by_benchmark() -> dict[str, int]:
+    """{benchmark name: valid scored ratings on current question versions} (the counts retraining compares)."""
+    from django.db.models import Count
+
+    from modelling.selectors import valid_rating_queryset
+
+    name = "candidate__question_version__question__benchmark__name"
+    return dict(valid_rating_queryset().values(name).annotate(n=Count("id")).values_list(name, "n"))
 
 
 def _train(run: TrainingRun) -> None:
@@ -278,13 +456,24 @@ def _train(run: TrainingRun) -> None:
     cfg = run.config
     folder = artifact_root() / f"run-{run.pk:05d}"
     source_rating_count = valid_rating_count()
-    paths = training_split_export(run=run, data_dir=folder / "data")
-    items = {name: scored_items(path) for name, path in paths.items()}
+    source_counts = valid_rating_counts_by_benchmark()
+    if run.parent_id is not None:
+        _log(run.pk, f"adapting {run.parent.name}: training starts from its saved folder {cfg.get('init_from')}")
+        if _inherited_parts(run) is None:
+            _log(run.pk, f"{run.parent.name} has no recorded split: its trained questions are unknown, so this run's "
+                         "held-out questions may include some of them (its test figures may be optimistic)")
+    if cfg.get("group_weights"):
+        _log(run.pk, "group weights: " + ", ".join(f"{k} × {w:g}" for k, w in sorted(cfg["group_weights"].items())))
+    export = training_split_write(run=run, data_dir=folder / "data")
+    TrainingSplit.objects.update_or_create(run=run, defaults={name: sorted(export.parts[name])
+                                                              for name in SPLIT_NAMES})
+    items = {name: scored_items(path) for name, path in export.paths.items()}
     counts = {}
     for name, split_items in items.items():
         counts[f"n_{name}_items"] = len(split_items)
         counts[f"n_{name}_ratings"] = sum(len(item.ratings) for item in split_items)
-    TrainingRun.objects.filter(pk=run.pk).update(source_rating_count=source_rating_count, **counts)
+    TrainingRun.objects.filter(pk=run.pk).update(source_rating_count=source_rating_count,
+                                                 source_rating_counts=source_counts, **counts)
     _log(run.pk, "split {}: train {n_train_items} items / {n_train_ratings} ratings, dev {n_dev_items} / "
                  "{n_dev_ratings}, test {n_test_items} / {n_test_ratings}".format(run.split_kind, **counts))
     if not items["train"]:
@@ -300,9 +489,13 @@ def _train(run: TrainingRun) -> None:
     )
     trained = result["config"]
     dev_metrics = trained.dev_metrics or {}
+    dev_eval, _ = _evaluate(result["model"], result["tokenizer"], items["dev"], device=device, index=export.items)
+    test_eval, test_pred = _evaluate(result["model"], result["tokenizer"], items["test"], device=device,
+                                     index=export.items)
     metrics = json_finite({
-        "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"]} if dev_metrics else None,
-        "test": _evaluate(result["model"], result["tokenizer"], items["test"], device=device),
+        "dev": {"unclamped": dev_metrics["unclamped"], "clamped": dev_metrics["clamped"],
+                "per_group": (dev_eval or {}).get("per_group", {})} if dev_metrics else None,
+        "test": test_eval,
         "best_epoch": dev_metrics.get("best_epoch"),
         "clamp_threshold": trained.clamp_threshold,
         "concentration_scale": trained.concentration_scale,
@@ -311,8 +504,12 @@ def _train(run: TrainingRun) -> None:
         "device": device,
         "verification": trained.verification,
     })
+    held_out = {export.items[i].candidate: (mu, hm, export.items[i].question, export.items[i].groups["benchmark"])
+                for i, (mu, hm) in test_pred.items()}
+    decision = json_finite(activation_compare(run=run, held_out=held_out))
     with transaction.atomic():
-        if not run_finish(TrainingRun, run.pk, metrics=metrics, artifact_path=str(model_dir)):
+        if not run_finish(TrainingRun, run.pk, metrics=metrics, artifact_path=str(model_dir),
+                          activation_decision=decision):
             raise RunStopped(f"training run {run.pk} was cancelled")
         run.refresh_from_db()
         model_version_register(run=run)
@@ -376,33 +573,60 @@ def retrain_should_activate(*, new_rho: float | None, active_rho: float | None) 
 
 
 def training_run_promote_if_not_worse(*, run: TrainingRun) -> bool:
-    """Activate a DONE run's model when its dev ρ (unclamped) is not worse than the active model's; returns whether
-    its activation was started (a scoring job activates it once the saved model loaded and passed its checks:
+    """Activate a DONE run's model when it is not worse than the active model on any benchmark; returns whether its
+    activation was started (a scoring job activates it once the saved model loaded and passed its checks:
     ``modelling.services.scoring``).
 
-    The two ρ come from each run's own dev split (the data grew in between, so the splits differ); unclamped ρ
-    because the clamp threshold is tuned on dev itself.
+    "Not worse" is the run's ``activation_decision`` (``orca_quality.activation_compare``: ρ on each benchmark's
+    held-out answers that neither model trained on, a drop counting only beyond ``ORCA_ACTIVATION_RHO_TOLERANCE``
+    and beyond noise). Where it compared no benchmark (too few such answers), or the run has no decision (runs
+    from before it was recorded), the dev ρ rule decides (:func:`retrain_should_activate`; unclamped ρ, each run on
+    its own dev split). A decision taken against a model that is no longer the active one activates nothing. The
+    outcome and its reasons are written to the run's log and its ``activation_decision``.
     """
     active = model_version_active()
-    new_rho = _dev_rho(run.metrics)
-    active_rho = _dev_rho(active.metrics) if active else None
     if active is not None and active.training_run_id == run.pk:
         return True
-    if not retrain_should_activate(new_rho=new_rho, active_rho=active_rho):
-        _log(run.pk, f"not activated: dev rho {new_rho} is worse than the active model's {active_rho}")
+    decision = dict(run.activation_decision or {})
+    activate = decision.get("activate")
+    reasons = list(decision.get("reasons") or [])
+    if decision and decision.get("active_version") != getattr(active, "pk", None):
+        activate, reasons = False, reasons + [
+            f"the active model changed since the comparison (then {decision.get('active_name') or 'none'}, now "
+            f"{getattr(active, 'name', None) or 'none'}): start a new run to compare with it"]
+    elif activate is None:
+        new_rho, active_rho = _dev_rho(run.metrics), _dev_rho(active.metrics) if active else None
+        activate = retrain_should_activate(new_rho=new_rho, active_rho=active_rho)
+        reasons.append(f"dev ρ {new_rho} is {'not ' if activate else ''}worse than the active model's {active_rho} "
+                       "(each on its own dev split)")
+    decision |= {"activate": bool(activate), "reasons": reasons, "applied": True}
+    TrainingRun.objects.filter(pk=run.pk).update(activation_decision=decision)
+    if not activate:
+        _log(run.pk, "not activated: " + "; ".join(reasons))
         return False
     scoring = scoring_run_start(run=run, activate=True, user=None)
-    _log(run.pk, f"activating (scoring run #{scoring.pk} checks the saved model first): dev rho {new_rho} is not "
-                 f"worse than the previous model's {active_rho}")
+    _log(run.pk, f"activating (scoring run #{scoring.pk} checks the saved model first): " + "; ".join(reasons))
     return True
+
+
+def retrain_weighted_benchmarks(*, source: TrainingRun, counts: dict[str, int]) -> list[str]:
+    """Benchmarks whose answers a retraining weights up: those the active model's run saw fewer than half of the
+    current valid ratings of (``source.source_rating_counts``; a benchmark new to it saw none), sorted."""
+    seen = source.source_rating_counts or {}
+    return sorted(name for name, n in counts.items() if n and seen.get(name, 0) < n / 2)
 
 
 def training_retrain_if_due() -> TrainingRun | None:
     """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
 
-    Uses the active model's run settings and split (kind, seed, held-out LALMs). Nothing happens without an active
-    model, when the active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0,
-    or while another run is QUEUED or RUNNING. Returns the new run or None.
+    The run adapts the active model (starts from it: ``parent``, keeping its split of the questions it knew) with
+    its run's settings and weights up the benchmarks it has seen fewer than half of the ratings of
+    (:func:`retrain_weighted_benchmarks`, weight ``ORCA_ADAPT_WEIGHT``); where the active model's split is not
+    recorded or was a held-out-LALM split, it trains from the base model with the same settings and split instead
+    (as before adaptation existed). Nothing happens without an active model, when the active model is an imported
+    checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or
+    RUNNING. Returns the new run or None. The run is activated only when it is not worse on any benchmark
+    (:func:`training_run_promote_if_not_worse`).
     """
     every = settings.ORCA_RETRAIN_EVERY
     if every <= 0:
@@ -417,9 +641,14 @@ def training_retrain_if_due() -> TrainingRun | None:
         return None
     if valid_rating_count() - source.source_rating_count < every:
         return None
+    weighted = retrain_weighted_benchmarks(source=source, counts=valid_rating_counts_by_benchmark())
+    adapt = source.split_kind == SplitKind.UNSEEN_QUESTIONS and TrainingSplit.objects.filter(run=source).exists()
+    config = dict(source.config, init_from=None,
+                  group_weights={group_key(name): settings.ORCA_ADAPT_WEIGHT for name in weighted})
     return training_run_start(
-        config=source.config,
+        config=config,
         split={"kind": source.split_kind, "seed": source.split_seed, "held_out_lalms": source.held_out_lalms},
         created_by=None,
         trigger=TrainingRun.Trigger.RETRAIN,
+        parent=active if adapt else None,
     )

@@ -24,6 +24,7 @@ from modelling.leaderboard.services import (
     leaderboard_render,
 )
 from modelling.models import CrossFitRun
+from modelling.services.orca_quality import leaderboard_quality
 
 #: Content type and file extension of each download format.
 DOWNLOADS = {"csv": ("text/csv; charset=utf-8", "csv"), "markdown": ("text/markdown; charset=utf-8", "md"),
@@ -109,6 +110,7 @@ def leaderboard_page(request):
         "crossfits": list(crossfit_list()[:5]),
         "crossfit_form": CrossFitStartForm(),
         "can_manage": has_role(request.user, ADMIN),
+        "orca_quality": leaderboard_quality(benchmark=benchmark),  # ORCA's figure in scope, PPI++'s λ note
     })
 
 

@@ -30,6 +30,7 @@ from modelling.selectors import (
     valid_ratings_load,
 )
 from modelling.services.agreement_cache import cached_by_data, predictions_state
+from modelling.services.orca_quality import orca_gates
 from modelling.services.rater import (
     calibration_compute,
     calibration_svg,
@@ -80,7 +81,9 @@ def routing_page(request):
 def _benchmark_policies(*, user) -> list:
     rows = {r.benchmark_id: r for r in BenchmarkRouting.objects.all()}
     benchmarks = list(benchmarks_readable(user=user))
+    gates = orca_gates()  # ORCA's quality gate per benchmark (modelling.services.orca_quality)
     for b in benchmarks:
+        b.orca = gates.get(b.pk)
         row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
         b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
         b.audit_share, b.audit_share_default = row.audit_share, row.audit_share is None
@@ -175,4 +178,5 @@ def rater_page(request):
         "calibration_svg": calibration_chart,
         "history_svg": history_chart if version is not None else "",
         "n_versions": ModelVersion.objects.count(),
+        "benchmark_gates": list(orca_gates().values()),
     })

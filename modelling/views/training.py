@@ -1,6 +1,7 @@
 """ORCA training runs and the model registry: runs side by side, a run's live progress, starting, activating and
 cancelling runs, importing a released checkpoint (experts read; admins act)."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,9 +18,10 @@ from modelling.selectors import (
     rated_lalm_names,
     training_run_list,
 )
+from modelling.services.orca_quality import figures_from_per_group, orca_gates, quality_figures
 from modelling.services.registry import model_import_start, model_imports_unregistered
 from modelling.services.scoring import scoring_run_activation_latest, scoring_run_start, scoring_runs_recent
-from modelling.services.training import training_run_cancel, training_run_start
+from modelling.services.training import training_run_cancel, training_run_start, valid_rating_counts_by_benchmark
 from modelling.services.training_chart import training_progress_svg
 from modelling.services.workers import cuda_worker_alive
 
@@ -34,6 +36,13 @@ def _metrics(run, split: str, variant: str) -> dict | None:
     return ((run.metrics or {}).get(split) or {}).get(variant)
 
 
+def _per_benchmark(run, split: str) -> list:
+    """The run's figures per benchmark on one split (``orca_quality.QualityFigure``), by benchmark name."""
+    figures = figures_from_per_group(_metrics(run, split, "per_group"), source=split, model=f"run #{run.pk}",
+                                     label=f"its {split} split")
+    return [figures[name] for name in sorted(figures)]
+
+
 @role_required(*STAFF)
 @require_GET
 def training_runs_page(request):
@@ -44,19 +53,30 @@ def training_runs_page(request):
     context = {"scoring": scoring, "scoring_active": any(not row.finished_at for row in scoring)}
     if request.htmx and request.GET.get("part") == "scoring":
         return render(request, "modelling/training_runs.html#scoring-jobs", context)
-    runs = list(training_run_list())
+    runs = list(training_run_list().select_related("parent"))
     for run in runs:
         run.test_clamped = _metrics(run, "test", "clamped")
         run.test_unclamped = _metrics(run, "test", "unclamped")
         run.dev_clamped = _metrics(run, "dev", "clamped")
         run.dev_unclamped = _metrics(run, "dev", "unclamped")
+        run.test_by_benchmark = _per_benchmark(run, "test")
         run.waiting_for_worker = run_waiting_for_worker(
             queued_at=run.created_at if run.status == TrainingRun.Status.QUEUED else None)
+    active = model_version_active()
+    figures = quality_figures()
     return render(request, "modelling/training_runs.html", context | {
-        "runs": runs, "paper_results": PAPER_RESULTS, "active": model_version_active(),
+        "runs": runs, "paper_results": PAPER_RESULTS, "active": active,
         "imported": model_version_imported_list(), "can_manage": has_role(request.user, ADMIN),
         "imports": model_imports_unregistered(),
+        "benchmark_quality": [(g, figures.active.get(g.benchmark), figures.crossfit.get(g.benchmark))
+                              for g in orca_gates(figures=figures).values()],
+        "quality_figures": figures, "quality_settings": _quality_settings(),
     })
+
+
+def _quality_settings() -> dict:
+    return {"routing_min_rho": settings.ORCA_ROUTING_MIN_RHO, "rater_min_rho": settings.ORCA_RATER_MIN_RHO,
+            "min_items": settings.ORCA_QUALITY_MIN_ITEMS, "tolerance": settings.ORCA_ACTIVATION_RHO_TOLERANCE}
 
 
 def _activation_started(request, version_name: str) -> None:
@@ -107,10 +127,17 @@ def training_run_new(request):
     if "preset" in request.GET and chosen != request.GET["preset"]:
         messages.warning(request, f"The recipe {request.GET['preset']!r} needs a worker with a CUDA GPU, and none is "
                                   "running: start one (README, Scaling out) or use the CPU recipe.")
-    form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names(), preset_name=chosen)
+    active = model_version_active()
+    benchmarks = sorted(valid_rating_counts_by_benchmark())
+    # "Adapt to this benchmark" links (the runs page) preselect the active model and the benchmark to weight up.
+    initial = {"start_from": "active" if active and request.GET.get("start_from") == "active" else "base",
+               "weight_benchmarks": [b for b in request.GET.getlist("weight") if b in benchmarks]}
+    form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names(), preset_name=chosen, active=active,
+                           benchmark_names=benchmarks, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            run = training_run_start(config=form.config(), split=form.split(), created_by=request.user)
+            run = training_run_start(config=form.config(), split=form.split(), created_by=request.user,
+                                     parent=active if form.adapts() else None)
         except ValidationError as exc:
             form_add_validation_error(form, exc)
         else:
@@ -124,11 +151,15 @@ def training_run_new(request):
 def training_run_page(request, pk: int):
     """One run: settings, live progress (the ``run-progress`` partial, polled by htmx every 2 s until it ends),
     metrics, log, and the activate/cancel buttons."""
-    run = get_object_or_404(training_run_list(), pk=pk)
+    run = get_object_or_404(training_run_list().select_related("parent__training_run"), pk=pk)
     version = getattr(run, "model_version", None)
     context = {
         "run": run,
         "version": version,
+        "dev_by_benchmark": _per_benchmark(run, "dev"),
+        "test_by_benchmark": _per_benchmark(run, "test"),
+        "decision": run.activation_decision or None,
+        "quality_settings": _quality_settings(),
         "activation": scoring_run_activation_latest(version=version) if version else None,
         "chart_svg": training_progress_svg(progress=run.progress),
         "metric_rows": [

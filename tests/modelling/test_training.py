@@ -24,6 +24,7 @@ from modelling.services.training import (
     training_run_promote_if_not_worse,
     training_run_start,
     training_runs_fail_stale,
+    valid_rating_counts_by_benchmark,
 )
 from modelling.services.workers import orca_device, worker_register
 from tests.factories import RatingFactory, UserFactory
@@ -279,5 +280,9 @@ def test_retraining_starts_only_after_enough_new_valid_ratings(settings, django_
     with django_capture_on_commit_callbacks(execute=False):
         run = training_retrain_if_due()
     assert run is not None and run.trigger == TrainingRun.Trigger.RETRAIN and run.created_by is None
-    assert run.config == active.config and run.split_seed == 5
+    # The active run's split is not recorded (a run from before splits were): it retrains from the base model with
+    # the same settings, weighting up the benchmarks it has seen fewer than half of the ratings of (all of them here).
+    assert run.parent is None and run.split_seed == 5
+    assert run.config == active.config | {"group_weights": {
+        f"benchmark={name}": 4.0 for name in valid_rating_counts_by_benchmark()}}
     assert training_retrain_if_due() is None  # one run at a time

@@ -50,7 +50,7 @@ def test_a_tiny_run_trains_activates_and_scores_every_candidate(settings, tmp_pa
     assert (run.n_train_ratings, run.n_dev_ratings, run.n_test_ratings) == (32, 4, 4)
     assert run.task_id and run.heartbeat_at and run.finished_at and run.started_at
     assert run.steps_total == 2 and run.progress[0]["epoch"] == 1 and run.progress[0]["dev_rho"] is not None
-    assert set(run.metrics["test"]) == {"unclamped", "clamped"}
+    assert set(run.metrics["test"]) == {"unclamped", "clamped", "per_group"}
     assert set(run.metrics["test"]["clamped"]) == {"rho", "tau", "mae_mu", "mae_var"}
     assert run.metrics["dev"]["unclamped"]["rho"] is not None
     model_dir = Path(run.artifact_path)
