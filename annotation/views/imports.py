@@ -37,8 +37,9 @@ from annotation.services.importers.table_jobs import (
     table_import_mapping_save,
     table_import_start,
 )
+from annotation.services.importers.table_locate import is_missing
 from annotation.services.importers.table_mapping import FIELDS, ROW_COLUMN, ImportProblem, TableImportError
-from annotation.services.importers.table_sources import is_missing, table_read
+from annotation.services.importers.table_sources import table_read
 
 
 class ImportSourceForm(forms.Form):

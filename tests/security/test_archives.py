@@ -2,7 +2,7 @@
 and 6): an absolute, ``../``, backslash or drive-letter member refuses the zip with the member's name and writes
 nothing outside the work folder — audio zips on the command line, in the browser's draft and in the preview
 player, table zips, and ``datasets`` folders whose ``state.json`` names data files elsewhere
-(annotation.services.archives, annotation.services.importers.table_sources).
+(annotation.services.archives, annotation.services.importers.table_zip and .table_locate).
 
 Every path a crafted member points at lies inside the test's own ``tmp_path`` (``tempfile.tempdir`` is set to a
 folder in it), so even the old code, which wrote there, touched nothing else.
@@ -43,7 +43,7 @@ def admin_client(client):
 
 
 def table_zip_extract(path: Path, folder: Path) -> Path:
-    from annotation.services.importers.table_sources import table_zip_extract as extract
+    from annotation.services.importers.table_zip import table_zip_extract as extract
 
     return extract(path, folder)
 

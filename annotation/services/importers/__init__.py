@@ -9,11 +9,12 @@ human annotations (BUTSpeechFIT/ORCA, ``data/seed_108/*.json``; ORCA paper, sect
 
 One module per job: :mod:`.reader` (files and their errors), :mod:`.benchmarks`, :mod:`.candidates`, :mod:`.orca`,
 the table importer (:mod:`.table`: any CSV, TSV, JSON, JSONL, Parquet or ``datasets`` table driven by a mapping
-document, :mod:`.table_mapping`, guessed by :mod:`.table_guess`, read by :mod:`.table_sources` and
-:mod:`.table_cells`, checked into a plan by :mod:`.table_plan` — toolkit rows matched by text in
-:mod:`.table_match` —, its audio found and attached later by :mod:`.table_audio`, written by :mod:`.table_write`,
-summed up by :mod:`.table_summary`, run from the browser by :mod:`.table_jobs`; evaluation-toolkit presets in
-:mod:`.presets`) and :mod:`.common` (what their write phases share). The names callers use are re-exported here.
+document, :mod:`.table_mapping`, guessed by :mod:`.table_guess`, read by :mod:`.table_sources` (unpacked by
+:mod:`.table_zip`) and :mod:`.table_cells`, checked into a plan by :mod:`.table_plan` — toolkit rows matched by
+text in :mod:`.table_match` —, its audio located by :mod:`.table_locate`, checked and attached later by
+:mod:`.table_audio`, written by :mod:`.table_write`, summed up by :mod:`.table_summary`, run from the browser by
+:mod:`.table_jobs`; evaluation-toolkit presets in :mod:`.presets`) and :mod:`.common` (what their write phases
+share). The names callers use are re-exported here.
 """
 from annotation.services.importers.benchmarks import (
     BENCHMARK_FORMATS,

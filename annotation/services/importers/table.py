@@ -24,6 +24,7 @@ from annotation.services.audio import AudioReadError, audio_file_info
 from annotation.services.importers.common import _delete_stored_files
 from annotation.services.importers.reader import ImportFormatError, _max_length
 from annotation.services.importers.table_audio import AudioFound, audio_advice, audio_check, audio_preview_state
+from annotation.services.importers.table_locate import AudioLocator, is_missing
 from annotation.services.importers.table_mapping import (
     ImportProblem,
     TableImportError,
@@ -32,7 +33,7 @@ from annotation.services.importers.table_mapping import (
 )
 from annotation.services.importers.table_match import QuestionIndex
 from annotation.services.importers.table_plan import MAX_PROBLEMS, Context, Plan, Progress, plan_table
-from annotation.services.importers.table_sources import AudioLocator, is_missing, table_read
+from annotation.services.importers.table_sources import table_read
 from annotation.services.importers.table_summary import TableImportSummary
 from annotation.services.importers.table_write import TABLE_IMPORT_REASON, write_plan
 

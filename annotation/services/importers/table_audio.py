@@ -25,9 +25,9 @@ from django.utils.text import get_valid_filename
 from annotation.models import AudioClip, Benchmark, Question
 from annotation.services.audio import AudioReadError, audio_clip_from_path, audio_file_info
 from annotation.services.importers.common import _BULK_BATCH, _delete_stored_files
+from annotation.services.importers.table_locate import AudioLocator, LocatedAudio, is_missing
 from annotation.services.importers.table_mapping import ImportProblem, TableImportError
 from annotation.services.importers.table_plan import Plan, PlannedQuestion, Progress
-from annotation.services.importers.table_sources import AudioLocator, LocatedAudio, is_missing
 
 #: What the import page and the command say when audio is not found and the mapping refuses missing audio.
 MISSING_AUDIO_ADVICE = (

@@ -10,8 +10,9 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
+from annotation.services.importers.table_locate import is_missing
 from annotation.services.importers.table_mapping import RESERVED_METADATA, _number
-from annotation.services.importers.table_sources import Table, is_missing
+from annotation.services.importers.table_sources import Table
 
 #: Rows whose values the value-based guesses look at.
 GUESS_ROWS = 5000

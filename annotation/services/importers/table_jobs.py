@@ -40,7 +40,8 @@ from annotation.services.importers.table_mapping import (
     TableMapping,
     mapping_parse,
 )
-from annotation.services.importers.table_sources import table_read, table_zip_extract
+from annotation.services.importers.table_sources import table_read
+from annotation.services.importers.table_zip import table_zip_extract
 from config.observability import job_log_context
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def _download(url: str, folder: Path, field: str) -> Path:
 
 def _unzipped_table(path: Path, field: str) -> Path:
     """The table inside an uploaded zip file (a ``datasets`` folder or the one table file in it), unpacked without
-    using member names as paths (:func:`~annotation.services.importers.table_sources.table_zip_extract`)."""
+    using member names as paths (:func:`~annotation.services.importers.table_zip.table_zip_extract`)."""
     try:
         return table_zip_extract(path, path.parent / "unzipped")
     except ImportFormatError as exc:

@@ -21,9 +21,10 @@ from annotation.codes import UnknownCodeError, normalize_codes
 from annotation.models import LALM, Question
 from annotation.services.importers.reader import _max_length
 from annotation.services.importers.table_guess import judge_guess
+from annotation.services.importers.table_locate import AudioLocator, is_missing
 from annotation.services.importers.table_mapping import ImportProblem, RatingScale, TableMapping, shown
 from annotation.services.importers.table_match import QuestionIndex
-from annotation.services.importers.table_sources import AudioLocator, Table, is_missing
+from annotation.services.importers.table_sources import Table
 
 #: At most this many problems are listed (the count says how many there were).
 MAX_PROBLEMS = 1000
