@@ -1,6 +1,6 @@
 """The LALM leaderboard over the store: per-LALM estimates of mean correctness, each named with its estimator and
-interval method, verdicts between LALMs, judges, ORCA, and the renderings (JSON, CSV, Markdown, LaTeX, the forest
-plot and the verdict matrix).
+interval method, verdicts between LALMs, judges, ORCA and the verdict matrix; its renderings (JSON, CSV, Markdown,
+LaTeX, the forest plot) are :mod:`modelling.leaderboard.render`.
 
 Estimand. For an LALM on a benchmark: *the mean over its candidate answers (current question versions) of each
 answer's expected normalised rating (r − 1)/4 by an annotator of the pool* — what the mean of an answer's valid
@@ -20,13 +20,11 @@ With several benchmarks in scope each benchmark is a stratum; the strata's estim
 (``stratified_t``). Row notes say why an estimator is absent ("cross-fit stale: 312 answers without a
 cross-fitted prediction", "too few questions", "routing chose what was rated …").
 
-The statistics are :mod:`modelling.leaderboard.stats`; heavy imports (matplotlib) happen inside the functions that
-draw.
+The statistics are :mod:`modelling.leaderboard.stats`.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -53,7 +51,6 @@ from modelling.services.routing_policy import audit_member
 #: ``selectors.leaderboard_by_choices``).
 BY_CHOICES = BY_QUESTION_FIELDS
 #: Formats of the command and the downloads.
-FORMATS = ("json", "csv", "markdown", "latex")
 
 
 @dataclass
@@ -163,12 +160,12 @@ class LeaderboardRow:
 
     @property
     def estimate(self) -> float | None:
-        return None if self.headline is None else _round(self.headline.estimate)
+        return None if self.headline is None else self.headline.estimate
 
     @property
     def ci(self) -> tuple[float, float] | None:
         h = self.headline
-        return None if h is None or h.ci is None else tuple(_round(v) for v in h.ci)
+        return None if h is None or h.ci is None else tuple(h.ci)
 
     @property
     def estimator(self) -> str | None:
@@ -185,11 +182,11 @@ class LeaderboardRow:
 
     @property
     def mean_correctness(self) -> float | None:
-        return None if self.human is None else _round(self.human.estimate)
+        return None if self.human is None else self.human.estimate
 
     @property
     def rated_share(self) -> float:
-        return _round(self.rated_answers / self.answers) if self.answers else 0.0
+        return self.rated_answers / self.answers if self.answers else 0.0
 
     @property
     def orca_only(self) -> bool:
@@ -197,15 +194,20 @@ class LeaderboardRow:
         return self.rated_answers == 0 and self.orca is not None
 
     def as_json(self) -> dict:
+        """The row for JSON (command, API, download): numbers rounded here, once, to 4 decimals (σ² to 5, the answer
+        length to 2); the object keeps full precision for the tables, which round once to what they show."""
+        orca = None if self.orca is None else {"mu": _round(self.orca["mu"]), "var": _round(self.orca["var"], 5),
+                                               "n": self.orca["n"]}
         return {
             "lalm": self.lalm, "answers": self.answers, "rated_answers": self.rated_answers,
-            "rated_share": self.rated_share, "labels": self.labels, "ratings": self.ratings,
-            "mean_rating": self.mean_rating, "sd_rating": self.sd_rating,
-            "estimate": self.estimate, "ci": list(self.ci) if self.ci is not None else None,
+            "rated_share": _round(self.rated_share), "labels": self.labels, "ratings": self.ratings,
+            "mean_rating": _round(self.mean_rating), "sd_rating": _round(self.sd_rating),
+            "estimate": _round(self.estimate), "ci": [_round(v) for v in self.ci] if self.ci is not None else None,
             "estimator": self.estimator, "ci_method": self.ci_method,
-            "mean_correctness": self.mean_correctness, "human": _estimate_dict(self.human),
+            "mean_correctness": _round(self.mean_correctness), "human": _estimate_dict(self.human),
             "ppi": _estimate_dict(self.with_orca), "sampling": self.sampling, "notes": self.notes,
-            "answer_words": self.answer_words, "judges": self.judges, "orca": self.orca,
+            "answer_words": _round(self.answer_words, 2), "judges": {j: _round(v) for j, v in self.judges.items()},
+            "orca": orca,
         }
 
 
@@ -456,21 +458,21 @@ def _rows(data: LeaderboardData, answer_ids: list[int], preds: PredictionSet, *,
         judges = {}
         for judge, judged in sorted(data.judges.items()):
             values = [normalise_rating(judged[c]) for c in ids if c in judged]
-            judges[judge] = _round(np.mean(values)) if values else None
+            judges[judge] = float(np.mean(values)) if values else None
         predicted = [c for c in ids if c in preds.mu]
         orca = None
         if predicted:
-            orca = {"mu": _round(np.mean([preds.mu[c] for c in predicted])),
-                    "var": _round(np.mean([preds.var[c] for c in predicted]), 5), "n": len(predicted)}
+            orca = {"mu": float(np.mean([preds.mu[c] for c in predicted])),
+                    "var": float(np.mean([preds.var[c] for c in predicted])), "n": len(predicted)}
         kinds = {data.sampling.get(b, UNIFORM) for b in strata}
         rows.append(LeaderboardRow(
             lalm=lalm, answers=len(ids), rated_answers=sum(bool(data.scores.get(c)) for c in ids),
             labels=sum(len(p.labels) for p in parts), ratings=len(scores),
-            mean_rating=_round(np.mean(scores)) if scores else None,
-            sd_rating=_round(np.std(scores, ddof=1)) if len(scores) >= 2 else None,
+            mean_rating=float(np.mean(scores)) if scores else None,
+            sd_rating=float(np.std(scores, ddof=1)) if len(scores) >= 2 else None,
             human=_combine(parts, "human"), with_orca=_combine(parts, "with_orca"),
             sampling=kinds.pop() if len(kinds) == 1 else "mixed", notes=notes,
-            answer_words=_round(np.mean([data.answers[c]["words"] for c in ids]), 2),
+            answer_words=float(np.mean([data.answers[c]["words"] for c in ids])),
             judges=judges, orca=orca,
         ))
     rows.sort(key=lambda r: (r.estimate is None, -(r.estimate if r.estimate is not None else
@@ -584,177 +586,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.Budg
     )
 
 
-# --- renderings ---------------------------------------------------------------------------------------------------
-
-
-def _fmt(x, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def _ci(ci) -> str:
-    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def row_label(row: LeaderboardRow) -> str:
-    """The LALM's name as the tables show it: "(ORCA only)" when ORCA predicted it and nobody rated it, "(not
-    rated)" when neither."""
-    if row.rated_answers:
-        return row.lalm
-    return row.lalm + (" (ORCA only)" if row.orca_only else " (not rated)")
-
-
-def table_columns(board: Leaderboard) -> list[str]:
-    """Column headers of the flat table (Markdown, CSV, LaTeX, the datasheet)."""
-    return (["LALM", "answers", "rated answers", "% rated", "labels used", "ratings", "mean rating (1–5)", "sd",
-             "estimate", "95% CI", "estimator", "CI method", "human-only", "human-only 95% CI",
-             "words (mean answer length)"] + [f"judge: {j}" for j in board.judges]
-            + ["ORCA μ", "ORCA σ²", "notes"])
-
-
-def table_cells(board: Leaderboard, row: LeaderboardRow) -> list[str]:
-    human = row.human
-    return ([row_label(row), str(row.answers), str(row.rated_answers), f"{100 * row.rated_share:.0f}",
-             str(row.labels), str(row.ratings), _fmt(row.mean_rating, 2), _fmt(row.sd_rating, 2),
-             _fmt(row.estimate), _ci(row.ci), row.estimator or "–", row.ci_method or "–",
-             _fmt(None if human is None else human.estimate), _ci(None if human is None else human.ci),
-             _fmt(row.answer_words, 1)]
-            + [_fmt(row.judges.get(j)) for j in board.judges]
-            + [_fmt((row.orca or {}).get("mu")), _fmt((row.orca or {}).get("var"), 4), "; ".join(row.notes)])
-
-
-def _sections(board: Leaderboard) -> list[tuple[str | None, list[LeaderboardRow]]]:
-    return [(None, board.rows)] + [(f"{board.by}: {name}", rows) for name, rows in board.groups]
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def leaderboard_markdown(board: Leaderboard, *, heading_level: int = 2) -> str:
-    """The table(s) as Markdown, with the scope, the model version, the sampling, the interval methods and the
-    decided verdicts."""
-    h = "#" * heading_level
-    lines = [f"{h} Leaderboard: {board.benchmark or 'all benchmarks'}", "",
-             f"ORCA model version: {board.model_version or 'none'} ({board.prediction_source}). "
-             "Means on the normalised scale (r − 1)/4 unless marked 1–5; the estimand is each LALM's mean expected "
-             "rating over its answers.", "", board.sampling_note, ""]
-    if board.ppi_note:
-        lines += [board.ppi_note, ""]
-    lines += ["Interval methods: " + "; ".join(f"{k} = {v}" for k, v in stats.CI_METHODS.items()) + ".", ""]
-    for title, rows in _sections(board):
-        if title:
-            lines += [f"{h}# {title}", ""]
-        cols = table_columns(board)
-        lines.append("| " + " | ".join(_md(c) for c in cols) + " |")
-        lines.append("|" + "---|" * len(cols))
-        lines += ["| " + " | ".join(_md(c) for c in table_cells(board, r)) + " |" for r in rows]
-        lines.append("")
-    decided = [p for p in board.pairwise if p.verdict != "undecided"]
-    lines += [f"Verdicts (sign-flip test, Holm over {len(board.pairwise)} pairs): "
-              + ("; ".join(f"{p.a if p.verdict == 'a>b' else p.b} > {p.b if p.verdict == 'a>b' else p.a} "
-                           f"(Holm p {p.p_holm:.4f}, {p.n_questions} questions)" for p in decided) or "none"), ""]
-    return "\n".join(lines)
-
-
-def leaderboard_csv(board: Leaderboard) -> str:
-    """The table(s) as CSV through the platform's CSV writer (spreadsheet formulas escaped); a ``group`` column
-    holds the breakdown value ('' for the overall rows)."""
-    from annotation.services.exports import csv_text
-
-    return csv_text(header=["group", *table_columns(board)],
-                    rows=[[title or "", *table_cells(board, r)] for title, rows in _sections(board) for r in rows])
-
-
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-        "}": r"\}", "–": "--", "−": "--", "μ": r"$\mu$", "σ": r"$\sigma$", "²": r"$^2$", "π": r"$\pi$",
-        "∝": r"$\propto$", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _tex(text: str) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in text)
-
-
-def leaderboard_latex(board: Leaderboard) -> str:
-    """The table(s) as LaTeX ``tabular`` environments (booktabs rules); the notes column is left out (it is prose:
-    the Markdown and CSV carry it)."""
-    parts = []
-    for title, rows in _sections(board):
-        cols = table_columns(board)[:-1]
-        body = [r"\begin{tabular}{l" + "r" * (len(cols) - 1) + "}", r"\toprule",
-                " & ".join(_tex(c) for c in cols) + r" \\", r"\midrule"]
-        body += [" & ".join(_tex(c) for c in table_cells(board, r)[:-1]) + r" \\" for r in rows]
-        body += [r"\bottomrule", r"\end{tabular}"]
-        caption = f"% {title}" if title else f"% Leaderboard: {board.benchmark or 'all benchmarks'}; ORCA " \
-                                             f"{board.model_version or 'none'}"
-        parts.append("\n".join([caption] + body))
-    return "\n\n".join(parts) + "\n"
-
-
-def leaderboard_datasheet_section(benchmark) -> str:
-    """The datasheet's leaderboard section for a dataset export of ``benchmark`` (a ``Benchmark`` or None)."""
-    board = leaderboard_compute(benchmark=benchmark.name if benchmark is not None else None)
-    return leaderboard_markdown(board, heading_level=2)
-
-
-def leaderboard_render(board: Leaderboard, *, fmt: str) -> str:
-    """``board`` in one of :data:`FORMATS`."""
-    import json
-
-    if fmt == "json":
-        return json.dumps(board.as_json())
-    return {"csv": leaderboard_csv, "markdown": leaderboard_markdown, "latex": leaderboard_latex}[fmt](board)
-
-
-def forest_plot_svg(board: Leaderboard) -> str:
-    """Forest plot of the overall rows: the human-only estimate and the ORCA-assisted one, each with the interval
-    named on its row (no interval below the minimum of questions), and ORCA's mean μ.
-
-    Returns an inline ``<svg …>`` string (matplotlib, Agg backend, no pyplot state; as the agreement chart).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    rows = board.rows
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-leaderboard", "font.size": 9}):
-        fig = Figure(figsize=(7, 0.35 * max(len(rows), 3) + 1.0), layout="constrained")
-        ax = fig.subplots()
-        ys = np.arange(len(rows))[::-1]
-        labelled = set()
-
-        def draw(estimate: stats.Estimate | None, y: float, marker: str, colour: str, label: str) -> None:
-            if estimate is None:
-                return
-            x = estimate.estimate
-            lo, hi = estimate.ci or (x, x)
-            ax.errorbar(x, y, xerr=[[max(0.0, x - lo)], [max(0.0, hi - x)]], fmt=marker, color=colour, capsize=3,
-                        markersize=4, mfc=colour if estimate.ci else "white",
-                        label=None if label in labelled else label)
-            labelled.add(label)
-
-        for y, r in zip(ys, rows):
-            draw(r.human, y + 0.14, "o", "tab:blue", "human only (classical / active without ORCA)")
-            draw(r.with_orca, y - 0.14, "s", "tab:green", "with ORCA (PPI++ / active)")
-            if r.orca is not None:
-                ax.plot(r.orca["mu"], y, marker="x", color="tab:orange", linestyle="none",
-                        label=None if "ORCA mean μ" in labelled else "ORCA mean μ")
-                labelled.add("ORCA mean μ")
-        ax.set_yticks(ys, [row_label(r) for r in rows])
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("mean correctness (normalised, (r − 1)/4); 95 % CI; hollow: too few questions for an interval")
-        ax.grid(True, axis="x", alpha=0.3)
-        if labelled:
-            ax.legend(loc="lower right", fontsize=7)
-        if not rows:
-            ax.text(0.5, 0.5, "no candidate answers yet", ha="center", va="center", transform=ax.transAxes)
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
-
-
-def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
+def leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
     """What the leaderboard reads, as a tuple that changes whenever its figures can: the valid ratings, the ORCA
     predictions (cross-fitted ones included), the candidate answers, the judges' scores and active flags, the
     routing decisions and fixed draws, the benchmarks' routing settings and the leaderboard settings. A handful of
@@ -778,21 +610,3 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
             answers["n"], answers["last"], judged["n"], judged["last"], judged["inactive"], routed["last"],
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
             settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()))
-
-
-def leaderboard_cached(
-    *, benchmark: str | None = None, by: str | None = None,
-) -> tuple[Leaderboard, str]:
-    """(leaderboard, forest plot SVG) of ``benchmark`` and ``by`` as :func:`leaderboard_compute` and
-    :func:`forest_plot_svg` give them, computed once per change of the data they read
-    (:func:`_leaderboard_data_state`) and kept in the cache, so the page, the downloads and the API do not test
-    and draw on every request."""
-    from modelling.services.agreement_cache import cached_by_data
-
-    def compute():
-        data = leaderboard_data_load(benchmark=benchmark)
-        board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
-        return board, forest_plot_svg(board)
-
-    return cached_by_data(name="leaderboard-board-svg", state=_leaderboard_data_state(benchmark=benchmark, by=by),
-                          compute=compute)
