@@ -323,7 +323,7 @@ def _pair_title(p: verdicts.PairwiseVerdict, sign: int) -> str:
         return ""
     low, high = (p.ci[0], p.ci[1]) if sign > 0 else (-p.ci[1], -p.ci[0])
     return (f"; {1 - p.level:.4g} confidence sequence [{low:+.3f}, {high:+.3f}], e-value {p.e_value:.3g}, "
-            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} (betting test, Holm over {p.pairs} pairs)")
+            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} (betting test, Holm over {_count(p.pairs, 'pair')})")
 
 
 def _pair_json(p: verdicts.PairwiseVerdict) -> dict:

@@ -176,7 +176,7 @@ class PairwiseVerdict:
         n_questions: counted shared questions (rated for both, chosen at random: module docstring).
         diff: mean of a's value − b's value over them, in [−1, 1]; None with none.
         ci: the confidence sequence for the difference at this look at the pair's Holm level (``level``), in
-            [−1, 1]; None with no counted question.
+            [−1, 1]; None below ``min_shared`` counted questions (not shown where no verdict can be).
         level: α of ``ci``: the level of the pair's Holm step (rejected) or of Holm's next step (not rejected).
         e_value: K_t(1/2), the capital of the test of equal means now (≥ 0; 1 before any question).
         p_anytime: min(1, 1/max_{s≤t} K_s(1/2)), valid at any look.
@@ -264,7 +264,7 @@ def pairwise_verdicts(
     out = []
     for (a, b, d, e_value, p_any, x), p_holm, reject, level in zip(raw, adjusted, rejected, levels):
         n = int(d.size)
-        ci = confidence_sequence(x, float(level)) if n else None
+        ci = confidence_sequence(x, float(level)) if n >= min_shared else None
         verdict, note = "undecided", ""
         if n < min_shared:
             note = f"{n} counted shared questions (a verdict needs {min_shared})"
