@@ -119,8 +119,11 @@ def test_the_confidence_sequence_covers_the_true_difference_at_every_look():
         running = (max(lo for lo, _ in looks), min(hi for _, hi in looks))  # the sequence never widens back
         covered += all(lo <= 0.1 <= hi for lo, hi in looks) and running[0] <= 0.1 <= running[1]
     assert covered / 100 >= 0.95
-    (pair,) = verdicts.pairwise_verdicts({"A": dict(enumerate(a)), "B": dict(enumerate(b))})
+    order = {name: {i: float(i) for i in range(200)} for name in "AB"}
+    (pair,) = verdicts.pairwise_verdicts({"A": dict(enumerate(a)), "B": dict(enumerate(b))}, order=order)
     assert pair.verdict == "a>b" and pair.ci[0] > 0 and pair.ci[0] <= pair.diff <= pair.ci[1]
+    # the page's vectorised sequences are the single sequence's
+    assert pair.ci == pytest.approx(verdicts.confidence_sequence((a - b + 1) / 2, pair.level), abs=1e-4)
 
 
 def test_the_verdict_order_is_when_the_pair_became_complete():
