@@ -11,6 +11,8 @@ are drawn from a planning distribution that allows for the uncertainty of what w
 Stat.* 1981) pick a plausible distribution of differences, and the future differences are drawn from it. The
 planned number of counted questions is the 80th percentile of the runs' first hitting times of the Holm level (the
 smallest h with P(decided within h more counted questions) ≥ 0.8, averaged over the uncertainty: "assurance").
+Given the spread of true differences between LALMs (the table's estimates), the planning distribution's mean is
+shrunk towards 0 (empirical Bayes): a difference that looks large on few questions is partly luck.
 
 Questions to ratings. The queue serves by question (all LALMs' answers to a question), so one more counted shared
 question costs (answers per question × ratings per answer) ratings, divided by the share of the questions the
@@ -80,10 +82,11 @@ class PairPlan:
 
 
 def hitting_times(d: Sequence[float], *, level: float, horizon: int, simulations: int = SIMULATIONS,
-                  seed: int = 0) -> np.ndarray:
+                  seed: int = 0, shift: float = 0.0) -> np.ndarray:
     """(simulations,) more counted questions until the continued test of equal means reaches ``level``
     (``inf`` when not within ``horizon``), drawing future differences from Bayesian-bootstrap reweightings of the
-    observed ``d`` (module docstring). ``d``: (n,) observed differences in [−1, 1] in verdict order, n >= 1."""
+    observed ``d`` less ``shift`` (clipped to [−1, 1]; module docstring). ``d``: (n,) observed differences in
+    [−1, 1] in verdict order, n >= 1."""
     x0 = np.clip((np.asarray(d, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
     n = x0.size
     threshold = -math.log(level)
@@ -105,7 +108,9 @@ def hitting_times(d: Sequence[float], *, level: float, horizon: int, simulations
     if betting_process(x0, 0.5)[:, 0].max() >= threshold:
         return np.zeros(simulations)
     weights = rng.dirichlet(np.ones(n), size=simulations)
-    draws = np.stack([x0[np.minimum(np.searchsorted(np.cumsum(w), rng.random(horizon)), n - 1)] for w in weights])
+    future = np.clip(x0 - shift / 2.0, 0.0, 1.0)
+    draws = np.stack([future[np.minimum(np.searchsorted(np.cumsum(w), rng.random(horizon)), n - 1)]
+                      for w in weights])
     steps = np.arange(n + 1, n + horizon + 1, dtype=np.float64)
     mu = (0.5 + x0.sum() + np.cumsum(draws, axis=1)) / (steps + 1)
     var = (0.25 + sq0 + np.cumsum((draws - mu) ** 2, axis=1)) / (steps + 1)
@@ -124,6 +129,7 @@ def plan_pair(
     d: Sequence[float], *, level: float, available_questions: int, answers_per_question: float,
     ratings_per_answer: float, counted_share: float, p_anytime: float = 1.0, power: float = PLANNER_POWER,
     min_shared: int = MIN_SHARED_QUESTIONS, simulations: int = SIMULATIONS, seed: int = 0,
+    prior_sd: float | None = None,
 ) -> PairPlan:
     """Plan the ratings that decide a pair with ``power`` at ``level`` (module docstring).
 
@@ -136,6 +142,10 @@ def plan_pair(
         counted_share: share of served questions that count, in (0, 1].
         p_anytime: the pair's anytime p now (a pair at or below ``level`` is decided).
         min_shared: fewest counted questions to plan on (from a handful the observed differences say too little).
+        prior_sd: the spread of true differences between LALMs (e.g. of the board's estimates; None: no shrinkage).
+            Most pairs differ little, so a difference seen on few questions is partly luck: the planning
+            distribution's mean is shrunk towards 0 by the empirical-Bayes factor τ²/(τ² + s²/n) (τ = prior_sd,
+            s the differences' sd), which keeps plans from being too optimistic for the pairs that look best.
 
     Raises ValueError for arguments out of range.
     """
@@ -157,7 +167,10 @@ def plan_pair(
         return PairPlan(decided=False, needed_questions=None, more_ratings=None, reachable=False, note=(
             f"{n} counted shared questions are too few to plan on: rate at least {min_shared} first"), **base)
     horizon = min(int(available_questions), HORIZON_LIMIT)
-    times = np.sort(hitting_times(d, level=level, horizon=horizon, simulations=simulations, seed=seed))
+    shift = 0.0
+    if prior_sd is not None and sd:
+        shift = mean * (1.0 - prior_sd ** 2 / (prior_sd ** 2 + sd ** 2 / n))
+    times = np.sort(hitting_times(d, level=level, horizon=horizon, simulations=simulations, seed=seed, shift=shift))
     needed = times[max(0, math.ceil(power * simulations) - 1)]
     if not math.isfinite(needed):
         reach = float(np.mean(np.isfinite(times)))

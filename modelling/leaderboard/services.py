@@ -555,10 +555,22 @@ def _audit_first() -> bool:
     return settings.ROUTING_AUDIT_PRIORITY > max(settings.ROUTING_HIGH_PRIORITY, 0)
 
 
+def _difference_spread(board: Leaderboard) -> float | None:
+    """The spread of true differences between two of the board's LALMs, by the method of moments: √(2 · (the
+    variance of the headline estimates − their mean squared standard error)), at least 0.02; None with fewer than
+    three estimates with an interval (the planner then does not shrink)."""
+    rows = [r.headline for r in board.rows if r.headline is not None and r.headline.se is not None]
+    if len(rows) < 3:
+        return None
+    between = float(np.var([e.estimate for e in rows], ddof=1) - np.mean([e.se ** 2 for e in rows]))
+    return max(0.02, math.sqrt(2 * max(between, 0.0)))
+
+
 def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.PairPlan:
     """About how many more ratings, under the benchmark's queue and policy, decide ``a`` against ``b`` with 80 %
     power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
-    else of Holm's next step given the verdicts the table has.
+    else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
+    spread of this table's estimates (:func:`_difference_spread`).
 
     Raises ValueError when either LALM has no counted rated answer or a == b.
     """
@@ -574,6 +586,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
         d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
         answers_per_question=inputs.answers_per_question, ratings_per_answer=inputs.ratings_per_answer,
         counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
+        prior_sd=_difference_spread(board),
     )
 
 

@@ -204,6 +204,14 @@ def test_the_planner_continues_the_process_and_says_when_a_pair_cannot_be_reache
     plan = planner.plan_pair(d, level=level, available_questions=400, answers_per_question=8, ratings_per_answer=3,
                              counted_share=1.0)
     assert plan.needed_questions == first - 12 and plan.more_ratings == (first - 12) * 8 * 3 and plan.reachable
+    # most LALMs differ little: a prior spread of true differences shrinks the planned difference towards 0, so the
+    # same pilot needs more questions (or none promises 80 %)
+    pilot = np.array([0.25, 0.0, 0.5, 0.125, 0.25, -0.125, 0.375, 0.25, 0.0, 0.25, 0.5, 0.125])
+    free = planner.plan_pair(pilot, level=level, available_questions=4000, answers_per_question=8,
+                             ratings_per_answer=3, counted_share=1.0)
+    shrunk = planner.plan_pair(pilot, level=level, available_questions=4000, answers_per_question=8,
+                               ratings_per_answer=3, counted_share=1.0, prior_sd=0.05)
+    assert free.reachable and (not shrunk.reachable or shrunk.needed_questions > free.needed_questions)
     # not enough questions left in the benchmark
     short = planner.plan_pair(d, level=level, available_questions=first - 14, answers_per_question=8,
                               ratings_per_answer=3, counted_share=1.0)
