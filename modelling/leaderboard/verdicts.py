@@ -35,10 +35,12 @@ P(sup_t K_t(m) ≥ 1/α) ≤ α under E[x] = m, so
 
 Multiplicity: Holm's step-down over the anytime p-values of all pairs of rated LALMs (valid under any dependence
 between pairs, at any stopping time: each p_t is a valid p-value there). Anytime p-values never rise, so Holm's
-rejections only grow as ratings come in: a false verdict at some look is a false verdict at the last one, and
-P(any false verdict at any look) ≤ α. A verdict ``a>b`` needs Holm's rejection (p_t ≤ the level of its Holm step)
-*and* the confidence sequence at that level entirely above 0 (``b>a``: below), and at least ``min_shared`` counted
-questions; no Monte Carlo, so no p-value floor (40 LALMs, 780 pairs, are decidable).
+rejections only grow as ratings come in: for a fixed set of LALMs a false verdict at some look is a false verdict at
+the last one, and P(any false verdict at any look) ≤ α. (A newly rated LALM adds pairs and lowers Holm's levels from
+then on; an answer rated again after it counted moves to its new completion time.) A verdict ``a>b`` needs Holm's
+rejection (p_t ≤ the level of its Holm step) *and* the confidence sequence at that level entirely above 0
+(``b>a``: below), and at least ``min_shared`` counted questions; no Monte Carlo, so no p-value floor (40 LALMs,
+780 pairs, are decidable).
 """
 from __future__ import annotations
 
