@@ -172,6 +172,10 @@ def plan_pair(
         shift = mean * (1.0 - prior_sd ** 2 / (prior_sd ** 2 + sd ** 2 / n))
     times = np.sort(hitting_times(d, level=level, horizon=horizon, simulations=simulations, seed=seed, shift=shift))
     needed = times[max(0, math.ceil(power * simulations) - 1)]
+    if not math.isfinite(needed) and available_questions <= 0:
+        return PairPlan(decided=False, needed_questions=None, more_ratings=None, reachable=False, note=(
+            f"not reachable: no counted shared question is left to rate (all {n} are rated; under routing only the "
+            "audit share counts, under the active design the draw share)"), **base)
     if not math.isfinite(needed):
         reach = float(np.mean(np.isfinite(times)))
         where = (f"all {available_questions} counted shared questions still to come" if horizon == available_questions

@@ -137,7 +137,7 @@ def confidence_sequence(x: Sequence[float], level: float, *, refine: int = 10) -
             bracket[1 if r else 0] = (bracket[0] + bracket[1]) / 2
     low = 0.0 if lo is None else lo[1]
     high = 1.0 if hi is None else hi[1]
-    return 2.0 * low - 1.0, 2.0 * high - 1.0
+    return float(2.0 * low - 1.0), float(2.0 * high - 1.0)
 
 
 def _sup_chunk(x: np.ndarray, valid: np.ndarray, m: np.ndarray, cap: float) -> np.ndarray:
@@ -202,7 +202,7 @@ def confidence_sequences(xs: Sequence[np.ndarray], levels: Sequence[float], *, r
         lo_out, lo_in = np.where(rejected[:, 0], mids[:, 0], lo_out), np.where(rejected[:, 0], lo_in, mids[:, 0])
         hi_out, hi_in = np.where(rejected[:, 1], mids[:, 1], hi_out), np.where(rejected[:, 1], hi_in, mids[:, 1])
     low, high = np.where(has_lo, lo_out, 0.0), np.where(has_hi, hi_out, 1.0)
-    out = [(2.0 * lo - 1.0, 2.0 * hi - 1.0) for lo, hi in zip(low, high)]
+    out = [(float(2.0 * lo - 1.0), float(2.0 * hi - 1.0)) for lo, hi in zip(low, high)]
     for i in np.flatnonzero(~kept.any(axis=1)):  # narrower than a coarse step: the single sequence's fine grid
         out[i] = confidence_sequence(xs[i], float(levels[i]), refine=refine)
     return out

@@ -217,6 +217,9 @@ def test_the_planner_continues_the_process_and_says_when_a_pair_cannot_be_reache
                               ratings_per_answer=3, counted_share=1.0)
     assert not short.reachable and short.needed_questions is None
     assert short.note.startswith(f"not reachable: even all {first - 14} counted shared questions still to come")
+    none_left = planner.plan_pair(d, level=level, available_questions=0, answers_per_question=8,
+                                  ratings_per_answer=3, counted_share=1.0)
+    assert none_left.note.startswith("not reachable: no counted shared question is left to rate (all 12 are rated")
     # a difference around 0: no number of questions promises 80 %
     rng = np.random.default_rng(1)
     zero = planner.plan_pair(_values(rng, 40, p=0.6) - _values(rng, 40, p=0.6), level=level,
