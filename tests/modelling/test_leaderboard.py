@@ -419,6 +419,27 @@ def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, se
     assert "audit share" in board.sampling_note
 
 
+def test_under_routing_verdicts_and_the_planner_count_audit_questions_only(store, settings):
+    """Keys 0.05 / 0.5 / 0.1 (good) and 0.9 / 0.15 / 0.6 (bad) with a 0.2 audit share: each LALM's counted answers
+    are its audit ones; no question is in the audit for both, so the pair has no counted question and none to come,
+    however many of its routed answers are rated."""
+    answers = store["answers"]
+    keys = {("good", 0): 0.05, ("good", 1, "v2"): 0.5, ("good", 2): 0.1, ("bad", 0): 0.9, ("bad", 1, "v2"): 0.15,
+            ("bad", 2): 0.6}
+    for key, value in keys.items():
+        answers[key].__class__.objects.filter(pk=answers[key].pk).update(random_key=value)
+    RoutingDecision.objects.create(candidate=answers[("good", 1, "v2")], reason="confident_agreeing", detail="")
+    board = leaderboard_compute(benchmark="B1")
+    q = [question.pk for question in store["questions"]]
+    assert board.question_values == {"good": {q[0]: 0.875, q[2]: 0.5}, "bad": {q[1]: 0.25}}
+    (pair,) = board.pairwise
+    assert pair.n_questions == 0 and pair.verdict == "undecided"
+    plan = leaderboard_budget_plan(board=board, a="good", b="bad")
+    assert plan.n_counted == 0 and plan.available_questions == 0 and plan.counted_share == 1.0  # audit served first
+    settings.ROUTING_AUDIT_PRIORITY = 5  # below the high priority: one served question in five is in the audit
+    assert leaderboard_budget_plan(board=leaderboard_compute(benchmark="B1"), a="good", b="bad").counted_share == 0.2
+
+
 def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_over_pi(store):
     """A fixed design on every answer of B1: drawn answers with ratings are the labels, weighted 1/π; the active
     estimate with the cross-fitted μ is the headline, the one without ORCA the human-only figure."""
