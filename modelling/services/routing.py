@@ -64,7 +64,10 @@ def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor:
     from annotation.services.audit import audit_record
     from modelling.models import BenchmarkRouting
 
+    from modelling.services.design import design_epochs_sync
+
     with transaction.atomic():
+        design_epochs_sync(reason="the design before this change", user=user)  # a first epoch records it
         row = BenchmarkRouting.objects.filter(benchmark=benchmark).first() or BenchmarkRouting(benchmark=benchmark)
         old = ({"policy": row.policy, "budget": row.budget, "floor": row.floor, "audit_share": row.audit_share}
                if row.pk else None)
@@ -73,15 +76,10 @@ def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor:
         row.save()
         audit_record(actor=user, action="routing.benchmark_policy", obj=row, old=old,
                      new={"policy": policy, "budget": budget, "floor": floor, "audit_share": audit_share})
+        design_epochs_sync(reason=f"{benchmark}: policy {policy}, audit share "
+                                  f"{'the default' if audit_share is None else f'{audit_share:g}'}", user=user)
         routing_refresh(force=True)
     return row
-
-
-def _active_benchmarks() -> dict[int, tuple[float, float]]:
-    from modelling.models import BenchmarkRouting
-
-    return {b: (budget, floor) for b, budget, floor in BenchmarkRouting.objects.filter(
-        policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION).values_list("benchmark_id", "budget", "floor")}
 
 
 def audit_shares() -> dict[int, float]:
@@ -183,8 +181,9 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     shares = audit_shares()
     with transaction.atomic():
         current = {
-            c.pk: c for c in CandidateAnswer.objects.select_for_update().filter(pk__in=ids)
-            .only("pk", "target_ratings", "priority", "random_key")
+            c.pk: c for c in CandidateAnswer.objects.select_for_update(of=("self",)).filter(pk__in=ids)
+            .select_related("question_version__question")
+            .only("pk", "target_ratings", "priority", "question_version__question__random_key")
         }
         bench_of = dict(CandidateAnswer.objects.filter(pk__in=ids).values_list(
             "pk", "question_version__question__benchmark_id"))
@@ -215,7 +214,7 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                 choice = refused_choice(refused[bench_of[cid]])
             elif cid in design:
                 choice = active_decide(pi=design[cid].pi, u=design[cid].u)
-            elif audit_member(random_key=candidate.random_key, share=share):
+            elif audit_member(random_key=candidate.question_version.question.random_key, share=share):
                 choice = audit_decide(rules=rules, share=share)
             else:
                 choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds,
@@ -242,38 +241,13 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
 
 def _active_design(*, predictions: dict[int, tuple[float, float]], ids: Sequence[int], active) -> dict:
     """{candidate id: its ``ActiveDraw``} for the candidates among ``ids`` on a benchmark under the
-    leaderboard-precision policy. A candidate without a draw gets one now (its first decision): π from the
-    current predictions, ∝ σ with the benchmark's floor within its LALM's answers (budget share of them), and a
-    fresh uniform u; an existing draw is never changed. Call inside the evaluation's transaction."""
-    import random
+    leaderboard-precision policy now; a candidate without a draw gets one now (its first decision), with its
+    question's u and π from the current predictions (``modelling.services.design.active_draws_ensure``); an
+    existing draw is never changed. Call inside the evaluation's transaction."""
+    from modelling.services.design import active_benchmarks, active_draws_ensure
 
-    from annotation.models import CandidateAnswer
-    from modelling.models import ActiveDraw
-
-    benchmarks = _active_benchmarks()
-    if not benchmarks:
-        return {}
-    rows = CandidateAnswer.objects.filter(
-        pk__in=list(predictions), question_version__question__benchmark_id__in=list(benchmarks)
-    ).values_list("pk", "question_version__question__benchmark_id", "lalm_id")
-    group_of = {cid: (bench, lalm) for cid, bench, lalm in rows}
-    wanted = [cid for cid in ids if cid in group_of]
-    draws = {d.candidate_id: d for d in ActiveDraw.objects.filter(candidate_id__in=wanted)}
-    missing = [cid for cid in wanted if cid not in draws]
-    if missing:
-        rng = random.SystemRandom()
-        new = []
-        for bench in {group_of[cid][0] for cid in missing}:
-            budget, floor = benchmarks[bench]
-            members = {cid: key for cid, key in group_of.items() if key[0] == bench}
-            pi = active_probabilities(groups=members, variances={c: predictions[c][1] for c in members},
-                                      budget=budget, floor=floor)
-            new += [ActiveDraw(candidate_id=cid, u=rng.random(), pi=max(pi[cid], 1e-9), model_version=active,
-                               budget=budget, floor=floor)
-                    for cid in missing if group_of[cid][0] == bench]
-        ActiveDraw.objects.bulk_create(new, batch_size=1000)
-        draws.update({d.candidate_id: d for d in new})
-    return draws
+    return active_draws_ensure(candidate_ids=ids, benchmarks=active_benchmarks(), predictions=predictions,
+                               active=active)
 
 
 def _mark_expert(*, active, predictions, thresholds: RoutingThresholds, ids: Sequence[int]) -> None:
@@ -309,11 +283,15 @@ def routing_policy_set(*, enabled: bool, user=None) -> RoutingEvaluation:
     from annotation.services.routing_fields import candidate_routing_set
     from modelling.models import RoutingDecision, RoutingPolicy
 
+    from modelling.services.design import design_epochs_sync
+
     with transaction.atomic():
         policy = RoutingPolicy.objects.select_for_update().filter(pk=routing_policy_load().pk).get()
+        design_epochs_sync(reason="the design before this change", user=user)  # a first epoch records it
         policy.enabled = enabled
         policy.updated_by = user
         policy.save(update_fields=["enabled", "updated_by", "updated_at"])
+        design_epochs_sync(reason=f"routing switched {'on' if enabled else 'off'}", user=user)
         if enabled:
             return routing_refresh(force=True) or RoutingEvaluation()
         routed = set(RoutingDecision.objects.values_list("candidate_id", flat=True))
@@ -351,6 +329,9 @@ def routing_refresh(*, force: bool = False) -> RoutingEvaluation | None:
     from modelling.selectors import model_version_active
     from modelling.services.predictions import predictions_pending_for_active
 
+    from modelling.services.design import design_epochs_sync
+
+    design_epochs_sync(reason="the design changed outside the switches (the ROUTING_AUDIT_SHARE setting)")
     policy = routing_policy_load()
     active = model_version_active()
     if not policy.enabled or active is None or predictions_pending_for_active() is not None:
