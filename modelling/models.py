@@ -513,6 +513,8 @@ class RaterSnapshot(models.Model):
 
 
 # Routing, the leaderboard-precision design and design epochs (modelling/routing_models.py), registered with this app.
+# Rater reliability snapshots (modelling/reliability/models.py), registered with this app.
+from modelling.reliability.models import ReliabilitySnapshot  # noqa: E402,F401
 from modelling.routing_models import (  # noqa: E402,F401
     ActiveDraw,
     BenchmarkRouting,
@@ -521,6 +523,3 @@ from modelling.routing_models import (  # noqa: E402,F401
     RoutingDecision,
     RoutingPolicy,
 )
-
-# Rater reliability snapshots (modelling/reliability/models.py), registered with this app.
-from modelling.reliability.models import ReliabilitySnapshot  # noqa: E402,F401

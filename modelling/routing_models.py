@@ -6,7 +6,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
 # --- Routing annotation by predicted disagreement (modelling/services/routing.py) ------------------------
 
 

@@ -63,7 +63,6 @@ def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor:
     """
     from annotation.services.audit import audit_record
     from modelling.models import BenchmarkRouting
-
     from modelling.services.design import design_epochs_sync
 
     with transaction.atomic():
@@ -282,7 +281,6 @@ def routing_policy_set(*, enabled: bool, user=None) -> RoutingEvaluation:
     from annotation.models import CandidateAnswer
     from annotation.services.routing_fields import candidate_routing_set
     from modelling.models import RoutingDecision, RoutingPolicy
-
     from modelling.services.design import design_epochs_sync
 
     with transaction.atomic():
@@ -327,9 +325,8 @@ def routing_refresh(*, force: bool = False) -> RoutingEvaluation | None:
     from annotation.models import Rating
     from modelling.models import Prediction, RoutingPolicy
     from modelling.selectors import model_version_active
-    from modelling.services.predictions import predictions_pending_for_active
-
     from modelling.services.design import design_epochs_sync
+    from modelling.services.predictions import predictions_pending_for_active
 
     design_epochs_sync(reason="the design changed outside the switches (the ROUTING_AUDIT_SHARE setting)")
     policy = routing_policy_load()

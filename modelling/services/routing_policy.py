@@ -269,8 +269,8 @@ def routing_replay(
 # drawn answer's ratings weigh 1/π in the leaderboard's active estimate, which keeps it unbiased (Zrnic & Candès,
 # ICML 2024). The design is fixed: u (a uniform number, the question's: shared by all its answers) and π (the
 # answer's) of a candidate are set at its first decision and stored (``modelling.models.ActiveDraw``, written by
-# ``modelling.services.design``); later model versions, new answers or a new budget never re-draw it. Drawn answers (u < π) get the default k and ``ACTIVE_PRIORITY``; the
-# others get target 0 ("not to be rated") and priority −1.
+# ``modelling.services.design``); later model versions, new answers or a new budget never re-draw it. Drawn answers
+# (u < π) get the default k and ``ACTIVE_PRIORITY``; the others get target 0 ("not to be rated") and priority −1.
 
 
 def active_probabilities(

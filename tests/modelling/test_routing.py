@@ -329,8 +329,8 @@ def test_an_admin_switches_routing_on_and_sees_who_got_more_raters_and_why(clien
 
 @pytest.mark.django_db
 def test_audit_share_answers_always_get_the_default_k_at_the_audit_priority(settings):
-    """Answers whose question's random key is below the audit share are never stopped early nor given more raters, whatever
-    their prediction and ratings; the others are routed as before. A benchmark can set its own share."""
+    """Answers whose question's random key is below the audit share are never stopped early nor given more raters,
+    whatever their prediction and ratings; the others are routed as before. A benchmark can set its own share."""
     settings.ROUTING_AUDIT_SHARE = 0.5
     version = _active_version()
     cands = _candidates(version, [(0.95, 0.01)] * 4 + [(0.5, 0.10)] * 4)  # confident, and predicted disagreement
