@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 UNIFORM, ROUTED, ACTIVE = "uniform", "routed", "active"
@@ -145,19 +146,19 @@ def question_draws(question_ids: Iterable[int]) -> dict[int, float]:
 
 
 def active_benchmarks(*, ever: bool = False) -> dict[int, tuple[float, float]]:
-    """{benchmark pk: (budget, floor)} of the benchmarks under leaderboard precision now; with ``ever``, also those
-    that were (an ``active`` epoch or a draw), with their stored budget and floor."""
-    from modelling.models import ActiveDraw, BenchmarkRouting, DesignEpoch
+    """{benchmark pk: (budget, floor)} of the benchmarks under leaderboard precision now (their chosen budget and
+    floor); with ``ever``, also those that were and have draws, with the budget and floor of their latest draw."""
+    from modelling.models import ActiveDraw, BenchmarkRouting
 
-    rows = BenchmarkRouting.objects.all()
-    if not ever:
-        rows = rows.filter(policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION)
-    else:
-        past = set(DesignEpoch.objects.filter(policy=ACTIVE).values_list("benchmark_id", flat=True))
-        past |= set(ActiveDraw.objects.values_list("candidate__question_version__question__benchmark_id",
-                                                   flat=True).distinct())
-        rows = rows.filter(benchmark_id__in=past) | rows.filter(policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION)
-    return {b: (budget, floor) for b, budget, floor in rows.values_list("benchmark_id", "budget", "floor")}
+    out = {b: (budget, floor) for b, budget, floor in BenchmarkRouting.objects.filter(
+        policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION).values_list("benchmark_id", "budget", "floor")}
+    if ever:
+        bench = "candidate__question_version__question__benchmark_id"
+        last = ActiveDraw.objects.exclude(**{f"{bench}__in": list(out)}).values(bench).annotate(
+            last=Max("id")).values_list("last", flat=True)
+        out.update((b, (budget, floor)) for b, budget, floor in ActiveDraw.objects.filter(pk__in=list(last))
+                   .values_list(bench, "budget", "floor"))
+    return out
 
 
 def active_draws_ensure(*, candidate_ids: Iterable[int], benchmarks: dict[int, tuple[float, float]],

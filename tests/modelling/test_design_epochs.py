@@ -6,6 +6,7 @@ import importlib
 import numpy as np
 import pytest
 from django.apps import apps
+from django.urls import reverse
 
 from annotation.models import CandidateAnswer, Question
 from modelling.leaderboard.selectors import leaderboard_data_load
@@ -177,3 +178,14 @@ def test_migration_0014_shares_draws_by_question_and_records_the_first_epochs(be
         "candidate__question_version__question_id", "u"))
     assert _epochs(bench) == [(1, "active", None), (2, "active", None)]  # re-drawn: a new epoch
     assert _epochs(uniform_bench) == [(1, "uniform", None), (2, "routed", 0.2)]  # routing is on now
+
+
+def test_the_routing_page_shows_each_benchmarks_current_design_epoch(bench, settings, client):
+    settings.ROUTING_AUDIT_SHARE = 0.2
+    admin = UserFactory(is_superuser=True, is_staff=True)
+    routing_policy_set(enabled=True, user=admin)
+    benchmark_routing_set(benchmark=bench, policy="disagreement", audit_share=0.3, user=admin)
+    client.force_login(admin)
+    page = client.get(reverse("modelling:routing")).content.decode()
+    assert "Design epoch" in page and "3: routed, audit 0.30" in page
+    assert "design: policy disagreement, audit share 0.3" in page
