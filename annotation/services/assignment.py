@@ -30,8 +30,9 @@ from annotation.services.audit import audit_record
 from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
 from annotation.teams.scope import works_on_q
 
-#: Candidate ids read per page at one valid-rating count (highest priority first, then by ``random_key``), and pages
-#: per count before moving on to the next count. Concurrent annotators spread out through ``SKIP LOCKED``.
+#: Candidate ids read per page at one valid-rating count (highest priority first, then by the question's
+#: ``random_key``, then id), and pages per count before moving on to the next count. Concurrent annotators spread
+#: out through ``SKIP LOCKED``.
 _PAGE = 32
 _PAGES = 4
 
