@@ -181,35 +181,29 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     with transaction.atomic():
         current = {
             c.pk: c for c in CandidateAnswer.objects.select_for_update(of=("self",)).filter(pk__in=ids)
-            .select_related("question_version__question")
-            .only("pk", "target_ratings", "priority", "question_version__question__random_key")
+            .select_related("question_version__question").only(
+                "pk", "target_ratings", "priority", "question_version__question__random_key",
+                "question_version__question__benchmark_id")
         }
-        bench_of = dict(CandidateAnswer.objects.filter(pk__in=ids).values_list(
-            "pk", "question_version__question__benchmark_id"))
+        bench_of = {pk: c.question_version.question.benchmark_id for pk, c in current.items()}
         # ORCA only where it helps (modelling.services.orca_quality): benchmarks below the quality thresholds keep
         # the defaults (no routing) or lose the model's vote as a rater.
         refused, no_vote = routing_refusals()
         no_vote_rules = dataclasses.replace(rules, model_vote=False)
         routed = [cid for cid in ids if bench_of.get(cid) not in refused]
-        undo = set(RoutingDecision.objects.filter(candidate_id__in=set(ids) - set(routed))
-                   .values_list("candidate_id", flat=True))  # refused: only what routing changed goes back
-        latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
-        unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
-                     .values_list("pk", flat=True))  # and leaves expert review (latest decision not expert)
+        undo, unflag = _refused_undo(set(ids) - set(routed))
         design = _active_design(predictions=predictions, ids=routed, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
         log = []
         for cid in ids:
             candidate = current.get(cid)
-            if candidate is None:
+            if candidate is None or (bench_of[cid] in refused and cid not in undo):
                 continue
             mu, variance = predictions[cid]
             seen = scores.get(cid, [])
             share = shares.get(bench_of[cid], 0.0)
             if bench_of[cid] in refused:
-                if cid not in undo:
-                    continue
                 choice = refused_choice(refused[bench_of[cid]])
             elif cid in design:
                 choice = active_decide(pi=design[cid].pi, u=design[cid].u)
@@ -223,12 +217,7 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                     cid not in unflag):
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
-            log.append(RoutingDecision(
-                candidate_id=cid, model_version=active, reason=choice.reason, detail=choice.detail,
-                old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
-                old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
-                n_ratings=len(seen), expert=choice.expert, inclusion_probability=choice.inclusion_probability,
-            ))
+            log.append(_decision(candidate, choice, active=active, mu=mu, variance=variance, n_ratings=len(seen)))
             result.by_reason[choice.reason] = result.by_reason.get(choice.reason, 0) + 1
         for (target, priority), group in groups.items():
             candidate_routing_set(candidate_ids=group, target_ratings=target, priority=priority)
@@ -236,6 +225,31 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
         result.changed = len(log)
         _mark_expert(active=active, predictions=predictions, thresholds=thresholds, ids=routed)
     return result
+
+
+def _decision(candidate, choice: RoutingChoice, *, active, mu: float, variance: float, n_ratings: int):
+    """The ``RoutingDecision`` row (unsaved) of ``choice`` for ``candidate``, its old fields kept beside the new."""
+    from modelling.models import RoutingDecision
+
+    return RoutingDecision(
+        candidate_id=candidate.pk, model_version=active, reason=choice.reason, detail=choice.detail,
+        old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
+        old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
+        n_ratings=n_ratings, expert=choice.expert, inclusion_probability=choice.inclusion_probability,
+    )
+
+
+def _refused_undo(ids: set[int]) -> tuple[set[int], set[int]]:
+    """Of candidates ``ids`` on benchmarks where routing by ORCA is refused: (those routing changed, which go back
+    to the defaults; those whose latest decision offered them to expert review, which leave it)."""
+    from annotation.models import CandidateAnswer
+    from modelling.models import RoutingDecision
+
+    undo = set(RoutingDecision.objects.filter(candidate_id__in=ids).values_list("candidate_id", flat=True))
+    latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
+    unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
+                 .values_list("pk", flat=True))
+    return undo, unflag
 
 
 def _active_design(*, predictions: dict[int, tuple[float, float]], ids: Sequence[int], active) -> dict:
