@@ -8,7 +8,10 @@ predicted disagreement, with an audit share of questions — key < share — tha
 (:func:`modelling.services.routing.benchmark_routing_set`) — or a changed ``ROUTING_AUDIT_SHARE`` setting, found by
 the next :func:`design_epochs_sync` — starts the benchmark's next :class:`~modelling.models.DesignEpoch`. A rating
 belongs to the epoch in which it was made, so the leaderboard can use the ratings made under one design
-(``modelling.leaderboard.selectors``: ``rating_epoch`` and ``epochs``).
+(``modelling.leaderboard.selectors``: ``rating_epoch`` and ``epochs``). An epoch records the design chosen, not
+ORCA's quality gate: on a benchmark where routing by ORCA is refused (``modelling.services.orca_quality``) the
+answers go back to the default k, which keeps the audit share a uniform sample of questions (``routed``) and the
+rated drawn answers a uniform subsample of the draw (``active``), so the epoch's estimator stays valid.
 
 *Draws.* Under leaderboard precision each answer gets an :class:`~modelling.models.ActiveDraw` (π, u) once: π is the
 answer's own (∝ ORCA's σ within its LALM's answers, with the benchmark's uniform floor; ``budget`` for an answer ORCA
