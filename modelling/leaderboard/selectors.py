@@ -159,10 +159,12 @@ def _late_draws(data: LeaderboardData, drawn: set[int]) -> None:
     from modelling.selectors import model_version_active
     from modelling.services.design import active_benchmarks, active_draws_ensure
 
-    benchmarks = active_benchmarks(ever=True)
-    missing = [cid for cid, a in data.answers.items() if a["benchmark_id"] in benchmarks and cid not in data.design]
+    scope = drawn | active_benchmarks().keys()  # cheap first: benchmarks with draws here or under the policy now
+    missing = [cid for cid, a in data.answers.items() if a["benchmark_id"] in scope and cid not in data.design]
     if not missing:
         return
+    benchmarks = active_benchmarks(ever=True)
+    missing = [cid for cid in missing if data.answers[cid]["benchmark_id"] in benchmarks]
     active = model_version_active()
     predictions = {} if active is None else {cid: (mu, var) for cid, mu, var in Prediction.objects.filter(
         model_version=active, candidate__question_version__question__benchmark_id__in={

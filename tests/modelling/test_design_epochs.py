@@ -155,6 +155,8 @@ def test_migration_0014_shares_draws_by_question_and_records_the_first_epochs(be
     settings.ROUTING_AUDIT_SHARE = 0.2
     uniform_bench = BenchmarkFactory(name="plain")
     plain = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=uniform_bench).current_version)
+    Question.objects.filter(versions=plain.question_version_id).update(random_key=0.9)  # not audited: not routed
+    CandidateAnswer.objects.filter(pk=plain.pk).update(random_key=0.9)
     Prediction.objects.create(candidate=plain, model_version=ModelVersion.objects.get(is_active=True), mu=0.5,
                               variance=0.01, alpha=1, beta=1)
     routing_policy_set(enabled=True)
