@@ -35,8 +35,13 @@ def share_draws(apps, schema_editor):
     ActiveDraw.objects.bulk_update(changed, ["u"], batch_size=_CHUNK)
 
 
+def _own_share(row) -> float:
+    return float(row.audit_share if row is not None and row.audit_share is not None else settings.ROUTING_AUDIT_SHARE)
+
+
 def _now_design(apps) -> dict:
-    """{benchmark pk: (policy, audit share)} of the routing tables now (as ``modelling.services.design``)."""
+    """{benchmark pk: (policy, audit share, own share)} of the routing tables now (as ``modelling.services.design``;
+    own share: the audit share the benchmark would have under routing)."""
     Benchmark = apps.get_model("annotation", "Benchmark")
     BenchmarkRouting = apps.get_model("modelling", "BenchmarkRouting")
     RoutingPolicy = apps.get_model("modelling", "RoutingPolicy")
@@ -46,13 +51,11 @@ def _now_design(apps) -> dict:
     for pk in Benchmark.objects.values_list("pk", flat=True):
         row = rows.get(pk)
         if not on:
-            out[pk] = ("uniform", None)
+            out[pk] = ("uniform", None, _own_share(row))
         elif row is not None and row.policy == "leaderboard_precision":
-            out[pk] = ("active", None)
+            out[pk] = ("active", None, _own_share(row))
         else:
-            share = row.audit_share if row is not None and row.audit_share is not None else \
-                settings.ROUTING_AUDIT_SHARE
-            out[pk] = ("routed", float(share))
+            out[pk] = ("routed", _own_share(row), _own_share(row))
     return out
 
 
@@ -67,9 +70,9 @@ def first_epochs(apps, schema_editor):
     now_design, now = _now_design(apps), timezone.now()
     rows = []
     for pk, created in Benchmark.objects.values_list("pk", "created_at"):
-        policy, share = now_design[pk]
+        policy, share, own = now_design[pk]
         past = "active" if pk in drawn else "routed" if pk in routed else "uniform"
-        past_share = (share if share is not None else settings.ROUTING_AUDIT_SHARE) if past == "routed" else None
+        past_share = own if past == "routed" else None
         rows.append(DesignEpoch(benchmark_id=pk, number=1, policy=past, audit_share=past_share, started=created,
                                 reason="before design epochs were recorded (read from the routing tables)"))
         if past != "uniform" or (policy, share) != (past, past_share):
