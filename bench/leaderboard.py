@@ -419,7 +419,8 @@ def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: in
     t0 = time.perf_counter()
     for r in range(replays):
         rng = np.random.default_rng([seed, policy_index, r])
-        keys, u = rng.random(len(items)), rng.random(len(items))
+        q_index = np.unique(np.asarray(question), return_inverse=True)[1]  # one key and one u per question
+        keys, u = rng.random(q_index.max() + 1)[q_index], rng.random(q_index.max() + 1)[q_index]
         false_any.append(one(keys, u, [list(rng.permutation(it.ratings)) for it in items], rng))
         if (r + 1) % 10 == 0:
             log("replays", policy=policy, done=r + 1, false_so_far=int(sum(false_any)),

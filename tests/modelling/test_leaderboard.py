@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from scipy import stats as sps
 
-from annotation.models import Judge, JudgeRating, QuestionVersion
+from annotation.models import CandidateAnswer, Judge, JudgeRating, QuestionVersion
 from annotation.services.exports import dataset_export
 from modelling.leaderboard import stats
 from modelling.leaderboard.services import leaderboard_budget_plan, leaderboard_compute
@@ -22,6 +22,7 @@ from modelling.models import (
     CrossFitRun,
     ModelVersion,
     Prediction,
+    QuestionDraw,
     RoutingDecision,
     TrainingRun,
 )
@@ -400,12 +401,12 @@ def test_numbers_match_a_direct_computation_on_random_data():
 
 def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, settings):
     """Routing decided answers of B1 (its rated answers were chosen by priority and stopped early): the estimate
-    uses the audit share (random key below 0.2) only; the other rated answers weigh 0."""
+    uses the audit share (questions whose random key is below 0.2: q1 and q3, for every LALM) only; the other rated
+    answers weigh 0."""
     answers = store["answers"]
-    keys = {("good", 0): 0.05, ("good", 1, "v2"): 0.5, ("good", 2): 0.1, ("bad", 0): 0.9, ("bad", 1, "v2"): 0.15,
-            ("bad", 2): 0.6, ("unrated", 0): 0.3, ("unrated", 1, "v2"): 0.7}
-    for key, value in keys.items():
-        answers[key].__class__.objects.filter(pk=answers[key].pk).update(random_key=value)
+    for question, value in zip(store["questions"], (0.05, 0.5, 0.1)):
+        question.__class__.objects.filter(pk=question.pk).update(random_key=value)
+        CandidateAnswer.objects.filter(question_version__question=question).update(random_key=value)
     RoutingDecision.objects.create(candidate=answers[("good", 1, "v2")], reason="confident_agreeing", detail="")
     settings.LEADERBOARD_MIN_QUESTIONS = 2
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="B1").rows}
@@ -466,14 +467,14 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     assert good.mean_correctness == pytest.approx(human.estimate, abs=1e-4)
     # bad: q0 not drawn (u 0.7 ≥ π 0.5) though rated; q2 drawn but unrated: one label, no interval
     assert rows["bad"].labels == 1 and rows["bad"].ci is None
-    # an answer without a draw (routing has not decided it yet): no unbiased estimate, and the row says so
+    # an answer created later (routing has not decided it yet) is drawn when the leaderboard reads it (issue #35):
+    # π the budget of the benchmark's draws (no prediction), u its question's; the row keeps an estimate
     late = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=store["bench"]).current_version,
                                   lalm=answers[("good", 0)].lalm)
     good = next(r for r in leaderboard_compute(benchmark="B1").rows if r.lalm == "good")
-    assert good.estimate is None and good.human is None
-    assert "1 answer without a fixed draw yet (routing has not decided them): no unbiased estimate until it has" \
-        in good.notes
-    assert late.pk
+    draw = ActiveDraw.objects.get(candidate=late)
+    assert draw.pi == 0.5 and draw.u == QuestionDraw.objects.get(question=late.question_version.question).u
+    assert good.answers == 4 and good.estimate is not None
 
 
 def test_an_empty_store_gives_an_empty_table_everywhere(client):
