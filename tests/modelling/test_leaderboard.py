@@ -422,22 +422,21 @@ def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, se
 
 
 def test_under_routing_verdicts_and_the_planner_count_audit_questions_only(store, settings):
-    """Keys 0.05 / 0.5 / 0.1 (good) and 0.9 / 0.15 / 0.6 (bad) with a 0.2 audit share: each LALM's counted answers
-    are its audit ones; no question is in the audit for both, so the pair has no counted question and none to come,
-    however many of its routed answers are rated."""
-    answers = store["answers"]
-    keys = {("good", 0): 0.05, ("good", 1, "v2"): 0.5, ("good", 2): 0.1, ("bad", 0): 0.9, ("bad", 1, "v2"): 0.15,
-            ("bad", 2): 0.6}
-    for key, value in keys.items():
-        answers[key].__class__.objects.filter(pk=answers[key].pk).update(random_key=value)
-    RoutingDecision.objects.create(candidate=answers[("good", 1, "v2")], reason="confident_agreeing", detail="")
+    """Question keys 0.05 / 0.5 / 0.1 with a 0.2 audit share: q1 and q3 are in the audit for every LALM, q2 for
+    none. Both LALMs' rated answers to q2 do not count; the pair counts q1 (both rated) and has q3 to come (bad's
+    answer to it holds only a U rating)."""
+    for question, value in zip(store["questions"], (0.05, 0.5, 0.1)):
+        question.__class__.objects.filter(pk=question.pk).update(random_key=value)
+        CandidateAnswer.objects.filter(question_version__question=question).update(random_key=value)
+    RoutingDecision.objects.create(candidate=store["answers"][("good", 1, "v2")], reason="confident_agreeing",
+                                   detail="")
     board = leaderboard_compute(benchmark="B1")
     q = [question.pk for question in store["questions"]]
-    assert board.question_values == {"good": {q[0]: 0.875, q[2]: 0.5}, "bad": {q[1]: 0.25}}
+    assert board.question_values == {"good": {q[0]: 0.875, q[2]: 0.5}, "bad": {q[0]: 0.125}}
     (pair,) = board.pairwise
-    assert pair.n_questions == 0 and pair.verdict == "undecided"
+    assert pair.n_questions == 1 and pair.verdict == "undecided"
     plan = leaderboard_budget_plan(board=board, a="good", b="bad")
-    assert plan.n_counted == 0 and plan.available_questions == 0 and plan.counted_share == 1.0  # audit served first
+    assert plan.n_counted == 1 and plan.available_questions == 1 and plan.counted_share == 1.0  # audit served first
     settings.ROUTING_AUDIT_PRIORITY = 5  # below the high priority: one served question in five is in the audit
     assert leaderboard_budget_plan(board=leaderboard_compute(benchmark="B1"), a="good", b="bad").counted_share == 0.2
 
