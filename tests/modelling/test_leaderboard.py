@@ -39,7 +39,8 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "mean_rating", "sd_rating",
+JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "ratings_all", "mean_rating",
+                 "sd_rating", "design", "estimand",
                  "estimate", "ci", "estimator", "ci_method", "mean_correctness", "human", "ppi", "sampling", "notes",
                  "answer_words", "judges", "orca"}
 PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict", "p_value", "note"}
