@@ -115,3 +115,20 @@ def population_check(
         if skipped or unable:
             estimand.append("answers annotators could judge (skips and 'unable to judge' leave holes)")
     return ids, notes, "; ".join(dict.fromkeys(estimand)) or ALL_ANSWERS
+
+
+def population_state() -> tuple:
+    """What :func:`population_load` reads, as a tuple that changes whenever its checks can (for the leaderboard's
+    cache key): skipped assignments, "unable to judge" ratings and question statuses, three aggregate queries
+    (imported ratings move the valid ratings' fingerprint already)."""
+    from django.db.models import Count, Max, Q, Sum
+
+    from annotation.models import Assignment, Question, Rating
+
+    skips = Assignment.objects.filter(status=Assignment.Status.SKIPPED).aggregate(n=Count("id"), last=Max("id"))
+    unable = Rating.objects.filter(score__isnull=True).aggregate(
+        n=Count("id"), valid=Count("id", filter=Q(is_valid=True)), last=Max("updated_at"))
+    statuses = Question.objects.exclude(status=Question.Status.ACTIVE).values_list("status").annotate(
+        n=Count("id"), ids=Sum("id"))
+    return (skips["n"], skips["last"], unable["n"], unable["valid"], unable["last"] and unable["last"].timestamp(),
+            tuple(sorted(statuses)))

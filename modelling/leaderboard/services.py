@@ -36,7 +36,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from modelling.leaderboard import stats
-from modelling.leaderboard.population import Population, population_load
+from modelling.leaderboard.population import Population, population_load, population_state
 from modelling.leaderboard.rows import LeaderboardRow, _count, _round, _rows, _value  # noqa: F401 (re-exported)
 from modelling.leaderboard.selectors import (
     ACTIVE,
@@ -533,7 +533,8 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
             imported and imported.timestamp(),
             answers["n"], answers["last"], judged["n"], judged["last"], judged["inactive"], routed["last"],
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
-            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()))
+            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()),
+            *population_state())
 
 
 def leaderboard_cached(
