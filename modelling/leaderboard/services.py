@@ -16,6 +16,10 @@ ratings tends to with more raters. Every estimator below is unbiased for it only
 * ``active`` benchmark (leaderboard precision): the fixed design (u, π) of every answer; drawn answers with
   ratings weigh 1/π — ``active`` (with ORCA's cross-fitted μ when every answer has one, else without).
 
+Which ratings count follows each benchmark's design epochs (:mod:`modelling.leaderboard.designs`), what the rated
+answers stand for is checked (:mod:`modelling.leaderboard.population`), and intervals allow for annotators crossed
+with answers (:mod:`modelling.leaderboard.raters`); the rows are :mod:`modelling.leaderboard.rows`.
+
 With several benchmarks in scope each benchmark is a stratum; the strata's estimates combine by answer share
 (``stratified_t``). Row notes say why an estimator is absent ("cross-fit stale: 312 answers without a
 cross-fitted prediction", "too few questions", "routing chose what was rated …").
