@@ -16,7 +16,8 @@ valid for an estimate only under the design it was given under, so each benchmar
   one applies at once. Ratings from an earlier active epoch were drawn ∝ ORCA's σ: answers that have them are left
   out of the estimate's population (the estimate is the mean over the others, and says so).
 
-Without epochs (``epochs`` absent or one epoch) every rating counts under the benchmark's ``sampling``.
+Without epochs (``epochs`` absent) every rating counts under the benchmark's ``sampling``; with one epoch under the
+stricter of its policy and ``sampling`` (routing decisions or draws made before epochs were recorded).
 """
 from __future__ import annotations
 
@@ -74,10 +75,10 @@ def design_of(data, bench: int, *, epochs_with_ratings: set[int]) -> Design:
     if not epochs:
         return Design(sampling, share, None, "")
     current = epochs[-1]
-    if len(epochs) == 1:
-        policy = {"routed": ROUTED, "active": ACTIVE}.get(current.get("policy"), UNIFORM)
-        if sampling == ROUTED and policy == UNIFORM:  # routing decided answers before epochs were recorded
-            policy = ROUTED
+    if len(epochs) == 1:  # the stricter of the epoch's policy and what the store shows (draws, routing decisions
+        # made before epochs were recorded)
+        policy = max({"routed": ROUTED, "active": ACTIVE}.get(current.get("policy"), UNIFORM), sampling,
+                     key=[UNIFORM, ROUTED, ACTIVE].index)
         return Design(policy, float(current.get("audit_share") or share) if policy == ROUTED else share, None,
                       f"current design since {_since(current)}: {_words(current)}")
     active = current.get("policy") == "active"
