@@ -331,8 +331,8 @@ def _row(data: LeaderboardData, lalm: str, strata: dict[int, list[int]], preds, 
                for bench in strata}
     parts = [_part(data, group, preds, design=designs[bench], config=config, population=population)
              for bench, group in sorted(strata.items())]
-    notes = [d.text for _, d in sorted(designs.items()) if d.text]
-    notes = list(dict.fromkeys(notes + [n for p in parts for n in p.notes]))
+    notes = list(dict.fromkeys([n for p in parts for n in p.notes]
+                               + [d.text for _, d in sorted(designs.items()) if d.text]))
     if len(parts) > 1 and any(p.human is not None and p.human.ci is None for p in parts):
         notes.append("a benchmark with too few questions for an interval leaves the combined estimate without one")
     shown, shown_notes = _displayed(data, parts, ids)
