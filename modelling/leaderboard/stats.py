@@ -86,7 +86,8 @@ CI_METHODS = {
 }
 #: Added to every interval when the annotators of the ratings are known (:mod:`modelling.leaderboard.raters`).
 RATERS_TEXT = ("with annotators known: plus their share, two-way clustered over answers and annotators (Cameron, "
-               "Gelbach & Miller 2011), Student t with at most annotators − 1 df")
+               "Gelbach & Miller 2011), Student t with at most annotators − 1 df when their share is material, else "
+               "Satterthwaite's df")
 CI_METHODS = {key: text if key == STRATIFIED_T else f"{text}; {RATERS_TEXT}" for key, text in CI_METHODS.items()}
 
 
@@ -102,7 +103,7 @@ class Estimate:
         estimator: :data:`CLASSICAL`, :data:`PPI` or :data:`ACTIVE`.
         centre, se, df: the interval is centre ± t_df · se before clipping (None without an interval); the centre
             differs from the estimate only for ``t_adjusted`` (the pseudo-values move it). With annotators known,
-            se includes their share and df is at most their number − 1 (:mod:`modelling.leaderboard.raters`).
+            se includes their share and df allows for their number (:mod:`modelling.leaderboard.raters`).
         raters: distinct annotators of the labels when known (0: unknown, each rating its own cluster).
     """
 

@@ -376,14 +376,14 @@ def test_numbers_match_a_direct_computation_on_random_data():
     rng = np.random.default_rng(0)
     bench = BenchmarkFactory(name="R")
     lalms = [LALMFactory(name=f"L{i}") for i in range(3)]
-    annotators = [AnnotatorFactory() for _ in range(3)]
     expected = {lalm.name: [] for lalm in lalms}
     for _ in range(6):
         version = QuestionFactory(benchmark=bench).current_version
         for lalm in lalms:
             candidate = CandidateAnswerFactory(question_version=version, lalm=lalm)
             scores = rng.integers(1, 6, size=rng.integers(1, 4))
-            for annotator, score in zip(annotators, scores):
+            # a fresh annotator for every rating: no annotator is shared across answers, so the two-way share is 0
+            for annotator, score in zip([AnnotatorFactory() for _ in scores], scores):
                 RatingFactory(candidate=candidate, annotator=annotator, score=int(score))
             expected[lalm.name].append(float(np.mean((scores - 1) / 4)))
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="R").rows}
