@@ -16,9 +16,10 @@ share an annotator across answers, floored at 0 (a negative estimate means no de
 
 Degrees of freedom. A variance from 5 annotators is itself uncertain: when the annotators' share is material (at
 least :data:`MATERIAL_SHARE` of the question part) the interval is Student t with min(df, G_A − 1) degrees of
-freedom, CGM's small-cluster recommendation (t with G − 1 df for the scarcer clustering); below that, Satterthwaite's
-degrees of freedom for the sum of the two parts (Satterthwaite, *Biometrics Bulletin* 1946; the annotators' part
-with G_A − 1), so a small chance share among 2–3 annotators does not blow a small table's intervals up to t_1.
+freedom, CGM's small-cluster recommendation (t with G − 1 df for the scarcer clustering); below that,
+Satterthwaite's degrees of freedom for the sum of the two parts (Satterthwaite, *Biometrics Bulletin* 1946; the
+annotators' part with G_A − 1), at most the answers' part's own, so a small chance share among 2–3 annotators does
+not blow a small table's intervals up to t_1.
 Seeded simulation (5 annotators, k = 3, 300 replays; ``tests/modelling/test_leaderboard_raters.py`` repeats a part):
 severity sd 0 / 0.1 / 0.2 rating points at 30, 100 and 300 labels covered 0.947–0.987 (0.953 at 300 labels and sd
 0.2, width 0.126), where question-clustered intervals covered 0.97 / 0.89 / 0.83 at sd 0.2; Satterthwaite alone
@@ -108,7 +109,8 @@ def with_raters(
     var_q = se * se
     if excess >= MATERIAL_SHARE * var_q:
         return math.sqrt(var_q + excess), min(float(df), float(g_a - 1)), g_a
-    return math.sqrt(var_q + excess), satterthwaite_df(var_q=var_q, df_q=df, var_a=excess, df_a=g_a - 1), g_a
+    df_sum = satterthwaite_df(var_q=var_q, df_q=df, var_a=excess, df_a=g_a - 1)
+    return math.sqrt(var_q + excess), min(float(df), df_sum), g_a  # never more df than the answers' part
 
 
 def satterthwaite_df(*, var_q: float, df_q: float, var_a: float, df_a: float) -> float:

@@ -429,13 +429,18 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     # the raters' share: q0 rated 5, 4 → variance of (1, 0.75) / 2; q1 rated once → the others' mean sample variance
     # (0.03125 and 0) / 1; q2 rated 3, 3 → 0
     within = [0.03125 / 2, 0.03125 / 2, 0.0]
+    # the annotators' share when the data carries who rated (u1 rates all three answers, u2 two of them)
+    data = leaderboard_data_load(benchmark="B1")
+    labels = [answers[("good", 0)].pk, answers[("good", 1, "v2")].pk, answers[("good", 2)].pk]
+    crossed = {"ratings": [[(s - 1) / 4 for s in data.scores[c]] for c in labels],
+               "raters": [data.raters[c] for c in labels] if getattr(data, "raters", None) else None}
     expected = stats.active_mean(y=[0.875, 1.0, 0.5], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
-                                 sampled=[True, True, True], within=within, min_questions=3)
+                                 sampled=[True, True, True], within=within, min_questions=3, **crossed)
     assert (good.sampling, good.estimator, good.ci_method) == ("active", "active", "design_t")
     assert good.estimate == pytest.approx(expected.estimate, abs=1e-4) and good.ci == pytest.approx(expected.ci,
                                                                                                      abs=1e-4)
     human = stats.active_mean(y=[0.875, 1.0, 0.5], pi=[0.5, 0.8, 0.4], sampled=[True, True, True], within=within,
-                              min_questions=3)
+                              min_questions=3, **crossed)
     assert good.mean_correctness == pytest.approx(human.estimate, abs=1e-4)
     # bad: q0 not drawn (u 0.7 ≥ π 0.5) though rated; q2 drawn but unrated: one label, no interval
     assert rows["bad"].labels == 1 and rows["bad"].ci is None
