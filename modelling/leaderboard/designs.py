@@ -16,6 +16,9 @@ valid for an estimate only under the design it was given under, so each benchmar
   one applies at once. Ratings from an earlier active epoch were drawn ∝ ORCA's σ: answers that have them are left
   out of the estimate's population (the estimate is the mean over the others, and says so).
 
+Answers rated under a left-out *uniform* epoch are left out too, but they were the first in the queue's random-key
+order, so the rest is still a random part of the answers and the estimand stays the mean over all of them.
+
 Without epochs (``epochs`` absent) every rating counts under the benchmark's ``sampling``; with one epoch under the
 stricter of its policy and ``sampling`` (routing decisions or draws made before epochs were recorded).
 """
@@ -37,12 +40,16 @@ class Design:
         share: the audit share (0–1) the estimate uses under ``routed`` (keys below it).
         epochs: the epoch numbers whose ratings count (None: every rating).
         text: the design in words for the row ("current design since 2026-03-01: routing, audit 20 %").
+        left_out_random: True when every epoch whose ratings are left out was ``uniform``: the answers they rated
+            were the first in the queue's random-key order, so leaving them out leaves a random part of the answers
+            and the estimand stays the mean over all answers.
     """
 
     sampling: str
     share: float
     epochs: frozenset[int] | None
     text: str
+    left_out_random: bool = True
 
 
 def _words(epoch: dict) -> str:
@@ -90,16 +97,18 @@ def design_of(data, bench: int, *, epochs_with_ratings: set[int]) -> Design:
     run.reverse()
     numbers = frozenset(int(e["number"]) for e in run)
     left_out = sorted(epochs_with_ratings - numbers)
+    random_out = all(e.get("policy") not in ("routed", "active") for e in epochs if int(e["number"]) in left_out)
     dropped = (f"; ratings of earlier epoch{'s' if len(left_out) > 1 else ''} "
                f"{', '.join(map(str, left_out))} left out" if left_out else "")
     if active:
-        return Design(ACTIVE, share, numbers, f"current design since {_since(run[0])}: {_words(current)}{dropped}")
+        return Design(ACTIVE, share, numbers, f"current design since {_since(run[0])}: {_words(current)}{dropped}",
+                      random_out)
     holding = [e for e in run if int(e["number"]) in epochs_with_ratings] + [current]
     s_star = min(_threshold(e, share) for e in holding)
     if len(run) == 1:
         return Design(ROUTED if s_star < 1 else UNIFORM, s_star, numbers,
-                      f"current design since {_since(current)}: {_words(current)}{dropped}")
+                      f"current design since {_since(current)}: {_words(current)}{dropped}", random_out)
     history = ", ".join(f"{_words(e)} since {_since(e)}" for e in run)
     part = "every answer" if s_star >= 1 else f"answers with key < {s_star:.2f} (audit {100 * s_star:.0f} %)"
     return Design(ROUTED if s_star < 1 else UNIFORM, s_star, numbers,
-                  f"epochs combined ({history}): {part} in the random part throughout{dropped}")
+                  f"epochs combined ({history}): {part} in the random part throughout{dropped}", random_out)

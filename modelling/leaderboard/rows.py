@@ -247,7 +247,10 @@ def _part(data: LeaderboardData, ids: list[int], preds, *, design: Design, confi
     ids, pop_notes, estimand = population_check(population, ids=ids, rated=set(view.scores),
                                                 keys={c: data.answers[c]["key"] for c in ids})
     part = _Part(answers=len(ids), estimand=estimand)
-    if dropped:
+    if dropped and design.left_out_random:
+        part.notes.append(f"{_count(dropped, 'answer')} rated under an earlier uniform design left out (the first in "
+                          "the queue's random order: the rest is still a random part of the answers)")
+    elif dropped:
         part.notes.append(f"{_count(dropped, 'answer')} rated under an earlier design left out: the estimate is the "
                           "mean over the other answers")
         part.estimand = "answers not rated under an earlier design" + (

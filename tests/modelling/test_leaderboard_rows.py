@@ -16,7 +16,7 @@ from modelling.leaderboard.services import (
     leaderboard_compute,
     leaderboard_markdown,
 )
-from modelling.models import RoutingDecision
+from modelling.models import ActiveDraw, RoutingDecision
 from tests.factories import (
     AnnotatorFactory,
     BenchmarkFactory,
@@ -127,6 +127,30 @@ def test_a_policy_switch_makes_the_row_use_the_current_epoch_and_say_so():
     assert any("6 answers rated under an earlier design left out" in n for n in row.notes)
     # audit 80 %: keys (i + 0.5)/12 < 0.8 → answers 6–9 of the six rated under routing
     assert row.labels == 4 and row.mean_correctness == pytest.approx(0.75)
+
+
+def test_uniform_then_leaderboard_precision_uses_the_active_epoch_and_keeps_the_estimand():
+    """Uniform → leaderboard precision: the answers rated under the uniform epoch (the first in key order) are left
+    out, the rest is still a random part, so the row stays an estimate of all answers, from the active epoch."""
+    bench, answers = _bench(12)
+    people = [AnnotatorFactory() for _ in range(2)]
+    for a in answers[:4]:
+        _rate(a, (1, 1), people)
+    for i, a in enumerate(answers):
+        ActiveDraw.objects.create(candidate=a, pi=0.5, u=0.1 if i % 2 == 0 else 0.9, budget=6, floor=0.2)
+        if i >= 4 and i % 2 == 0:
+            _rate(a, (4, 5), people)
+    early = {a.pk for a in answers[:4]}
+    data = _with_epochs(leaderboard_data_load(benchmark="R1"), bench, [
+        {"number": 1, "policy": "uniform", "audit_share": None, "started": "2026-01-01"},
+        {"number": 2, "policy": "active", "audit_share": None, "started": "2026-02-01"},
+    ], lambda cid: 1 if cid in early else 2)
+    row = _build(data).rows[0]
+    assert (row.sampling, row.estimator, row.labels) == ("active", "active", 4)
+    assert row.design == ("current design since 2026-02-01: leaderboard precision (active); ratings of earlier "
+                          "epoch 1 left out")
+    assert row.estimand == "all answers" and row.mean_correctness == pytest.approx(0.875)
+    assert any("4 answers rated under an earlier uniform design left out" in n for n in row.notes)
 
 
 def test_a_raised_audit_share_does_not_count_early_stopped_answers_at_once():
