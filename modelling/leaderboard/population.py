@@ -81,7 +81,8 @@ def population_check(
         pop: the store's reads (None: nothing to check, e.g. the bench's replays).
         ids: the answers in the estimate's population (after the design epochs' exclusions).
         rated: those of ``ids`` with ratings the estimate may use.
-        keys: {answer: queue random key} (0–1).
+        keys: {answer: queue random key} (0–1) of the answers the design serves in key order (the audit share
+            under routing, the drawn answers under leaderboard precision): holes are looked for among these only.
 
     Returns (the population to estimate over: ``ids`` less unserved answers without a rating, notes for the row,
     the estimand in words: :data:`ALL_ANSWERS` or a narrower one).
@@ -101,9 +102,9 @@ def population_check(
         notes.append(f"rated answers only: {_count(len(imported), 'answer')} carry imported ratings, and imported "
                      "ratings are not a random sample (whoever rated them chose them, not the queue)")
         estimand.append("rated answers only; imported ratings are not a random sample")
-    furthest = max((keys.get(c, 0.0) for c in rated if c not in pop.imported), default=None)
+    furthest = max((keys[c] for c in rated if c in keys and c not in pop.imported), default=None)
     if furthest is not None:
-        holes = [c for c in ids if c not in rated and keys.get(c, 1.0) < furthest]
+        holes = [c for c in ids if c not in rated and c in keys and keys[c] < furthest]
         skipped = [c for c in holes if c in pop.skipped]
         unable = [c for c in holes if pop.unable.get(c)]
         if skipped:

@@ -240,12 +240,25 @@ def _part_active(part: _Part, data: LeaderboardData, ids: list[int], view: _View
     return part
 
 
+def _queue_keys(data: LeaderboardData, ids: list[int], design: Design) -> dict[int, float]:
+    """{answer: random key} of the answers the design serves in key order (every answer under ``uniform``, the audit
+    share under ``routed``, the drawn ones under ``active``): where a skipped or unjudgeable answer is a hole."""
+    def served(c: int) -> bool:
+        if design.sampling == ROUTED:
+            return audit_member(random_key=data.answers[c]["key"], share=design.share)
+        if design.sampling == ACTIVE:
+            return c in data.design and data.design[c][1] < data.design[c][0]
+        return True
+
+    return {c: data.answers[c]["key"] for c in ids if served(c)}
+
+
 def _part(data: LeaderboardData, ids: list[int], preds, *, design: Design, config,
           population: Population | None = None) -> _Part:
     """The estimates of one LALM's answers ``ids`` on one benchmark under ``design`` (module docstring)."""
     ids, view, dropped = _view(data, ids, design)
     ids, pop_notes, estimand = population_check(population, ids=ids, rated=set(view.scores),
-                                                keys={c: data.answers[c]["key"] for c in ids})
+                                                keys=_queue_keys(data, ids, design))
     part = _Part(answers=len(ids), estimand=estimand)
     if dropped and design.left_out_random:
         part.notes.append(f"{_count(dropped, 'answer')} rated under an earlier uniform design left out (the first in "
