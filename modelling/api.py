@@ -240,7 +240,7 @@ class LeaderboardView(APIView):
         }),
     )
     def get(self, request):
-        from modelling.leaderboard.services import leaderboard_cached
+        from modelling.leaderboard.render import leaderboard_cached
 
         query = LeaderboardQuerySerializer(data=request.query_params, context={"request": request})
         if not query.is_valid():

@@ -89,12 +89,12 @@ class LeaderboardRow:
 
     @property
     def estimate(self) -> float | None:
-        return None if self.headline is None else _round(self.headline.estimate)
+        return None if self.headline is None else self.headline.estimate
 
     @property
     def ci(self) -> tuple[float, float] | None:
         h = self.headline
-        return None if h is None or h.ci is None else tuple(_round(v) for v in h.ci)
+        return None if h is None or h.ci is None else tuple(h.ci)
 
     @property
     def estimator(self) -> str | None:
@@ -111,11 +111,11 @@ class LeaderboardRow:
 
     @property
     def mean_correctness(self) -> float | None:
-        return None if self.human is None else _round(self.human.estimate)
+        return None if self.human is None else self.human.estimate
 
     @property
     def rated_share(self) -> float:
-        return _round(self.rated_answers / self.answers) if self.answers else 0.0
+        return self.rated_answers / self.answers if self.answers else 0.0
 
     @property
     def orca_only(self) -> bool:
@@ -123,16 +123,22 @@ class LeaderboardRow:
         return self.rated_answers == 0 and self.orca is not None
 
     def as_json(self) -> dict:
+        """The row for JSON (command, API, download): numbers rounded here, once, to 4 decimals (σ² to 5, the answer
+        length to 2); the object keeps full precision for the tables, which round once to what they show."""
+        orca = None if self.orca is None else {"mu": _round(self.orca["mu"]), "var": _round(self.orca["var"], 5),
+                                               "n": self.orca["n"]}
         return {
             "lalm": self.lalm, "answers": self.answers, "rated_answers": self.rated_answers,
-            "rated_share": self.rated_share, "labels": self.labels, "ratings": self.ratings,
-            "ratings_all": self.ratings_all, "mean_rating": self.mean_rating, "sd_rating": self.sd_rating,
-            "estimate": self.estimate, "ci": list(self.ci) if self.ci is not None else None,
+            "rated_share": _round(self.rated_share), "labels": self.labels, "ratings": self.ratings,
+            "ratings_all": self.ratings_all, "mean_rating": _round(self.mean_rating),
+            "sd_rating": _round(self.sd_rating),
+            "estimate": _round(self.estimate), "ci": [_round(v) for v in self.ci] if self.ci is not None else None,
             "estimator": self.estimator, "ci_method": self.ci_method,
-            "mean_correctness": self.mean_correctness, "human": _estimate_dict(self.human),
+            "mean_correctness": _round(self.mean_correctness), "human": _estimate_dict(self.human),
             "ppi": _estimate_dict(self.with_orca), "sampling": self.sampling, "design": self.design,
             "estimand": self.estimand, "notes": self.notes,
-            "answer_words": self.answer_words, "judges": self.judges, "orca": self.orca,
+            "answer_words": _round(self.answer_words, 2), "judges": {j: _round(v) for j, v in self.judges.items()},
+            "orca": orca,
         }
 
 
@@ -328,9 +334,9 @@ def _displayed(data: LeaderboardData, parts: list[_Part], ids: list[int]) -> tup
     if values:
         v, w = np.asarray(values, dtype=np.float64), np.asarray(weights)
         mean = float(np.sum(w * v) / np.sum(w))
-        out["mean_rating"] = _round(mean)
+        out["mean_rating"] = mean
         if v.size >= 2:
-            out["sd_rating"] = _round(math.sqrt(float(np.sum(w * (v - mean) ** 2) / np.sum(w)) * v.size / (v.size - 1)))
+            out["sd_rating"] = math.sqrt(float(np.sum(w * (v - mean) ** 2) / np.sum(w)) * v.size / (v.size - 1))
     notes = []
     if len(values) < len(everything):
         notes.append(f"mean rating ± sd and ratings: the {_count(len(values), 'rating')} the estimate uses (audit "
@@ -355,19 +361,19 @@ def _row(data: LeaderboardData, lalm: str, strata: dict[int, list[int]], preds, 
     judges = {}
     for judge, judged in sorted(data.judges.items()):
         values = [normalise_rating(judged[c]) for c in ids if c in judged]
-        judges[judge] = _round(np.mean(values)) if values else None
+        judges[judge] = float(np.mean(values)) if values else None
     predicted = [c for c in ids if c in preds.mu]
     orca = None
     if predicted:
-        orca = {"mu": _round(np.mean([preds.mu[c] for c in predicted])),
-                "var": _round(np.mean([preds.var[c] for c in predicted]), 5), "n": len(predicted)}
+        orca = {"mu": float(np.mean([preds.mu[c] for c in predicted])),
+                "var": float(np.mean([preds.var[c] for c in predicted])), "n": len(predicted)}
     kinds = {d.sampling for d in designs.values()}
     estimands = {p.estimand for p in parts if p.estimand != ALL_ANSWERS}
     row = LeaderboardRow(
         lalm=lalm, answers=len(ids), rated_answers=sum(bool(data.scores.get(c)) for c in ids),
         labels=sum(len(p.labels) for p in parts), human=_combine(parts, "human"),
         with_orca=_combine(parts, "with_orca"), sampling=kinds.pop() if len(kinds) == 1 else "mixed",
-        notes=notes + shown_notes, answer_words=_round(np.mean([data.answers[c]["words"] for c in ids]), 2),
+        notes=notes + shown_notes, answer_words=float(np.mean([data.answers[c]["words"] for c in ids])),
         judges=judges, orca=orca, design="; ".join(dict.fromkeys(d.text for d in designs.values() if d.text)),
         estimand="; ".join(sorted(estimands)) or ALL_ANSWERS, **shown,
     )

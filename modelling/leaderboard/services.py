@@ -1,6 +1,6 @@
 """The LALM leaderboard over the store: per-LALM estimates of mean correctness, each named with its estimator and
-interval method, verdicts between LALMs, judges, ORCA, and the renderings (JSON, CSV, Markdown, LaTeX, the forest
-plot and the verdict matrix).
+interval method, verdicts between LALMs, judges, ORCA and the verdict matrix; its renderings (JSON, CSV, Markdown,
+LaTeX, the forest plot) are :mod:`modelling.leaderboard.render`.
 
 Estimand. For an LALM on a benchmark: *the mean over its candidate answers (current question versions) of each
 answer's expected normalised rating (r − 1)/4 by an annotator of the pool* — what the mean of an answer's valid
@@ -24,13 +24,11 @@ With several benchmarks in scope each benchmark is a stratum; the strata's estim
 (``stratified_t``). Row notes say why an estimator is absent ("cross-fit stale: 312 answers without a
 cross-fitted prediction", "too few questions", "routing chose what was rated …").
 
-The statistics are :mod:`modelling.leaderboard.stats`; heavy imports (matplotlib) happen inside the functions that
-draw.
+The statistics are :mod:`modelling.leaderboard.stats`.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -57,7 +55,6 @@ from modelling.leaderboard.selectors import (
 #: ``selectors.leaderboard_by_choices``).
 BY_CHOICES = BY_QUESTION_FIELDS
 #: Formats of the command and the downloads.
-FORMATS = ("json", "csv", "markdown", "latex")
 
 
 @dataclass
@@ -344,177 +341,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.Budg
     )
 
 
-# --- renderings ---------------------------------------------------------------------------------------------------
-
-
-def _fmt(x, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def _ci(ci) -> str:
-    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def row_label(row: LeaderboardRow) -> str:
-    """The LALM's name as the tables show it: "(ORCA only)" when ORCA predicted it and nobody rated it, "(not
-    rated)" when neither."""
-    if row.rated_answers:
-        return row.lalm
-    return row.lalm + (" (ORCA only)" if row.orca_only else " (not rated)")
-
-
-def table_columns(board: Leaderboard) -> list[str]:
-    """Column headers of the flat table (Markdown, CSV, LaTeX, the datasheet)."""
-    return (["LALM", "answers", "rated answers", "% rated", "labels used", "ratings", "mean rating (1–5)", "sd",
-             "estimate", "95% CI", "estimator", "CI method", "human-only", "human-only 95% CI",
-             "words (mean answer length)"] + [f"judge: {j}" for j in board.judges]
-            + ["ORCA μ", "ORCA σ²", "notes"])
-
-
-def table_cells(board: Leaderboard, row: LeaderboardRow) -> list[str]:
-    human = row.human
-    return ([row_label(row), str(row.answers), str(row.rated_answers), f"{100 * row.rated_share:.0f}",
-             str(row.labels), str(row.ratings), _fmt(row.mean_rating, 2), _fmt(row.sd_rating, 2),
-             _fmt(row.estimate), _ci(row.ci), row.estimator or "–", row.ci_method or "–",
-             _fmt(None if human is None else human.estimate), _ci(None if human is None else human.ci),
-             _fmt(row.answer_words, 1)]
-            + [_fmt(row.judges.get(j)) for j in board.judges]
-            + [_fmt((row.orca or {}).get("mu")), _fmt((row.orca or {}).get("var"), 4), "; ".join(row.notes)])
-
-
-def _sections(board: Leaderboard) -> list[tuple[str | None, list[LeaderboardRow]]]:
-    return [(None, board.rows)] + [(f"{board.by}: {name}", rows) for name, rows in board.groups]
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def leaderboard_markdown(board: Leaderboard, *, heading_level: int = 2) -> str:
-    """The table(s) as Markdown, with the scope, the model version, the sampling, the interval methods and the
-    decided verdicts."""
-    h = "#" * heading_level
-    lines = [f"{h} Leaderboard: {board.benchmark or 'all benchmarks'}", "",
-             f"ORCA model version: {board.model_version or 'none'} ({board.prediction_source}). "
-             "Means on the normalised scale (r − 1)/4 unless marked 1–5; the estimand is each LALM's mean expected "
-             "rating over its answers.", "", board.sampling_note, ""]
-    if board.ppi_note:
-        lines += [board.ppi_note, ""]
-    lines += ["Interval methods: " + "; ".join(f"{k} = {v}" for k, v in stats.CI_METHODS.items()) + ".", ""]
-    for title, rows in _sections(board):
-        if title:
-            lines += [f"{h}# {title}", ""]
-        cols = table_columns(board)
-        lines.append("| " + " | ".join(_md(c) for c in cols) + " |")
-        lines.append("|" + "---|" * len(cols))
-        lines += ["| " + " | ".join(_md(c) for c in table_cells(board, r)) + " |" for r in rows]
-        lines.append("")
-    decided = [p for p in board.pairwise if p.verdict != "undecided"]
-    lines += [f"Verdicts (sign-flip test, Holm over {len(board.pairwise)} pairs): "
-              + ("; ".join(f"{p.a if p.verdict == 'a>b' else p.b} > {p.b if p.verdict == 'a>b' else p.a} "
-                           f"(Holm p {p.p_holm:.4f}, {p.n_questions} questions)" for p in decided) or "none"), ""]
-    return "\n".join(lines)
-
-
-def leaderboard_csv(board: Leaderboard) -> str:
-    """The table(s) as CSV through the platform's CSV writer (spreadsheet formulas escaped); a ``group`` column
-    holds the breakdown value ('' for the overall rows)."""
-    from annotation.services.exports import csv_text
-
-    return csv_text(header=["group", *table_columns(board)],
-                    rows=[[title or "", *table_cells(board, r)] for title, rows in _sections(board) for r in rows])
-
-
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-        "}": r"\}", "–": "--", "−": "--", "μ": r"$\mu$", "σ": r"$\sigma$", "²": r"$^2$", "π": r"$\pi$",
-        "∝": r"$\propto$", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _tex(text: str) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in text)
-
-
-def leaderboard_latex(board: Leaderboard) -> str:
-    """The table(s) as LaTeX ``tabular`` environments (booktabs rules); the notes column is left out (it is prose:
-    the Markdown and CSV carry it)."""
-    parts = []
-    for title, rows in _sections(board):
-        cols = table_columns(board)[:-1]
-        body = [r"\begin{tabular}{l" + "r" * (len(cols) - 1) + "}", r"\toprule",
-                " & ".join(_tex(c) for c in cols) + r" \\", r"\midrule"]
-        body += [" & ".join(_tex(c) for c in table_cells(board, r)[:-1]) + r" \\" for r in rows]
-        body += [r"\bottomrule", r"\end{tabular}"]
-        caption = f"% {title}" if title else f"% Leaderboard: {board.benchmark or 'all benchmarks'}; ORCA " \
-                                             f"{board.model_version or 'none'}"
-        parts.append("\n".join([caption] + body))
-    return "\n\n".join(parts) + "\n"
-
-
-def leaderboard_datasheet_section(benchmark) -> str:
-    """The datasheet's leaderboard section for a dataset export of ``benchmark`` (a ``Benchmark`` or None)."""
-    board = leaderboard_compute(benchmark=benchmark.name if benchmark is not None else None)
-    return leaderboard_markdown(board, heading_level=2)
-
-
-def leaderboard_render(board: Leaderboard, *, fmt: str) -> str:
-    """``board`` in one of :data:`FORMATS`."""
-    import json
-
-    if fmt == "json":
-        return json.dumps(board.as_json())
-    return {"csv": leaderboard_csv, "markdown": leaderboard_markdown, "latex": leaderboard_latex}[fmt](board)
-
-
-def forest_plot_svg(board: Leaderboard) -> str:
-    """Forest plot of the overall rows: the human-only estimate and the ORCA-assisted one, each with the interval
-    named on its row (no interval below the minimum of questions), and ORCA's mean μ.
-
-    Returns an inline ``<svg …>`` string (matplotlib, Agg backend, no pyplot state; as the agreement chart).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    rows = board.rows
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-leaderboard", "font.size": 9}):
-        fig = Figure(figsize=(7, 0.35 * max(len(rows), 3) + 1.0), layout="constrained")
-        ax = fig.subplots()
-        ys = np.arange(len(rows))[::-1]
-        labelled = set()
-
-        def draw(estimate: stats.Estimate | None, y: float, marker: str, colour: str, label: str) -> None:
-            if estimate is None:
-                return
-            x = estimate.estimate
-            lo, hi = estimate.ci or (x, x)
-            ax.errorbar(x, y, xerr=[[max(0.0, x - lo)], [max(0.0, hi - x)]], fmt=marker, color=colour, capsize=3,
-                        markersize=4, mfc=colour if estimate.ci else "white",
-                        label=None if label in labelled else label)
-            labelled.add(label)
-
-        for y, r in zip(ys, rows):
-            draw(r.human, y + 0.14, "o", "tab:blue", "human only (classical / active without ORCA)")
-            draw(r.with_orca, y - 0.14, "s", "tab:green", "with ORCA (PPI++ / active)")
-            if r.orca is not None:
-                ax.plot(r.orca["mu"], y, marker="x", color="tab:orange", linestyle="none",
-                        label=None if "ORCA mean μ" in labelled else "ORCA mean μ")
-                labelled.add("ORCA mean μ")
-        ax.set_yticks(ys, [row_label(r) for r in rows])
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("mean correctness (normalised, (r − 1)/4); 95 % CI; hollow: too few questions for an interval")
-        ax.grid(True, axis="x", alpha=0.3)
-        if labelled:
-            ax.legend(loc="lower right", fontsize=7)
-        if not rows:
-            ax.text(0.5, 0.5, "no candidate answers yet", ha="center", va="center", transform=ax.transAxes)
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
-
-
-def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
+def leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
     """What the leaderboard reads, as a tuple that changes whenever its figures can: the valid ratings, the ORCA
     predictions (cross-fitted ones included), the candidate answers, the judges' scores and active flags, the
     routing decisions and fixed draws, the benchmarks' routing settings and the leaderboard settings. A handful of
@@ -539,21 +366,3 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
             settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()),
             *population_state())
-
-
-def leaderboard_cached(
-    *, benchmark: str | None = None, by: str | None = None,
-) -> tuple[Leaderboard, str]:
-    """(leaderboard, forest plot SVG) of ``benchmark`` and ``by`` as :func:`leaderboard_compute` and
-    :func:`forest_plot_svg` give them, computed once per change of the data they read
-    (:func:`_leaderboard_data_state`) and kept in the cache, so the page, the downloads and the API do not test
-    and draw on every request."""
-    from modelling.services.agreement_cache import cached_by_data
-
-    def compute():
-        data = leaderboard_data_load(benchmark=benchmark)
-        board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
-        return board, forest_plot_svg(board)
-
-    return cached_by_data(name="leaderboard-board-svg", state=_leaderboard_data_state(benchmark=benchmark, by=by),
-                          compute=compute)

@@ -53,10 +53,11 @@ def _three_questions_suffice(settings):
 
 
 def _adjusted_t(values):
-    """The t_adjusted interval by hand: the values plus 0 and 1, Student t with n + 1 df, clipped to [0, 1]."""
+    """The t_adjusted interval by hand: the values plus 0 and 1, Student t with n + 1 df, clipped to [0, 1] (rows
+    keep full precision: compared to 1e-9)."""
     v = np.array(list(values) + [0.0, 1.0])
     half = sps.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
-    return (round(max(0.0, v.mean() - half), 4), round(min(1.0, v.mean() + half), 4))
+    return pytest.approx((max(0.0, v.mean() - half), min(1.0, v.mean() + half)), abs=1e-9)
 
 
 def _model_version(name: str, *, active: bool = False) -> ModelVersion:
@@ -133,7 +134,7 @@ def test_the_figures_equal_hand_computed_ones(store):
     assert good.ci == _adjusted_t([0.875, 1.0, 0.5])
     assert (good.estimator, good.ci_method, good.sampling) == ("classical", "t_adjusted", "uniform")
     assert good.answer_words == 3.0
-    assert (bad.answers, bad.rated_answers, bad.ratings, bad.rated_share) == (3, 2, 3, 0.6667)
+    assert (bad.answers, bad.rated_answers, bad.ratings, bad.rated_share) == (3, 2, 3, pytest.approx(2 / 3))
     assert bad.mean_rating == pytest.approx(5 / 3, abs=1e-4) and bad.sd_rating == pytest.approx(0.57735, abs=1e-4)
     assert bad.mean_correctness == 0.1875
     # two rated questions: a point estimate and no interval, and the row says why
@@ -242,7 +243,7 @@ def test_the_command_prints_json_in_the_documented_shape_and_the_other_formats(s
     assert set(payload) == {"benchmark", "model_version", "prediction_source", "sampling_note", "rows", "pairwise"}
     assert payload["benchmark"] == "B1"
     assert all(set(row) == JSON_ROW_KEYS for row in payload["rows"])
-    assert payload["rows"][0]["ci"] == list(_adjusted_t([0.875, 1.0, 0.5]))
+    assert payload["rows"][0]["ci"] == [round(x, 4) for x in _adjusted_t([0.875, 1.0, 0.5]).expected]
     assert (payload["rows"][0]["ci_method"], payload["rows"][0]["estimator"]) == ("t_adjusted", "classical")
     assert [row["rated_share"] for row in payload["rows"]] == [1.0, 0.6667, 0.0]
     assert [set(p) for p in payload["pairwise"]] == [PAIR_KEYS]  # "unrated" has no label: in no pair
@@ -465,27 +466,27 @@ def test_an_empty_store_gives_an_empty_table_everywhere(client):
 
 
 def test_the_page_and_api_figures_are_computed_once_per_change_of_the_data(store, monkeypatch):
-    from modelling.leaderboard import services
+    from modelling.leaderboard import render, services
 
     calls = []
     real = services.leaderboard_compute
     monkeypatch.setattr(services, "leaderboard_compute", lambda **kw: calls.append(kw) or real(**kw))
-    first, svg = services.leaderboard_cached(benchmark="B1")
-    again, svg_again = services.leaderboard_cached(benchmark="B1")
+    first, svg = render.leaderboard_cached(benchmark="B1")
+    again, svg_again = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 1 and again.as_api() == first.as_api() and svg_again == svg
     # a new valid rating changes the figures: computed again, and the new rating counts
     unrated = store["answers"][("unrated", 0)]
     RatingFactory(candidate=unrated, annotator=AnnotatorFactory(), score=4)
-    fresh, _ = services.leaderboard_cached(benchmark="B1")
+    fresh, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 2
     assert next(r for r in fresh.rows if r.lalm == "unrated").ratings == 1
     # so does retiring a judge
     Judge.objects.filter(name="j1").update(is_active=False)
-    retired, _ = services.leaderboard_cached(benchmark="B1")
+    retired, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 3 and "j1" not in retired.judges
     # and a routing decision (the sampling changes)
     RoutingDecision.objects.create(candidate=unrated, reason="audit", detail="")
-    routed, _ = services.leaderboard_cached(benchmark="B1")
+    routed, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 4 and next(r for r in routed.rows if r.lalm == "good").sampling == "routed"
 
 

@@ -8,14 +8,9 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Assignment, CandidateAnswer, Question, Rating
+from modelling.leaderboard.render import leaderboard_markdown
 from modelling.leaderboard.selectors import leaderboard_data_load
-from modelling.leaderboard.services import (
-    LeaderboardConfig,
-    PredictionSet,
-    leaderboard_build,
-    leaderboard_compute,
-    leaderboard_markdown,
-)
+from modelling.leaderboard.services import LeaderboardConfig, PredictionSet, leaderboard_build, leaderboard_compute
 from modelling.models import ActiveDraw, RoutingDecision
 from tests.factories import (
     AnnotatorFactory,

@@ -3,12 +3,9 @@ verdicts, judges, ORCA) as text."""
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Benchmark
+from modelling.leaderboard.render import FORMATS, leaderboard_render
 from modelling.leaderboard.selectors import leaderboard_by_check
-from modelling.leaderboard.services import (
-    FORMATS,
-    leaderboard_compute,
-    leaderboard_render,
-)
+from modelling.leaderboard.services import leaderboard_compute
 
 
 class Command(BaseCommand):
