@@ -197,20 +197,29 @@ _ROW_FIELDS = {
 }
 _PAIR_FIELDS = {
     "a": serializers.CharField(), "b": serializers.CharField(),
-    "n_questions": serializers.IntegerField(help_text="Shared rated questions."),
+    "n_questions": serializers.IntegerField(
+        help_text="Counted shared questions: rated for both, chosen at random (all rated ones under the uniform "
+                  "policy, the audit share under routing, the draw share under the active design)."),
     "diff": serializers.FloatField(allow_null=True, help_text="Mean of a − b over them (normalised scale)."),
     "ci": serializers.ListField(child=serializers.FloatField(), allow_null=True,
-                                help_text="95 % interval of the difference (not adjusted for multiplicity)."),
-    "p_holm": serializers.FloatField(allow_null=True, help_text="Sign-flip test p, Holm-corrected over all pairs."),
+                                help_text="Confidence sequence for the mean difference a − b at the pair's Holm "
+                                          "level (valid at every look)."),
+    "level": serializers.FloatField(help_text="α of the confidence sequence: the pair's Holm level."),
+    "e_value": serializers.FloatField(allow_null=True, help_text="Capital of the betting test of equal means now."),
+    "p_anytime": serializers.FloatField(help_text="Anytime-valid p: 1 / the largest capital so far (≤ 1)."),
+    "p_holm": serializers.FloatField(help_text="Anytime p, Holm-adjusted over all pairs."),
     "verdict": serializers.ChoiceField(choices=["a>b", "b>a", "undecided"]),
-    "p_value": serializers.FloatField(allow_null=True, help_text="The sign-flip test's p before correction."),
-    "note": serializers.CharField(help_text="Why a pair was not tested ('' when it was)."),
+    "method": serializers.CharField(help_text="The verdict's method: betting_holm (anytime-valid betting test "
+                                              "of equal means, Waudby-Smith & Ramdas 2024, Holm over all pairs)."),
+    "pairs": serializers.IntegerField(help_text="Pairs Holm's correction runs over."),
+    "note": serializers.CharField(help_text="Why a pair cannot have a verdict yet ('' otherwise)."),
 }
 
 
 class LeaderboardView(APIView):
     """The LALM leaderboard (experts and admins): per-LALM estimates named with their estimator and interval
-    method, human-only and ORCA-assisted, judges, ORCA, verdicts between LALMs (sign-flip test, Holm-corrected)
+    method, human-only and ORCA-assisted, judges, ORCA, verdicts between LALMs (anytime-valid betting test of
+    equal means, Holm over all pairs)
     and system-level agreement."""
 
     permission_classes = [IsExpertOrAdmin]
@@ -222,6 +231,7 @@ class LeaderboardView(APIView):
             "model_version": serializers.CharField(allow_null=True, help_text="The ORCA model version used."),
             "prediction_source": serializers.ChoiceField(choices=["crossfit", "active", "none"]),
             "sampling_note": serializers.CharField(help_text="How the rated answers were chosen, in words."),
+            "verdict_method": serializers.CharField(help_text="The verdicts' method in words."),
             "rows": inline_serializer("LeaderboardRow", fields=_ROW_FIELDS, many=True),
             "pairwise": inline_serializer("LeaderboardPair", fields=_PAIR_FIELDS, many=True),
             "by": serializers.CharField(required=False),

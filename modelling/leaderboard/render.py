@@ -14,7 +14,7 @@ import io
 import numpy as np
 
 from modelling.leaderboard import services, stats
-from modelling.leaderboard.services import Leaderboard, LeaderboardRow
+from modelling.leaderboard.services import Leaderboard, LeaderboardRow, pair_title
 
 #: Download formats of the page and the ``leaderboard`` command.
 FORMATS = ("json", "csv", "markdown", "latex")
@@ -84,9 +84,10 @@ def leaderboard_markdown(board: Leaderboard, *, heading_level: int = 2) -> str:
         lines += ["| " + " | ".join(_md(c) for c in table_cells(board, r)) + " |" for r in rows]
         lines.append("")
     decided = [p for p in board.pairwise if p.verdict != "undecided"]
-    lines += [f"Verdicts (sign-flip test, Holm over {len(board.pairwise)} pairs): "
+    lines += [f"Verdicts ({board.verdict_method}): "
               + ("; ".join(f"{p.a if p.verdict == 'a>b' else p.b} > {p.b if p.verdict == 'a>b' else p.a} "
-                           f"(Holm p {p.p_holm:.4f}, {p.n_questions} questions)" for p in decided) or "none"), ""]
+                           f"({p.n_questions} questions{pair_title(p, 1 if p.verdict == 'a>b' else -1)})"
+                           for p in decided) or "none"), ""]
     return "\n".join(lines)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from modelling.leaderboard import stats
+from modelling.leaderboard import planner, stats, verdicts
 from modelling.leaderboard.population import Population, population_load, population_state
 from modelling.leaderboard.rows import LeaderboardRow, _count, _round, _rows, _value  # noqa: F401 (re-exported)
 from modelling.leaderboard.selectors import (
@@ -115,14 +115,13 @@ class LeaderboardConfig:
     """The leaderboard's thresholds (settings ``LEADERBOARD_*``; README, Leaderboard)."""
 
     min_questions: int = stats.MIN_QUESTIONS
-    min_shared: int = stats.MIN_SHARED_QUESTIONS
-    sign_flips: int = stats.SIGN_FLIPS
+    min_shared: int = verdicts.MIN_SHARED_QUESTIONS
+    #: Seed of the budget planner's simulations (the plans are reproducible).
     seed: int = 0
 
     @classmethod
     def from_settings(cls, *, seed: int = 0) -> LeaderboardConfig:
-        return cls(settings.LEADERBOARD_MIN_QUESTIONS, settings.LEADERBOARD_MIN_SHARED_QUESTIONS,
-                   settings.LEADERBOARD_SIGN_FLIPS, seed)
+        return cls(settings.LEADERBOARD_MIN_QUESTIONS, settings.LEADERBOARD_MIN_SHARED_QUESTIONS, seed)
 
 
 @dataclass
@@ -134,19 +133,27 @@ class Leaderboard:
     prediction_source: str
     ppi_note: str
     rows: list[LeaderboardRow]
-    pairwise: list[stats.PairwiseVerdict]
+    pairwise: list[verdicts.PairwiseVerdict]
     agreement: dict[str, dict | None]
     judges: list[str]
     config: LeaderboardConfig = field(default_factory=LeaderboardConfig)
     by: str | None = None
     groups: list[tuple[str, list[LeaderboardRow]]] = field(default_factory=list)
     generated_at: str = ""
-    #: {LALM: {question: label value}} and {LALM: {question: design weight}}: what the verdicts are computed from.
-    question_values: dict[str, dict[int, float]] = field(default_factory=dict)
-    question_weights: dict[str, dict[int, float]] | None = None
-    answered: dict[str, set] = field(default_factory=dict)
-    #: Mean valid scored ratings per rated answer (the budget planner's ratings per answer).
-    ratings_per_answer: float = 1.0
+    #: What the verdicts and the planner are computed from: counted values, their order, countable questions and
+    #: the queue's cost of a question (:class:`modelling.leaderboard.verdicts.VerdictInputs`).
+    verdict_inputs: verdicts.VerdictInputs = field(default_factory=verdicts.VerdictInputs)
+
+    @property
+    def question_values(self) -> dict[str, dict[int, float]]:
+        """{LALM: {question: human value}} of the counted answers (what the verdicts use)."""
+        return self.verdict_inputs.values
+
+    @property
+    def verdict_method(self) -> str:
+        """The verdicts' method in words, with the number of pairs Holm's correction runs over."""
+        return (f"anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024), Holm over "
+                f"{_count(len(self.pairwise), 'pair')}")
 
     @property
     def sampling_note(self) -> str:
@@ -191,18 +198,18 @@ class Leaderboard:
                     verdict = "worse" if verdict == "better" else "better"
                 title = f"{a} − {b}: " + (f"{diff:+.3f} over {p.n_questions} shared questions" if diff is not None
                                            else "no shared rated question")
-                title += f", Holm p = {p.p_holm:.4f}" if p.p_holm is not None else f" ({p.note})" if p.note else ""
+                title += pair_title(p, sign)
                 cells.append({"other": b, "verdict": verdict, "diff": diff, "title": title})
             out.append({"lalm": a, "cells": cells})
         return out
 
     def as_json(self) -> dict:
         """The command's ``--json`` shape: {"benchmark", "model_version", "prediction_source", "sampling_note",
-        "rows": [...], "pairwise": [{"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict", "p_value",
-        "note"}]} (+ "by", "groups")."""
+        "verdict_method", "rows": [...], "pairwise": [{"a", "b", "n_questions", "diff", "ci", "level", "e_value",
+        "p_anytime", "p_holm", "verdict", "note", "method", "pairs"}]} (+ "by", "groups")."""
         out = {"benchmark": self.benchmark, "model_version": self.model_version,
                "prediction_source": self.prediction_source, "sampling_note": self.sampling_note,
-               "rows": [r.as_json() for r in self.rows],
+               "verdict_method": self.verdict_method, "rows": [r.as_json() for r in self.rows],
                "pairwise": [_pair_json(p) for p in self.pairwise]}
         if self.by:
             out["by"] = self.by
@@ -223,10 +230,24 @@ class Leaderboard:
         return out
 
 
-def _pair_json(p: stats.PairwiseVerdict) -> dict:
+def pair_title(p: verdicts.PairwiseVerdict, sign: int) -> str:
+    """The matrix cell's tooltip after the difference: the confidence sequence (from the row LALM's side), e-value,
+    anytime p and Holm p, or why there is no verdict."""
+    if p.note:
+        return f" ({p.note})"
+    if p.ci is None:
+        return ""
+    low, high = (p.ci[0], p.ci[1]) if sign > 0 else (-p.ci[1], -p.ci[0])
+    return (f"; {1 - p.level:.4g} confidence sequence [{low:+.3f}, {high:+.3f}], e-value {p.e_value:.3g}, "
+            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} (betting test, Holm over {_count(p.pairs, 'pair')})")
+
+
+def _pair_json(p: verdicts.PairwiseVerdict) -> dict:
     out = p.as_dict()
-    for key in ("diff", "p_holm", "p_value"):
-        out[key] = _round(out[key], 6 if key != "diff" else 4)
+    out["diff"] = _round(out["diff"])
+    for key in ("level", "p_anytime", "p_holm"):
+        out[key] = float(f"{out[key]:.6g}")
+    out["e_value"] = float(f"{out['e_value']:.6g}") if math.isfinite(out["e_value"]) else None
     out["ci"] = [_round(v) for v in out["ci"]] if out["ci"] else None
     return out
 
@@ -238,7 +259,7 @@ def leaderboard_compute(
     modality, category or a candidate metadata name.
 
     Args:
-        seed: seed of the Monte-Carlo sign flips of the pairwise test (the figures are reproducible).
+        seed: seed of the budget planner's simulations (the plans are reproducible).
         data: preloaded data (default: :func:`leaderboard_data_load`).
 
     Raises ValueError for an unknown ``by``.
@@ -257,23 +278,11 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code.
     ``population``: the store's population checks (:mod:`modelling.leaderboard.population`; None: none)."""
     ids = sorted(data.answers)
-    labels: dict[str, dict[int, float]] = {}
-    rows = _rows(data, ids, preds, config=config, labels_out=labels, population=population)
-    values: dict[str, dict[int, float]] = {}
-    weights: dict[str, dict[int, float]] = {}
-    for row in rows:
-        chosen = labels.get(row.lalm, {})
-        values[row.lalm] = {data.answers[c]["question"]: _value(data, c) for c in chosen}
-        weights[row.lalm] = {data.answers[c]["question"]: w for c, w in chosen.items()}
-    weighted = any(s == ACTIVE for s in data.sampling.values())
-    rated_order = [r.lalm for r in rows if values[r.lalm]]
-    pairwise = stats.pairwise_verdicts(
-        {name: values[name] for name in rated_order}, weights=weights if weighted else None,
-        min_shared=config.min_shared, n_flips=config.sign_flips, seed=config.seed,
-    )
-    answered: dict[str, set] = defaultdict(set)
-    for cid in ids:
-        answered[data.answers[cid]["lalm"]].add(data.answers[cid]["question"])
+    rows = _rows(data, ids, preds, config=config, population=population)
+    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first())
+    rated_order = [r.lalm for r in rows if inputs.values.get(r.lalm)]
+    pairwise = verdicts.pairwise_verdicts({name: inputs.values[name] for name in rated_order}, order=inputs.order,
+                                          min_shared=config.min_shared)
     human = {r.lalm: r.mean_correctness for r in rows if r.mean_correctness is not None}
     agreement = {}
     if preds.mu:
@@ -286,9 +295,7 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     board = Leaderboard(
         benchmark=benchmark, model_version=preds.model_version, prediction_source=preds.source,
         ppi_note=preds.note, rows=rows, pairwise=pairwise, agreement=agreement, judges=judge_names, config=config,
-        by=by, generated_at=timezone.now().isoformat(timespec="seconds"), question_values=values,
-        question_weights=weights if weighted else None, answered=dict(answered),
-        ratings_per_answer=_ratings_per_answer(data),
+        by=by, generated_at=timezone.now().isoformat(timespec="seconds"), verdict_inputs=inputs,
     )
     if by is not None:
         groups: dict[str, list[int]] = defaultdict(list)
@@ -299,15 +306,16 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     return board
 
 
-def _ratings_per_answer(data: LeaderboardData) -> float:
-    n_scores = [len(s) for s in data.scores.values() if s]
-    return float(np.mean(n_scores)) if n_scores else 1.0
+def _audit_first() -> bool:
+    """Audit answers have the queue's top priority under routing (``ROUTING_AUDIT_PRIORITY`` above the high
+    priority), so the queue serves the audit share first."""
+    return settings.ROUTING_AUDIT_PRIORITY > max(settings.ROUTING_HIGH_PRIORITY, 0)
 
 
 def _difference_spread(board: Leaderboard) -> float | None:
     """The spread of true differences between two of the board's LALMs, by the method of moments: √(2 · (the
     variance of the headline estimates − their mean squared standard error)), at least 0.02; None with fewer than
-    three estimates with an interval."""
+    three estimates with an interval (the planner then does not shrink)."""
     rows = [r.headline for r in board.rows if r.headline is not None and r.headline.se is not None]
     if len(rows) < 3:
         return None
@@ -315,29 +323,27 @@ def _difference_spread(board: Leaderboard) -> float | None:
     return max(0.02, math.sqrt(2 * max(between, 0.0)))
 
 
-def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.BudgetPlan:
-    """About how many more ratings give a verdict between ``a`` and ``b`` with 80 % power at the pair's Holm level
-    (:func:`modelling.leaderboard.stats.holm_level`: the level of Holm's next step given the verdicts the table
-    already has, over every pair of rated LALMs).
+def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.PairPlan:
+    """About how many more ratings, under the benchmark's queue and policy, decide ``a`` against ``b`` with 80 %
+    power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
+    else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
+    spread of this table's estimates (:func:`_difference_spread`).
 
-    Raises ValueError when the two LALMs share fewer than 2 labelled questions.
+    Raises ValueError when either LALM has no counted rated answer or a == b.
     """
-    va, vb = board.question_values.get(a, {}), board.question_values.get(b, {})
-    shared = sorted(set(va) & set(vb))
-    if len(shared) < 2:
-        raise ValueError(f"{a} and {b} share {len(shared)} rated questions; the planner needs at least 2")
-    rated = sum(1 for values in board.question_values.values() if values)
-    pairs = max(1, rated * (rated - 1) // 2)
-    weights = None
-    if board.question_weights is not None:  # the active design: each question weighs 1/(π_a π_b), as in the test
-        wa, wb = board.question_weights.get(a, {}), board.question_weights.get(b, {})
-        weights = [wa[q] * wb[q] for q in shared]
-    return stats.budget_plan(
-        diffs=[va[q] - vb[q] for q in shared], weights=weights, prior_sd=_difference_spread(board),
-        ratings_per_answer=board.ratings_per_answer,
-        available_questions=len(board.answered.get(a, set()) & board.answered.get(b, set())),
-        level=stats.holm_level(pairs=pairs, decided=min(board.decided, pairs - 1)),
-        min_shared=board.config.min_shared,
+    inputs = board.verdict_inputs
+    if a == b or not inputs.values.get(a) or not inputs.values.get(b):
+        raise ValueError(f"{a} and {b}: the planner needs two different LALMs with counted rated answers")
+    pair = next((p for p in board.pairwise if {p.a, p.b} == {a, b}), None)
+    if pair is None:
+        raise ValueError(f"{a} and {b} are not a pair of this leaderboard")
+    d = verdicts.pair_sequence(inputs.values, inputs.order, a, b)
+    countable = inputs.countable.get(a, set()) & inputs.countable.get(b, set())
+    return planner.plan_pair(
+        d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
+        answers_per_question=inputs.answers_per_question, ratings_per_answer=inputs.ratings_per_answer,
+        counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
+        prior_sd=_difference_spread(board),
     )
 
 

@@ -1,5 +1,5 @@
 """Statistics of the leaderboard, Django-free: per-LALM means with validated confidence intervals (human-only,
-prediction-powered, active), verdicts between LALMs, system-level rank agreement and the budget planner.
+prediction-powered, active) and system-level rank agreement.
 
 Scale: every value here is on the normalised correctness scale y = (r − 1)/4 ∈ [0, 1] (ORCA paper, section 4.2);
 an answer's human value is the mean of its valid ratings on that scale.
@@ -40,17 +40,12 @@ routing policies, at the sample sizes users have:
 No finite-population correction enters the t intervals of uniform samples: they are conservative by up to
 √(1 − n/N). Intervals are clipped to [0, 1].
 
-Verdicts (:func:`pairwise_verdicts`): paired differences over the questions both LALMs answered and humans rated,
-an exact (≤ 15 questions) or Monte-Carlo sign-flip permutation test of the mean difference (valid at small n and with
-ties; a constant difference gives p = 2^(1 − n), never 0), Holm's correction over every pair (``statsmodels``), a
-``t_adjusted`` interval of the difference (pseudo-values −1 and 1) that must exclude 0, and no verdict below
-``min_shared`` shared questions. The budget planner (:func:`budget_plan`) gives the shared
-questions for 80 % power of that test at the pair's Holm level (``statsmodels`` t-test power).
+Verdicts between LALMs (anytime-valid betting test of equal means, Holm over all pairs) are in
+:mod:`modelling.leaderboard.verdicts`, the budget planner in :mod:`modelling.leaderboard.planner`.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,14 +58,6 @@ CONFIDENCE = 0.95
 UNIFORM_FLOOR = 0.2
 #: Fewest rated questions (answers of one LALM) for any interval (``LEADERBOARD_MIN_QUESTIONS``).
 MIN_QUESTIONS = 5
-#: Fewest shared rated questions for a verdict between two LALMs (``LEADERBOARD_MIN_SHARED_QUESTIONS``).
-MIN_SHARED_QUESTIONS = 10
-#: Monte-Carlo sign flips of the permutation test above :data:`EXACT_SIGN_FLIPS_UP_TO` questions.
-SIGN_FLIPS = 10_000
-#: Up to this many questions the sign-flip test enumerates all 2^n sign patterns (exact p-values).
-EXACT_SIGN_FLIPS_UP_TO = 15
-#: Power the budget planner aims at.
-PLANNER_POWER = 0.8
 
 #: Estimator names (``estimator`` of a leaderboard row).
 CLASSICAL, PPI, ACTIVE = "classical", "ppi++", "active"
@@ -376,44 +363,6 @@ def active_mean(
     return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, df, g)
 
 
-# --- comparing LALMs ---------------------------------------------------------------------------------------------
-
-
-def sign_flip_test(
-    d: Sequence[float], *, w: Sequence[float] | None = None, n_flips: int = SIGN_FLIPS,
-    seed: int | Sequence[int] = 0,
-) -> float:
-    """Two-sided sign-flip permutation test that the paired differences ``d`` are symmetric about 0 (the two LALMs
-    are exchangeable on every question); returns the p-value.
-
-    Args:
-        d: (n,) paired differences, one per question (n >= 1).
-        w: (n,) positive weights of the questions (None: equal); the statistic is the weighted mean Σ w d / Σ w.
-        n_flips: Monte-Carlo sign patterns when n > :data:`EXACT_SIGN_FLIPS_UP_TO` (seeded by ``seed``).
-
-    p = the share of sign patterns s whose statistic Σ w s d / Σ w is at least as far from 0 as the observed one:
-    exact over all 2^n patterns up to :data:`EXACT_SIGN_FLIPS_UP_TO` questions (as
-    ``scipy.stats.permutation_test`` with ``permutation_type="samples"`` computes it), else
-    (1 + count)/(n_flips + 1), a valid Monte-Carlo p-value. Raises ValueError for an empty ``d``.
-    """
-    d = np.asarray(d, dtype=np.float64)
-    if d.size == 0:
-        raise ValueError("the sign-flip test needs at least one difference")
-    weights = np.ones(d.size) if w is None else np.asarray(w, dtype=np.float64)
-    weighted = weights * d / weights.sum()
-    observed = abs(float(weighted.sum()))
-    if d.size <= EXACT_SIGN_FLIPS_UP_TO:
-        codes = np.arange(2 ** d.size, dtype=np.int64)[:, None]
-        signs = ((codes >> np.arange(d.size)) & 1) * 2.0 - 1.0
-        return float(np.count_nonzero(np.abs(signs @ weighted) >= observed - 1e-12) / signs.shape[0])
-    rng = np.random.default_rng(seed)
-    extreme = 0
-    for start in range(0, n_flips, 2000):  # bounded memory for long benchmarks
-        signs = rng.choice([-1.0, 1.0], size=(min(2000, n_flips - start), d.size))
-        extreme += int(np.count_nonzero(np.abs(signs @ weighted) >= observed - 1e-12))
-    return (1 + extreme) / (n_flips + 1)
-
-
 def adjusted_t_parts(
     values: Sequence[float], *, low: float, high: float, weights: Sequence[float] | None = None,
 ) -> tuple[float, float, int]:
@@ -454,96 +403,6 @@ def stratified(parts: Sequence[tuple[int, Estimate]], *, confidence: float = CON
                     names, centre, se, df, max(e.raters for _, e in parts))
 
 
-@dataclass(frozen=True)
-class PairwiseVerdict:
-    """Mean difference of two LALMs over the questions both answered and humans rated, a − b, and the verdict.
-
-    Attributes:
-        a, b: the two LALMs (a listed first: the better of the two in the table's order).
-        n_questions: shared rated questions.
-        diff: mean over them of (a's value − b's value) (weighted under the active design), in [−1, 1]; None with
-            no shared question.
-        ci: 95 % ``t_adjusted`` interval of the mean difference, pseudo-values −1 and 1 (not adjusted for
-            multiplicity; None below ``min_shared``).
-        p_value: the sign-flip test's two-sided p (None below ``min_shared``).
-        p_holm: Holm-corrected over every pair tested.
-        verdict: ``a>b`` or ``b>a`` where p_holm < 1 − confidence and ``ci`` excludes 0, else ``undecided``.
-        note: why a pair is undecided without a test ('' otherwise).
-    """
-
-    a: object
-    b: object
-    n_questions: int
-    diff: float | None
-    ci: tuple[float, float] | None
-    p_value: float | None
-    p_holm: float | None
-    verdict: str
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        """{"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict"} plus "p_value" and "note"."""
-        return {"a": self.a, "b": self.b, "n_questions": self.n_questions, "diff": self.diff,
-                "ci": list(self.ci) if self.ci else None, "p_holm": self.p_holm, "verdict": self.verdict,
-                "p_value": self.p_value, "note": self.note}
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (same order), via ``statsmodels.stats.multitest.multipletests``."""
-    if len(p_values) == 0:
-        return []
-    from statsmodels.stats.multitest import multipletests
-
-    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
-
-
-def pairwise_verdicts(
-    values: Mapping[object, Mapping[object, float]], *, weights: Mapping[object, Mapping[object, float]] | None = None,
-    confidence: float = CONFIDENCE, min_shared: int = MIN_SHARED_QUESTIONS, n_flips: int = SIGN_FLIPS,
-    seed: int = 0,
-) -> list[PairwiseVerdict]:
-    """Every pair of LALMs: paired mean difference over shared questions, sign-flip test, Holm over all pairs.
-
-    Args:
-        values: {LALM: {question: the answer's human value}}, the labels only; LALMs in the table's order.
-        weights: {LALM: {question: design weight 1/π}} under the active design (a question's weight in a pair is
-            the product of the two answers' weights: both were drawn independently); None: equal weights.
-        min_shared: fewest shared questions for a test; pairs with fewer are ``undecided`` with a note.
-        n_flips, seed: Monte-Carlo sign flips above :data:`EXACT_SIGN_FLIPS_UP_TO` shared questions (pair i uses
-            the seed (seed, i), so results do not depend on which other pairs exist).
-
-    A verdict needs the Holm-corrected p below 1 − confidence and the difference's interval to exclude 0; a
-    constant difference over n questions gets p = 2^(1 − n) and an interval as wide as its pseudo-values make it,
-    so zero variance never decides by itself.
-    """
-    names = list(values)
-    alpha = 1.0 - confidence
-    raw = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared = sorted(set(values[a]) & set(values[b]), key=str)
-            n = len(shared)
-            d = np.array([values[a][q] - values[b][q] for q in shared], dtype=np.float64)
-            w = None if weights is None else np.array([weights[a][q] * weights[b][q] for q in shared])
-            diff = None if n == 0 else float(np.average(d, weights=w))
-            if n < min_shared:
-                raw.append([a, b, n, diff, None, None, f"{n} shared rated questions (a verdict needs {min_shared})"])
-                continue
-            centre, se, df = adjusted_t_parts(d, low=-1.0, high=1.0, weights=w)
-            half = _t(confidence, df) * se
-            ci = (max(centre - half, -1.0), min(centre + half, 1.0))
-            raw.append([a, b, n, diff, ci, sign_flip_test(d, w=w, n_flips=n_flips, seed=[seed, len(raw)]), ""])
-    adjusted = iter(holm([r[5] for r in raw if r[5] is not None]))
-    out = []
-    for a, b, n, diff, ci, p, note in raw:
-        p_holm = next(adjusted) if p is not None else None
-        verdict = "undecided"
-        if p_holm is not None and p_holm < alpha and (ci[0] > 0 or ci[1] < 0):
-            verdict = "a>b" if ci[0] > 0 else "b>a"
-        out.append(PairwiseVerdict(a, b, n, diff, ci, p, p_holm, verdict, note))
-    return out
-
-
 def rank_agreement(reference: Mapping[object, float], other: Mapping[object, float]) -> dict | None:
     """System-level agreement of two rankings of LALMs: Spearman ρ and Kendall τ-b (``scipy.stats``).
 
@@ -567,191 +426,3 @@ def rank_agreement(reference: Mapping[object, float], other: Mapping[object, flo
         return None if x is None or not np.isfinite(x) else float(x)
 
     return {"rho": clean(rho), "tau": clean(tau), "n": len(shared)}
-
-
-# --- the budget planner ----------------------------------------------------------------------------------------
-
-
-def holm_level(*, pairs: int, decided: int, confidence: float = CONFIDENCE) -> float:
-    """The level at which Holm's step-down procedure over ``pairs`` tests judges its next pair once ``decided``
-    pairs already have a verdict: (1 − confidence)/(pairs − decided) (Holm 1979)."""
-    if pairs < 1 or not 0 <= decided < pairs:
-        raise ValueError(f"need 0 <= decided < pairs, got decided={decided}, pairs={pairs}")
-    return (1.0 - confidence) / (pairs - decided)
-
-
-def sign_flip_min_questions(level: float) -> int:
-    """Fewest questions for which the exact sign-flip test can reach ``level`` at all: 2^(1 − n) <= level."""
-    return max(1, int(math.ceil(1.0 + math.log2(1.0 / level) - 1e-12)))
-
-
-@dataclass(frozen=True)
-class BudgetPlan:
-    """About how many more human ratings give a verdict between two LALMs with 80 % power.
-
-    Attributes:
-        n_shared: questions both LALMs answered that are rated for both now.
-        mean_diff: the observed mean difference (normalised scale).
-        sd_diff: standard deviation of the paired differences.
-        level: the pair's Holm level (:func:`holm_level`) the test must reach.
-        power: the power planned for (0.8).
-        ratings_per_answer: mean valid ratings per rated answer (k).
-        needed_if_exact: shared rated questions for that power at that level if the observed difference and spread
-            were exact: the one-sample t-test's sample size (``statsmodels`` ``TTestPower``) for effect |mean|/sd, at
-            least :func:`sign_flip_min_questions` and the verdict's minimum of shared questions; None when the
-            observed difference is 0.
-        needed_questions: the same allowing for the uncertainty of the observed difference and spread (the power
-            averaged over their posterior from ``n_shared`` questions, "assurance"); None below ``min_shared``
-            shared questions (or effective ones, under design weights) or when no number of questions reaches the
-            power: ``note`` says why.
-        more_ratings: 2 · k · max(0, needed_questions − n_shared): two answers per question, k ratings each.
-        available_questions: questions both LALMs answered (rated or not): the most a study can use.
-        reachable: needed_questions is known and at most ``available_questions``.
-        note: why there is no plan ('' when there is one).
-    """
-
-    n_shared: int
-    mean_diff: float
-    sd_diff: float
-    level: float
-    power: float
-    ratings_per_answer: float
-    needed_if_exact: int | None
-    needed_questions: int | None
-    more_ratings: int | None
-    available_questions: int
-    reachable: bool
-    note: str = ""
-
-
-#: Quantile nodes of the posterior the assured power averages over (a 48 × 48 grid of the difference and its sd).
-_ASSURANCE_NODES = (np.arange(48) + 0.5) / 48
-
-
-def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: float, confidence: float = CONFIDENCE,
-                              limit: int = 100_000) -> int:
-    """The smallest n >= ``start`` at which the verdict's other condition, the ``t_adjusted`` interval of the
-    difference (pseudo-values −1 and 1) excluding 0, also has ``power``: the t-test power of the padded values'
-    expected centre n·mean/(n + 2) and spread at 1 − ``confidence`` (it binds with few pairs and few questions)."""
-    from statsmodels.stats.power import TTestPower
-
-    n = start
-    while n < limit:
-        centre = n * mean / (n + 2)
-        spread = ((n - 1) * sd * sd + n * (mean - centre) ** 2 + (1 + centre) ** 2 + (1 - centre) ** 2) / (n + 1)
-        if TTestPower().power(effect_size=abs(centre) / math.sqrt(spread), nobs=n + 2, alpha=1 - confidence) >= power:
-            return n
-        n = max(n + 1, int(n * 1.05))
-    return limit
-
-
-def _exact_plan_n(*, mean: float, sd: float, level: float, power: float, floor: int) -> int:
-    """Shared questions for ``power`` at ``level`` if ``mean`` and ``sd`` were the truth (see :class:`BudgetPlan`)."""
-    from statsmodels.stats.power import TTestPower
-
-    needed = floor
-    effect = math.inf if sd == 0 else abs(mean) / sd
-    if sd > 0 and TTestPower().power(effect_size=effect, nobs=floor, alpha=level) < power:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # statsmodels' root finder warns before it returns NaN
-            n_t = float(np.asarray(TTestPower().solve_power(
-                effect_size=effect, alpha=level, power=power, alternative="two-sided")).reshape(-1)[0])
-        if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
-            n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
-        needed = max(floor, int(math.ceil(n_t)))
-    return _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
-
-
-def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float, prior_sd: float | None = None) -> float:
-    """The t-test's power at n questions to find the difference in the observed direction, averaged over the
-    posterior of the true difference and spread given n0 observed differences (mean, sd): σ² ~ sd²·(n0 − 1)/
-    χ²_{n0−1}, and δ | σ ~ N(mean, σ²/n0) under a flat prior, or shrunk towards 0 under a N(0, prior_sd²) prior on
-    the difference of two LALMs — "assurance" (O'Hagan, Stevens & Campbell, *Pharmaceutical Statistics* 2005)."""
-    sigmas = sd * np.sqrt((n0 - 1) / sps.chi2.ppf(_ASSURANCE_NODES, n0 - 1))
-    if prior_sd is None:
-        centres, spreads = np.full(sigmas.size, abs(mean)), sigmas / math.sqrt(n0)
-    else:  # the normal prior's posterior: precision-weighted towards 0
-        precision = 1.0 / prior_sd ** 2 + n0 / sigmas ** 2
-        centres, spreads = abs(mean) * (n0 / sigmas ** 2) / precision, 1.0 / np.sqrt(precision)
-    deltas = centres[:, None] + spreads[:, None] * sps.norm.ppf(_ASSURANCE_NODES)[None, :]
-    critical = sps.t.isf(level / 2, n - 1)
-    return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sigmas[:, None] * math.sqrt(n))))
-
-
-def budget_plan(
-    *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
-    weights: Sequence[float] | None = None, prior_sd: float | None = None, power: float = PLANNER_POWER,
-    min_shared: int = MIN_SHARED_QUESTIONS, limit: int = 100_000,
-) -> BudgetPlan:
-    """Plan the shared rated questions (and ratings) that give the verdict between two LALMs ``power`` at
-    ``level`` (the pair's Holm level).
-
-    Args:
-        diffs: (n,) observed paired differences a − b over the shared rated questions (n >= 2).
-        ratings_per_answer: k, mean valid ratings per rated answer (> 0).
-        available_questions: questions both LALMs answered (rated or not).
-        level: the significance level the pair must reach (0 < level < 1).
-        weights: (n,) design weights of the questions (the active design's 1/(π_a π_b)) or None: the difference and
-            spread are then the weighted ones, and the assurance counts Kish's effective number of questions
-            (Σ w)²/Σ w².
-        prior_sd: the spread of true differences between LALMs (e.g. from the leaderboard's estimates; None: a flat
-            prior): most pairs of LALMs differ little, so a large difference seen on few questions is partly luck,
-            and the assurance shrinks it towards 0 (empirical Bayes).
-        limit: plans above this many questions count as not reachable.
-
-    The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
-    Statistical Hypotheses*), so the t-test's power is used. ``needed_if_exact`` takes the observed difference and
-    spread as the truth (a difference with sd 0 needs only the test's smallest attainable p); the verdict's interval
-    (pseudo-values −1 and 1) must exclude 0 with the same power (:func:`_interval_excludes_zero_n`).
-    ``needed_questions`` averages the power over the uncertainty of the observed difference and spread
-    (:func:`_assured_power`), and needs ``min_shared`` shared questions to plan on: from a handful the observed
-    difference says too little (planned from 2–4, the realised power was 0.04–0.19 in ``bench/leaderboard.py``).
-    Raises ValueError for bad arguments.
-    """
-    d = np.asarray(diffs, dtype=np.float64)
-    if d.size < 2:
-        raise ValueError("the budget planner needs at least 2 shared rated questions")
-    if ratings_per_answer <= 0:
-        raise ValueError("ratings_per_answer must be positive")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    mean = float(np.sum(w * d) / np.sum(w))
-    sd = float(math.sqrt(np.sum(w * (d - mean) ** 2) / np.sum(w) * d.size / (d.size - 1)))
-    n0 = max(2, int(round(float(np.sum(w) ** 2 / np.sum(w * w)))))
-    exact = needed = None
-    note = ""
-    if mean == 0.0:
-        note = "the observed difference is 0"
-    else:
-        floor = max(sign_flip_min_questions(level), min_shared, 2)
-        exact = _exact_plan_n(mean=mean, sd=sd, level=level, power=power, floor=floor)
-        if d.size < min_shared:
-            note = (f"{d.size} shared rated questions are too few to plan on: rate at least {min_shared} shared "
-                    "questions first")
-        elif n0 < min_shared:
-            note = (f"the design weights leave the {d.size} shared rated questions worth {n0} (Kish's effective "
-                    f"number): too few to plan on; rate more shared questions first")
-        elif sd == 0:
-            needed = exact
-        elif _assured_power(limit, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
-            note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "
-                    "any size: rate more shared questions first")
-        else:
-            low, high = exact, exact
-            while _assured_power(high, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
-                low, high = high, min(limit, high * 2)
-            while low < high:  # smallest n with the assured power
-                mid = (low + high) // 2
-                if _assured_power(mid, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) >= power:
-                    high = mid
-                else:
-                    low = mid + 1
-            needed = high
-    more = None if needed is None else int(round(2 * ratings_per_answer * max(0, needed - d.size)))
-    return BudgetPlan(
-        n_shared=int(d.size), mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
-        ratings_per_answer=float(ratings_per_answer), needed_if_exact=exact, needed_questions=needed,
-        more_ratings=more, available_questions=int(available_questions),
-        reachable=needed is not None and needed <= available_questions, note=note,
-    )

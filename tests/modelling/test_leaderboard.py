@@ -43,7 +43,8 @@ JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "r
                  "sd_rating", "design", "estimand",
                  "estimate", "ci", "estimator", "ci_method", "mean_correctness", "human", "ppi", "sampling", "notes",
                  "answer_words", "judges", "orca"}
-PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict", "p_value", "note"}
+PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "level", "e_value", "p_anytime", "p_holm", "verdict", "note",
+             "method", "pairs"}
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +147,8 @@ def test_the_figures_equal_hand_computed_ones(store):
     assert good.orca is None and good.with_orca is None and board.model_version is None
     pair = board.pairwise[0]
     assert (pair.a, pair.b, pair.n_questions, pair.diff, pair.verdict) == ("good", "bad", 2, 0.75, "undecided")
-    assert pair.p_holm is None and pair.note == "2 shared rated questions (a verdict needs 10)"
+    assert pair.ci is None and pair.note == "2 counted shared questions (a verdict needs 10)"
+    assert pair.method == "betting_holm" and pair.pairs == 1 and pair.p_holm == pair.p_anytime > 0.05
 
 
 def test_below_the_minimum_of_questions_no_row_shows_an_interval(store, settings):
@@ -211,18 +213,15 @@ def test_a_stale_cross_fit_says_how_many_answers_lack_a_prediction_and_ppi_stand
     assert good.ci == _adjusted_t([0.875, 1.0, 0.5, 0.75])
 
 
-def test_the_budget_planner_plans_80_percent_power_at_the_pairs_holm_level(store):
-    _crossfit(store)
-    data = leaderboard_data_load(benchmark="B1")
-    board = leaderboard_compute(benchmark="B1", data=data)
+def test_the_budget_planner_needs_enough_counted_questions_to_plan_on(store):
+    board = leaderboard_compute(benchmark="B1")
     plan = leaderboard_budget_plan(board=board, a="good", b="bad")
-    assert plan.n_shared == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
-    # one pair: Holm's level is 0.05; a constant difference needs only the test's smallest p (6 questions), but a
-    # verdict needs 10 shared questions — and two are too few to plan on
-    assert plan.level == pytest.approx(0.05) and plan.power == 0.8
-    assert plan.needed_if_exact == 10 and plan.available_questions == 3 and not plan.reachable
-    assert plan.needed_questions is None and plan.more_ratings is None and "rate at least 10 shared" in plan.note
-    with pytest.raises(ValueError, match="share 0 rated questions"):
+    assert plan.n_counted == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
+    # one pair: Holm's level is 0.05; two counted questions are too few to plan on
+    assert plan.level == pytest.approx(0.05) and plan.power == 0.8 and not plan.decided
+    assert plan.available_questions == 1 and not plan.reachable  # q2: both answered, only good's is rated
+    assert plan.needed_questions is None and plan.more_ratings is None and "rate at least 10 first" in plan.note
+    with pytest.raises(ValueError, match="two different LALMs with counted rated answers"):
         leaderboard_budget_plan(board=board, a="good", b="unrated")
 
 
@@ -240,7 +239,10 @@ def test_the_command_prints_json_in_the_documented_shape_and_the_other_formats(s
     out = StringIO()
     call_command("leaderboard", "--benchmark", "B1", "--json", stdout=out)
     payload = json.loads(out.getvalue())
-    assert set(payload) == {"benchmark", "model_version", "prediction_source", "sampling_note", "rows", "pairwise"}
+    assert set(payload) == {"benchmark", "model_version", "prediction_source", "sampling_note", "verdict_method",
+                            "rows", "pairwise"}
+    assert payload["verdict_method"] == ("anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024), "
+                                         "Holm over 1 pair")
     assert payload["benchmark"] == "B1"
     assert all(set(row) == JSON_ROW_KEYS for row in payload["rows"])
     assert payload["rows"][0]["ci"] == [round(x, 4) for x in _adjusted_t([0.875, 1.0, 0.5]).expected]
@@ -280,9 +282,11 @@ def test_two_questions_rated_four_three_and_three_two_give_no_interval_and_no_ve
     payload = json.loads(out.getvalue())
     assert [row["ci"] for row in payload["rows"]] == [None, None]
     assert [row["estimate"] for row in payload["rows"]] == [0.625, 0.375]
-    assert payload["pairwise"] == [{"a": "A", "b": "B", "n_questions": 2, "diff": 0.25, "ci": None, "p_holm": None,
-                                    "verdict": "undecided", "p_value": None,
-                                    "note": "2 shared rated questions (a verdict needs 10)"}]
+    (pair,) = payload["pairwise"]
+    assert {k: pair[k] for k in ("a", "b", "n_questions", "diff", "ci", "verdict", "note", "method")} == {
+        "a": "A", "b": "B", "n_questions": 2, "diff": 0.25, "ci": None, "verdict": "undecided",
+        "note": "2 counted shared questions (a verdict needs 10)", "method": "betting_holm"}
+    assert pair["level"] == 0.05 and pair["p_holm"] == pair["p_anytime"] > 0.05
 
 
 def test_the_api_serves_experts_and_refuses_annotators(store, client):
@@ -294,6 +298,8 @@ def test_the_api_serves_experts_and_refuses_annotators(store, client):
     assert response.status_code == 200
     body = response.json()
     assert body["rows"][0]["lalm"] == "good" and body["pairwise"][0]["verdict"] == "undecided"
+    assert body["verdict_method"].startswith("anytime-valid betting test of equal means")
+    assert set(body["pairwise"][0]) == PAIR_KEYS and body["pairwise"][0]["method"] == "betting_holm"
     assert body["rows"][0]["ci_method"] == "t_adjusted" and "t_adjusted" in body["ci_methods"]
     assert client.get(url, {"benchmark": "nope"}).status_code == 400
     schema = client.get(reverse("api-schema"), {"format": "json"}).json()
@@ -318,8 +324,9 @@ def test_the_page_shows_estimators_matrix_downloads_and_planner_to_experts_only(
     response = client.get(url, {"benchmark": "B1", "a": "good", "b": "good"})
     assert "Choose two different LALMs" in response.content.decode()
     html = client.get(url, {"benchmark": "B1", "a": "good", "b": "bad"}).content.decode()
-    assert "no plan: 2 shared rated questions are too few to plan on" in html and "Start a cross-fit" in html
-    assert "If the observed difference were exact" in html
+    assert "no plan: 2 counted shared questions are too few to plan on" in html and "Start a cross-fit" in html
+    assert "anytime-valid betting test of equal means (Waudby-Smith &amp; Ramdas 2024), Holm over 1 pair" in html
+    assert "<th scope=\"col\">e-value</th>" in html and "<th scope=\"col\">Anytime p</th>" in html
     # an unknown benchmark or breakdown is said, not a server error
     html = client.get(url, {"benchmark": "nope", "by": "²"}).content.decode()
     assert "Showing all benchmarks" in html
@@ -415,6 +422,27 @@ def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, se
     assert "audit share" in board.sampling_note
 
 
+def test_under_routing_verdicts_and_the_planner_count_audit_questions_only(store, settings):
+    """Keys 0.05 / 0.5 / 0.1 (good) and 0.9 / 0.15 / 0.6 (bad) with a 0.2 audit share: each LALM's counted answers
+    are its audit ones; no question is in the audit for both, so the pair has no counted question and none to come,
+    however many of its routed answers are rated."""
+    answers = store["answers"]
+    keys = {("good", 0): 0.05, ("good", 1, "v2"): 0.5, ("good", 2): 0.1, ("bad", 0): 0.9, ("bad", 1, "v2"): 0.15,
+            ("bad", 2): 0.6}
+    for key, value in keys.items():
+        answers[key].__class__.objects.filter(pk=answers[key].pk).update(random_key=value)
+    RoutingDecision.objects.create(candidate=answers[("good", 1, "v2")], reason="confident_agreeing", detail="")
+    board = leaderboard_compute(benchmark="B1")
+    q = [question.pk for question in store["questions"]]
+    assert board.question_values == {"good": {q[0]: 0.875, q[2]: 0.5}, "bad": {q[1]: 0.25}}
+    (pair,) = board.pairwise
+    assert pair.n_questions == 0 and pair.verdict == "undecided"
+    plan = leaderboard_budget_plan(board=board, a="good", b="bad")
+    assert plan.n_counted == 0 and plan.available_questions == 0 and plan.counted_share == 1.0  # audit served first
+    settings.ROUTING_AUDIT_PRIORITY = 5  # below the high priority: one served question in five is in the audit
+    assert leaderboard_budget_plan(board=leaderboard_compute(benchmark="B1"), a="good", b="bad").counted_share == 0.2
+
+
 def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_over_pi(store):
     """A fixed design on every answer of B1: drawn answers with ratings are the labels, weighted 1/π; the active
     estimate with the cross-fitted μ is the headline, the one without ORCA the human-only figure."""
@@ -503,10 +531,13 @@ def test_a_clear_difference_over_enough_shared_questions_is_a_verdict_in_the_mat
     board = leaderboard_compute(benchmark="Clear")
     (pair,) = board.pairwise
     assert (pair.a, pair.b, pair.n_questions, pair.verdict) == ("strong", "weak", 12, "a>b")
-    assert pair.p_value == pytest.approx(2 ** -11) and pair.ci[0] > 0
+    assert pair.p_anytime <= 0.05 and pair.p_anytime == pytest.approx(1 / max(1.0, pair.e_value)) and pair.ci[0] > 0
     matrix = {row["lalm"]: {c["other"]: c["verdict"] for c in row["cells"]} for row in board.verdict_matrix()}
     assert matrix == {"strong": {"strong": "self", "weak": "better"}, "weak": {"strong": "worse", "weak": "self"}}
     client.force_login(UserFactory(roles=["expert"], is_staff=True))
     html = client.get(reverse("modelling:leaderboard"), {"benchmark": "Clear"}).content.decode()
     assert 'class="verdict-better" title="strong − weak: +0.875 over 12 shared questions' in html
-    assert "strong beats weak" in html and "1 of 1 pairs decided" in html
+    assert "strong beats weak" in html and "1 of 1 pairs decided by the anytime-valid betting test" in html
+    title = next(c["title"] for row in board.verdict_matrix() for c in row["cells"] if c["verdict"] == "better")
+    assert "0.95 confidence sequence [+" in title and "e-value" in title
+    assert "(betting test, Holm over 1 pair)" in title
