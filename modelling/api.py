@@ -143,6 +143,9 @@ _ESTIMATE = {
                                                  "with different sampling are combined)."),
     "ci_method": serializers.CharField(allow_null=True, help_text="The interval method (see ci_methods)."),
     "n": serializers.IntegerField(help_text="Labelled answers used."),
+    "annotators": serializers.IntegerField(allow_null=True, help_text=(
+        "Distinct annotators of the labels when known: the interval then adds their share, two-way clustered over "
+        "answers and annotators (null: annotators unknown, each rating its own cluster).")),
 }
 _ROW_FIELDS = {
     "lalm": serializers.CharField(),
@@ -151,9 +154,21 @@ _ROW_FIELDS = {
     "rated_share": serializers.FloatField(help_text="rated_answers / answers (0–1): the '% rated'."),
     "labels": serializers.IntegerField(help_text="Rated answers the estimates use (the audit share under routing, "
                                                  "the drawn answers under leaderboard precision)."),
-    "ratings": serializers.IntegerField(help_text="Valid scored ratings."),
-    "mean_rating": serializers.FloatField(allow_null=True, help_text="Mean of the valid ratings, 1–5 (Table 5)."),
+    "ratings": serializers.IntegerField(help_text=(
+        "Valid scored ratings the estimate uses: the audit share's under routing, the drawn answers' under "
+        "leaderboard precision, the current design's after a policy switch (ratings_all: every valid one).")),
+    "ratings_all": serializers.IntegerField(help_text="Every valid scored rating of the LALM's answers, "
+                                                      "early-stopped and selected ones included."),
+    "mean_rating": serializers.FloatField(allow_null=True, help_text=(
+        "Mean of the ratings counted in ratings, 1–5 (Table 5); under leaderboard precision each weighted by its "
+        "answer's 1/π.")),
     "sd_rating": serializers.FloatField(allow_null=True, help_text="Their standard deviation (1–5 scale)."),
+    "design": serializers.CharField(help_text=(
+        "The design epoch(s) the estimate uses, e.g. 'current design since 2026-03-01: routing, audit 20 %' or "
+        "'epochs combined (…)'; '' when the benchmark has no recorded epochs.")),
+    "estimand": serializers.CharField(help_text=(
+        "What the estimate is the mean of: 'all answers', or narrower when the population checks find imported "
+        "ratings of a subset, skips, 'unable to judge' holes or unserved questions (see notes).")),
     "estimate": serializers.FloatField(allow_null=True, help_text=(
         "The row's estimate of the LALM's mean correctness (r − 1)/4 over its answers: ppi (with ORCA) when it "
         "has an interval, else human.")),

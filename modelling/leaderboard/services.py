@@ -16,6 +16,10 @@ ratings tends to with more raters. Every estimator below is unbiased for it only
 * ``active`` benchmark (leaderboard precision): the fixed design (u, π) of every answer; drawn answers with
   ratings weigh 1/π — ``active`` (with ORCA's cross-fitted μ when every answer has one, else without).
 
+Which ratings count follows each benchmark's design epochs (:mod:`modelling.leaderboard.designs`), what the rated
+answers stand for is checked (:mod:`modelling.leaderboard.population`), and intervals allow for annotators crossed
+with answers (:mod:`modelling.leaderboard.raters`); the rows are :mod:`modelling.leaderboard.rows`.
+
 With several benchmarks in scope each benchmark is a stratum; the strata's estimates combine by answer share
 (``stratified_t``). Row notes say why an estimator is absent ("cross-fit stale: 312 answers without a
 cross-fitted prediction", "too few questions", "routing chose what was rated …").
@@ -34,6 +38,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from modelling.leaderboard import planner, stats, verdicts
+from modelling.leaderboard.population import Population, population_load, population_state
+from modelling.leaderboard.rows import LeaderboardRow, _count, _round, _rows, _value  # noqa: F401 (re-exported)
 from modelling.leaderboard.selectors import (
     ACTIVE,
     BY_QUESTION_FIELDS,
@@ -44,8 +50,6 @@ from modelling.leaderboard.selectors import (
     leaderboard_data_load,
     leaderboard_group,
 )
-from modelling.orca.data import normalise_rating
-from modelling.services.routing_policy import audit_member
 
 #: Grouping keys of ``--by`` every benchmark has (candidate metadata names add their own:
 #: ``selectors.leaderboard_by_choices``).
@@ -118,96 +122,6 @@ class LeaderboardConfig:
     @classmethod
     def from_settings(cls, *, seed: int = 0) -> LeaderboardConfig:
         return cls(settings.LEADERBOARD_MIN_QUESTIONS, settings.LEADERBOARD_MIN_SHARED_QUESTIONS, seed)
-
-
-def _estimate_dict(e: stats.Estimate | None) -> dict | None:
-    if e is None:
-        return None
-    return {"estimate": _round(e.estimate), "ci": [_round(v) for v in e.ci] if e.ci else None,
-            "estimator": e.estimator, "ci_method": e.method if e.ci else None, "n": e.n}
-
-
-@dataclass
-class LeaderboardRow:
-    """One LALM (ORCA paper, Table 5, extended). Means on the normalised scale unless named *_rating (1–5).
-
-    ``human`` is the human-only estimate (``classical``, or ``active`` without ORCA under leaderboard precision),
-    ``with_orca`` the one that adds ORCA's cross-fitted μ (``ppi++`` or ``active``); the headline (``estimate``,
-    ``ci``, ``estimator``, ``ci_method``) is ``with_orca`` when it has an interval, else ``human``.
-    """
-
-    lalm: str
-    answers: int
-    rated_answers: int
-    labels: int
-    ratings: int
-    mean_rating: float | None
-    sd_rating: float | None
-    human: stats.Estimate | None
-    with_orca: stats.Estimate | None
-    sampling: str
-    notes: list[str]
-    answer_words: float | None
-    judges: dict[str, float | None]
-    orca: dict | None
-
-    @property
-    def headline(self) -> stats.Estimate | None:
-        if self.with_orca is not None and self.with_orca.ci is not None:
-            return self.with_orca
-        return self.human
-
-    @property
-    def estimate(self) -> float | None:
-        return None if self.headline is None else self.headline.estimate
-
-    @property
-    def ci(self) -> tuple[float, float] | None:
-        h = self.headline
-        return None if h is None or h.ci is None else tuple(h.ci)
-
-    @property
-    def estimator(self) -> str | None:
-        return None if self.headline is None else self.headline.estimator
-
-    @property
-    def ci_method(self) -> str | None:
-        return None if self.ci is None else self.headline.method
-
-    @property
-    def ci_method_text(self) -> str:
-        """The interval method in words ('' without an interval)."""
-        return stats.CI_METHODS.get(self.ci_method or "", "")
-
-    @property
-    def mean_correctness(self) -> float | None:
-        return None if self.human is None else self.human.estimate
-
-    @property
-    def rated_share(self) -> float:
-        return self.rated_answers / self.answers if self.answers else 0.0
-
-    @property
-    def orca_only(self) -> bool:
-        """No human rated it, but ORCA predicted it: the ORCA columns are its only figures."""
-        return self.rated_answers == 0 and self.orca is not None
-
-    def as_json(self) -> dict:
-        """The row for JSON (command, API, download): numbers rounded here, once, to 4 decimals (σ² to 5, the answer
-        length to 2); the object keeps full precision for the tables, which round once to what they show."""
-        orca = None if self.orca is None else {"mu": _round(self.orca["mu"]), "var": _round(self.orca["var"], 5),
-                                               "n": self.orca["n"]}
-        return {
-            "lalm": self.lalm, "answers": self.answers, "rated_answers": self.rated_answers,
-            "rated_share": _round(self.rated_share), "labels": self.labels, "ratings": self.ratings,
-            "mean_rating": _round(self.mean_rating), "sd_rating": _round(self.sd_rating),
-            "estimate": _round(self.estimate), "ci": [_round(v) for v in self.ci] if self.ci is not None else None,
-            "estimator": self.estimator, "ci_method": self.ci_method,
-            "mean_correctness": _round(self.mean_correctness), "human": _estimate_dict(self.human),
-            "ppi": _estimate_dict(self.with_orca), "sampling": self.sampling, "notes": self.notes,
-            "answer_words": _round(self.answer_words, 2), "judges": {j: _round(v) for j, v in self.judges.items()},
-            "orca": orca,
-        }
 
 
 @dataclass
@@ -338,169 +252,6 @@ def _pair_json(p: verdicts.PairwiseVerdict) -> dict:
     return out
 
 
-def _round(x, digits: int = 4):
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else round(float(x), digits)
-
-
-def _count(n: int, noun: str) -> str:
-    """"1 answer", "2 answers"."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _value(data: LeaderboardData, cid: int) -> float:
-    return float(np.mean([normalise_rating(s) for s in data.scores[cid]]))
-
-
-def _within_variances(data: LeaderboardData, ids: list[int], sampled) -> np.ndarray:
-    """(N,) the variance of each sampled answer's mean normalised rating from its raters: its ratings' sample
-    variance ÷ their number; an answer with one rating takes the mean sample variance of the others (0 for the
-    unsampled)."""
-    spreads = [float(np.var([normalise_rating(x) for x in data.scores[c]], ddof=1))
-               for c, s in zip(ids, sampled) if s and len(data.scores[c]) >= 2]
-    pooled = float(np.mean(spreads)) if spreads else 0.0
-    out = np.zeros(len(ids))
-    for j, (c, s) in enumerate(zip(ids, sampled)):
-        if s:
-            values = [normalise_rating(x) for x in data.scores[c]]
-            out[j] = (float(np.var(values, ddof=1)) if len(values) >= 2 else pooled) / len(values)
-    return out
-
-
-@dataclass
-class _Part:
-    """One LALM on one benchmark: the estimates, the labels they use, the weights of those, and notes."""
-
-    answers: int
-    human: stats.Estimate | None = None
-    with_orca: stats.Estimate | None = None
-    labels: list[int] = field(default_factory=list)
-    weights: dict[int, float] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampling: str, share: float,
-          config: LeaderboardConfig) -> _Part:
-    """The estimates of one LALM's answers ``ids`` on one benchmark sampled as ``sampling`` (module docstring)."""
-    part = _Part(answers=len(ids))
-    rated = [c for c in ids if data.scores.get(c)]
-    crossfit_missing = sum(c not in preds.mu for c in ids) if preds.ppi_allowed else len(ids)
-    too_few = (f"too few questions: {{n}} labelled (an interval needs {config.min_questions}; the human-only point "
-               "estimate has none)")
-
-    def orca_note() -> str:
-        return f"cross-fit stale: {_count(crossfit_missing, 'answer')} without a cross-fitted prediction"
-
-    if sampling == ACTIVE:
-        undecided = [c for c in ids if c not in data.design]
-        if undecided:
-            part.notes.append(f"{_count(len(undecided), 'answer')} without a fixed draw yet (routing has not "
-                              "decided them): no unbiased estimate until it has")
-            return part
-        pi = np.array([data.design[c][0] for c in ids])
-        drawn = np.array([data.design[c][1] < data.design[c][0] for c in ids])
-        sampled = drawn & np.array([bool(data.scores.get(c)) for c in ids])
-        part.labels = [c for c, s in zip(ids, sampled) if s]
-        part.weights = {c: 1.0 / data.design[c][0] for c in part.labels}
-        if not part.labels:
-            part.notes.append(f"none of the {int(drawn.sum())} drawn answers is rated yet")
-            return part
-        y = np.array([_value(data, c) if s else np.nan for c, s in zip(ids, sampled)])
-        within = _within_variances(data, ids, sampled)
-        part.notes.append(f"answers drawn ∝ ORCA's σ (leaderboard precision): {len(part.labels)} of "
-                          f"{int(drawn.sum())} drawn answers rated, each weighted 1/π")
-        part.human = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
-                                       min_questions=config.min_questions)
-        if crossfit_missing == 0:
-            part.with_orca = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
-                                               yhat=[preds.mu[c] for c in ids], min_questions=config.min_questions)
-        elif preds.ppi_allowed:
-            part.notes.append(orca_note())
-        if part.human.ci is None:
-            part.notes.append(too_few.format(n=len(part.labels)))
-        return part
-    if sampling == ROUTED:
-        part.labels = [c for c in rated if audit_member(random_key=data.answers[c]["key"], share=share)]
-        audit = sum(audit_member(random_key=data.answers[c]["key"], share=share) for c in ids)
-        part.notes.append(f"routing chose what was rated: the estimates use the audit share only ({len(part.labels)} "
-                          f"of its {_count(audit, 'answer')} rated; ratings of "
-                          f"{_count(len(rated) - len(part.labels), 'routed answer')} weigh 0)")
-    else:
-        part.labels = rated
-    if not part.labels:
-        return part
-    y = [_value(data, c) for c in part.labels]
-    part.human = stats.classical_mean(y, min_questions=config.min_questions)
-    if part.human.ci is None:
-        part.notes.append(too_few.format(n=len(part.labels)))
-    elif not preds.ppi_allowed:
-        pass  # no cross-fit at all: the page says so once, above the table (ppi_note)
-    elif crossfit_missing:
-        part.notes.append(orca_note())
-    else:
-        part.with_orca = stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in part.labels],
-                                        yhat_all=[preds.mu[c] for c in ids],
-                                        min_questions=max(3, config.min_questions))
-    return part
-
-
-def _combine(parts: list[_Part], attr: str) -> stats.Estimate | None:
-    estimates = [(p.answers, getattr(p, attr)) for p in parts]
-    if any(e is None for _, e in estimates):
-        return None
-    if len(estimates) == 1:
-        return estimates[0][1]
-    if any(e.ci is None for _, e in estimates):  # the point estimate still combines; the interval cannot
-        total = sum(n for n, _ in estimates)
-        return stats.Estimate(sum(n * e.estimate for n, e in estimates) / total, None, sum(e.n for _, e in estimates),
-                              stats.STRATIFIED_T, "+".join(sorted({e.estimator for _, e in estimates})))
-    return stats.stratified(estimates)
-
-
-def _rows(data: LeaderboardData, answer_ids: list[int], preds: PredictionSet, *, config: LeaderboardConfig,
-          labels_out: dict | None = None) -> list[LeaderboardRow]:
-    """One row per LALM with answers among ``answer_ids``, best headline estimate first, unrated rows last.
-    ``labels_out`` (when given) receives {LALM: {candidate id: weight}} of the labels used."""
-    by_lalm: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for cid in answer_ids:
-        a = data.answers[cid]
-        by_lalm[a["lalm"]][a["benchmark_id"]].append(cid)
-    rows = []
-    for lalm, strata in by_lalm.items():
-        ids = [c for group in strata.values() for c in group]
-        parts = [_part(data, group, preds, sampling=data.sampling.get(bench, UNIFORM),
-                       share=data.audit_share.get(bench, 0.0), config=config)
-                 for bench, group in sorted(strata.items())]
-        notes = list(dict.fromkeys(n for p in parts for n in p.notes))
-        if len(parts) > 1 and any(p.human is not None and p.human.ci is None for p in parts):
-            notes.append("a benchmark with too few questions for an interval leaves the combined estimate without one")
-        if labels_out is not None:
-            labels_out[lalm] = {c: (p.weights or {}).get(c, 1.0) for p in parts for c in p.labels}
-        scores = [s for c in ids for s in data.scores.get(c, [])]
-        judges = {}
-        for judge, judged in sorted(data.judges.items()):
-            values = [normalise_rating(judged[c]) for c in ids if c in judged]
-            judges[judge] = float(np.mean(values)) if values else None
-        predicted = [c for c in ids if c in preds.mu]
-        orca = None
-        if predicted:
-            orca = {"mu": float(np.mean([preds.mu[c] for c in predicted])),
-                    "var": float(np.mean([preds.var[c] for c in predicted])), "n": len(predicted)}
-        kinds = {data.sampling.get(b, UNIFORM) for b in strata}
-        rows.append(LeaderboardRow(
-            lalm=lalm, answers=len(ids), rated_answers=sum(bool(data.scores.get(c)) for c in ids),
-            labels=sum(len(p.labels) for p in parts), ratings=len(scores),
-            mean_rating=float(np.mean(scores)) if scores else None,
-            sd_rating=float(np.std(scores, ddof=1)) if len(scores) >= 2 else None,
-            human=_combine(parts, "human"), with_orca=_combine(parts, "with_orca"),
-            sampling=kinds.pop() if len(kinds) == 1 else "mixed", notes=notes,
-            answer_words=float(np.mean([data.answers[c]["words"] for c in ids])),
-            judges=judges, orca=orca,
-        ))
-    rows.sort(key=lambda r: (r.estimate is None, -(r.estimate if r.estimate is not None else
-                                                    (r.orca or {}).get("mu") or 0), r.lalm))
-    return rows
-
-
 def leaderboard_compute(
     *, benchmark: str | None = None, by: str | None = None, seed: int = 0, data: LeaderboardData | None = None,
 ) -> Leaderboard:
@@ -516,15 +267,18 @@ def leaderboard_compute(
     leaderboard_by_check(by=by, benchmark=benchmark)
     data = data if data is not None else leaderboard_data_load(benchmark=benchmark)
     return leaderboard_build(data=data, preds=leaderboard_predictions(candidate_ids=data.answers),
-                             config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by)
+                             config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by,
+                             population=population_load(answer_ids=data.answers))
 
 
 def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: LeaderboardConfig,
-                      benchmark: str | None = None, by: str | None = None) -> Leaderboard:
+                      benchmark: str | None = None, by: str | None = None,
+                      population: Population | None = None) -> Leaderboard:
     """The leaderboard of ``data`` with ``preds`` — no database read: what :func:`leaderboard_compute` shows, and
-    what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code."""
+    what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code.
+    ``population``: the store's population checks (:mod:`modelling.leaderboard.population`; None: none)."""
     ids = sorted(data.answers)
-    rows = _rows(data, ids, preds, config=config)
+    rows = _rows(data, ids, preds, config=config, population=population)
     inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first())
     rated_order = [r.lalm for r in rows if inputs.values.get(r.lalm)]
     pairwise = verdicts.pairwise_verdicts({name: inputs.values[name] for name in rated_order}, order=inputs.order,
@@ -547,7 +301,8 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
         groups: dict[str, list[int]] = defaultdict(list)
         for cid in ids:
             groups[leaderboard_group(data.answers[cid], by) or "(none)"].append(cid)
-        board.groups = [(name, _rows(data, groups[name], preds, config=config)) for name in sorted(groups)]
+        board.groups = [(name, _rows(data, groups[name], preds, config=config, population=population))
+                        for name in sorted(groups)]
     return board
 
 
@@ -615,4 +370,5 @@ def leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
             imported and imported.timestamp(),
             answers["n"], answers["last"], judged["n"], judged["last"], judged["inactive"], routed["last"],
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
-            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()))
+            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()),
+            *population_state())

@@ -71,6 +71,11 @@ CI_METHODS = {
               "ORCA)",
     STRATIFIED_T: "per-benchmark intervals combined by answer share, Student t with the smallest df",
 }
+#: Added to every interval when the annotators of the ratings are known (:mod:`modelling.leaderboard.raters`).
+RATERS_TEXT = ("with annotators known: plus their share, two-way clustered over answers and annotators (Cameron, "
+               "Gelbach & Miller 2011), Student t with at most annotators − 1 df when their share is material, else "
+               "Satterthwaite's df")
+CI_METHODS = {key: text if key == STRATIFIED_T else f"{text}; {RATERS_TEXT}" for key, text in CI_METHODS.items()}
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,9 @@ class Estimate:
         method: the interval method, one of :data:`CI_METHODS`.
         estimator: :data:`CLASSICAL`, :data:`PPI` or :data:`ACTIVE`.
         centre, se, df: the interval is centre ± t_df · se before clipping (None without an interval); the centre
-            differs from the estimate only for ``t_adjusted`` (the pseudo-values move it).
+            differs from the estimate only for ``t_adjusted`` (the pseudo-values move it). With annotators known,
+            se includes their share and df allows for their number (:mod:`modelling.leaderboard.raters`).
+        raters: distinct annotators of the labels when known (0: unknown, each rating its own cluster).
     """
 
     estimate: float
@@ -94,7 +101,8 @@ class Estimate:
     estimator: str = CLASSICAL
     centre: float | None = None
     se: float | None = None
-    df: int | None = None
+    df: float | None = None
+    raters: int = 0
 
     @property
     def width(self) -> float | None:
@@ -112,6 +120,24 @@ def _t(confidence: float, df: int) -> float:
     return float(sps.t.ppf(0.5 + confidence / 2, df=df))
 
 
+def _raters_part(
+    se: float, df: float, *, ratings, raters, answer_weights: np.ndarray, fitted: np.ndarray, centre: float,
+) -> tuple[float, float, int]:
+    """(se, df, annotators) with the annotators' share added (:func:`modelling.leaderboard.raters.with_raters`).
+
+    ``ratings``: n lists of each label's normalised ratings; ``raters``: n aligned lists of annotator ids or None;
+    ``answer_weights``: (n,) each label's share of the estimate (summing to 1); ``fitted``: (n,) the part of each
+    label the estimator subtracts (λμ, 0 for the human-only mean); ``centre``: the estimate's residual mean."""
+    from modelling.leaderboard.raters import rating_layout, with_raters
+
+    if ratings is None or raters is None:
+        return se, df, 0
+    values, answers, ks, who = rating_layout(ratings, raters)
+    residuals = values - fitted[answers] - centre
+    return with_raters(se=se, df=df, residuals=residuals, weights=answer_weights[answers] / ks, answers=answers,
+                       raters=who)
+
+
 #: How many times each pseudo-label (y = 0 and y = 1) counts in the ``ppi_t`` interval: ORCA explains part of the
 #: spread, so a full pseudo-label would widen PPI++ far more than it widens the human-only interval; a quarter
 #: lifts its coverage with 9–15 labels from 0.94–0.95 to ≥ 0.97 at 1–7 % of width (``bench/leaderboard.py``).
@@ -120,13 +146,17 @@ PPI_PSEUDO_WEIGHT = 0.25
 
 def classical_mean(
     y: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE, min_questions: int = MIN_QUESTIONS,
+    ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Human-only mean of ``y`` (n,), one value per question (an LALM answers a question once), with the
     ``t_adjusted`` interval (module docstring): the mean and standard deviation of y plus the two pseudo-values 0
     and 1, Student t with n + 1 degrees of freedom.
 
     The estimate is the plain mean of ``y``; ``ci`` is None below ``min_questions`` values (>= 2). Assumes ``y``
-    is a uniform random sample of the LALM's answers. Raises ValueError when ``y`` is empty.
+    is a uniform random sample of the LALM's answers. With ``ratings`` (n lists: each value's normalised ratings,
+    y_i their mean) and ``raters`` (n aligned lists of annotator ids, None where unknown) the interval adds the
+    annotators' share, two-way clustered over answers and annotators (:mod:`modelling.leaderboard.raters`).
+    Raises ValueError when ``y`` is empty.
     """
     y = np.asarray(y, dtype=np.float64)
     if y.size == 0:
@@ -135,8 +165,11 @@ def classical_mean(
     if y.size < max(2, min_questions):
         return Estimate(mean, None, int(y.size), T_ADJUSTED)
     centre, se, df = adjusted_t_parts(y, low=0.0, high=1.0)
+    se, df, g = _raters_part(se, df, ratings=ratings, raters=raters, answer_weights=np.full(y.size, 1.0 / y.size),
+                             fitted=np.zeros(y.size), centre=mean)
     half = _t(confidence, df) * se
-    return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df)
+    return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df,
+                    g)
 
 
 def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[float] | None = None) -> float:
@@ -164,6 +197,7 @@ def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[flo
 def ppi_mean(
     *, y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float], confidence: float = CONFIDENCE,
     power_tuning: bool = True, min_questions: int = MIN_QUESTIONS,
+    ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Prediction-powered mean over the N answers of ``yhat_all`` (PPI++ with power tuning by default).
 
@@ -180,7 +214,8 @@ def ppi_mean(
     :data:`PPI_PSEUDO_WEIGHT` each, centre = mean(λμ over N) + their weighted mean r̄, standard error
     √(Σ f (r − r̄)² / (Σ f − d) / Σ f) with f the counts and d = 2 (1 for λ = 1) — ``ppi_py``'s rectifier standard
     error with the predictions' mean known, padded — and Student t with n − d degrees of freedom, clipped to [0, 1].
-    Raises ValueError for too few labels or mismatched lengths.
+    ``ratings`` and ``raters`` (as for :func:`classical_mean`) add the annotators' share of the rectifier's
+    variance. Raises ValueError for too few labels or mismatched lengths.
     """
     import ppi_py
 
@@ -203,8 +238,10 @@ def ppi_mean(
     centre_r = float(np.sum(f * r) / f.sum())
     se = math.sqrt(float(np.sum(f * (r - centre_r) ** 2)) / (f.sum() - ddof) / f.sum())
     centre = lam * float(yhat_all.mean()) + centre_r
-    half = _t(confidence, n - ddof) * se
-    return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, n - ddof)
+    se, df, g = _raters_part(se, n - ddof, ratings=ratings, raters=raters, answer_weights=np.full(n, 1.0 / n),
+                             fitted=lam * yhat, centre=float(np.mean(y - lam * yhat)))
+    half = _t(confidence, df) * se
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, df, g)
 
 
 def inclusion_probabilities(
@@ -256,7 +293,8 @@ def inverse_probability_weights(pi: Sequence[float]) -> np.ndarray:
 def active_mean(
     *, y: Sequence[float], pi: Sequence[float], sampled: Sequence[bool], yhat: Sequence[float] | None = None,
     drawn: Sequence[bool] | None = None, within: Sequence[float] | None = None, confidence: float = CONFIDENCE,
-    min_questions: int = MIN_QUESTIONS,
+    min_questions: int = MIN_QUESTIONS, ratings: Sequence[Sequence[float]] | None = None,
+    raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Active estimate of the mean over N answers drawn by a fixed Poisson design (module docstring).
 
@@ -273,6 +311,9 @@ def active_mean(
             design variance's (1 − π) leaves that out, so it is added (two-stage sampling: answers, then raters).
         min_questions: fewest labels for an interval (``ci`` None below it, as for λ's and the mean's degrees of
             freedom).
+        ratings, raters: n lists (one per label, in the order of the labels in ``y``) of the normalised ratings and
+            their annotator ids (None where unknown): the annotators' share is added to the variance, two-way
+            clustered over answers and annotators (:mod:`modelling.leaderboard.raters`), weights w/Σw per label.
 
     Estimate (Hájek, λ-adjusted): mean(λ·μ over N) + Σ w (y − λμ) / Σ w over the labels, w = 1/π_eff, λ the
     :func:`regression_lambda` of y on μ with the design-variance weights (1 − π_eff)/π_eff². Interval ``design_t``:
@@ -316,8 +357,10 @@ def active_mean(
         var += float(np.sum(w * np.asarray(within, dtype=np.float64)[mask]) / np.sum(w_pad) ** 2)
     se = math.sqrt(max(var, 0.0))
     centre = (0.0 if f is None else lam * float(f.mean())) + centre_e
-    half = _t(confidence, m - ddof) * se
-    return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, m - ddof)
+    se, df, g = _raters_part(se, m - ddof, ratings=ratings, raters=raters, answer_weights=w / w.sum(),
+                             fitted=np.zeros(n) if f is None else lam * f[mask], centre=hajek)
+    half = _t(confidence, df) * se
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, df, g)
 
 
 def adjusted_t_parts(
@@ -357,7 +400,7 @@ def stratified(parts: Sequence[tuple[int, Estimate]], *, confidence: float = CON
     half = _t(confidence, df) * se
     names = "+".join(sorted({e.estimator for _, e in parts}))
     return Estimate(estimate, _clip_ci(centre - half, centre + half), sum(e.n for _, e in parts), STRATIFIED_T,
-                    names, centre, se, df)
+                    names, centre, se, df, max(e.raters for _, e in parts))
 
 
 def rank_agreement(reference: Mapping[object, float], other: Mapping[object, float]) -> dict | None:

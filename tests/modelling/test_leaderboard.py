@@ -15,6 +15,7 @@ from scipy import stats as sps
 from annotation.models import CandidateAnswer, Judge, JudgeRating, QuestionVersion
 from annotation.services.exports import dataset_export
 from modelling.leaderboard import stats
+from modelling.leaderboard.selectors import leaderboard_data_load
 from modelling.leaderboard.services import leaderboard_budget_plan, leaderboard_compute
 from modelling.models import (
     ActiveDraw,
@@ -39,7 +40,8 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "mean_rating", "sd_rating",
+JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "ratings_all", "mean_rating",
+                 "sd_rating", "design", "estimand",
                  "estimate", "ci", "estimator", "ci_method", "mean_correctness", "human", "ppi", "sampling", "notes",
                  "answer_words", "judges", "orca"}
 PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "level", "e_value", "p_anytime", "p_holm", "verdict", "note",
@@ -383,14 +385,14 @@ def test_numbers_match_a_direct_computation_on_random_data():
     rng = np.random.default_rng(0)
     bench = BenchmarkFactory(name="R")
     lalms = [LALMFactory(name=f"L{i}") for i in range(3)]
-    annotators = [AnnotatorFactory() for _ in range(3)]
     expected = {lalm.name: [] for lalm in lalms}
     for _ in range(6):
         version = QuestionFactory(benchmark=bench).current_version
         for lalm in lalms:
             candidate = CandidateAnswerFactory(question_version=version, lalm=lalm)
             scores = rng.integers(1, 6, size=rng.integers(1, 4))
-            for annotator, score in zip(annotators, scores):
+            # a fresh annotator for every rating: no annotator is shared across answers, so the two-way share is 0
+            for annotator, score in zip([AnnotatorFactory() for _ in scores], scores):
                 RatingFactory(candidate=candidate, annotator=annotator, score=int(score))
             expected[lalm.name].append(float(np.mean((scores - 1) / 4)))
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="R").rows}
@@ -456,13 +458,18 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     # the raters' share: q0 rated 5, 4 → variance of (1, 0.75) / 2; q1 rated once → the others' mean sample variance
     # (0.03125 and 0) / 1; q2 rated 3, 3 → 0
     within = [0.03125 / 2, 0.03125 / 2, 0.0]
+    # the annotators' share when the data carries who rated (u1 rates all three answers, u2 two of them)
+    data = leaderboard_data_load(benchmark="B1")
+    labels = [answers[("good", 0)].pk, answers[("good", 1, "v2")].pk, answers[("good", 2)].pk]
+    crossed = {"ratings": [[(s - 1) / 4 for s in data.scores[c]] for c in labels],
+               "raters": [data.raters[c] for c in labels] if getattr(data, "raters", None) else None}
     expected = stats.active_mean(y=[0.875, 1.0, 0.5], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
-                                 sampled=[True, True, True], within=within, min_questions=3)
+                                 sampled=[True, True, True], within=within, min_questions=3, **crossed)
     assert (good.sampling, good.estimator, good.ci_method) == ("active", "active", "design_t")
     assert good.estimate == pytest.approx(expected.estimate, abs=1e-4) and good.ci == pytest.approx(expected.ci,
                                                                                                      abs=1e-4)
     human = stats.active_mean(y=[0.875, 1.0, 0.5], pi=[0.5, 0.8, 0.4], sampled=[True, True, True], within=within,
-                              min_questions=3)
+                              min_questions=3, **crossed)
     assert good.mean_correctness == pytest.approx(human.estimate, abs=1e-4)
     # bad: q0 not drawn (u 0.7 ≥ π 0.5) though rated; q2 drawn but unrated: one label, no interval
     assert rows["bad"].labels == 1 and rows["bad"].ci is None
