@@ -389,6 +389,14 @@ def _epochs_rated(data: LeaderboardData, answer_ids: list[int]) -> dict[int, set
     return out
 
 
+def benchmark_designs(data: LeaderboardData, answer_ids) -> dict[int, Design]:
+    """{benchmark pk: the design its estimates use} for the benchmarks of ``answer_ids`` (:func:`design_of` over
+    the epochs their ratings were given in): the rows and the verdicts count the same ratings."""
+    epochs_rated = _epochs_rated(data, list(answer_ids))
+    return {bench: design_of(data, bench, epochs_with_ratings=epochs_rated.get(bench, set()))
+            for bench in {data.answers[c]["benchmark_id"] for c in answer_ids}}
+
+
 def _rows(data: LeaderboardData, answer_ids: list[int], preds, *, config, labels_out: dict | None = None,
           population: Population | None = None) -> list[LeaderboardRow]:
     """One row per LALM with answers among ``answer_ids``, best headline estimate first, unrated rows last.

@@ -39,7 +39,14 @@ from django.utils import timezone
 
 from modelling.leaderboard import planner, stats, verdicts
 from modelling.leaderboard.population import Population, population_load, population_state
-from modelling.leaderboard.rows import LeaderboardRow, _count, _round, _rows, _value  # noqa: F401 (re-exported)
+from modelling.leaderboard.rows import (  # noqa: F401 (LeaderboardRow, _round re-exported)
+    LeaderboardRow,
+    _count,
+    _round,
+    _rows,
+    _value,
+    benchmark_designs,
+)
 from modelling.leaderboard.selectors import (
     ACTIVE,
     BY_QUESTION_FIELDS,
@@ -279,7 +286,7 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     ``population``: the store's population checks (:mod:`modelling.leaderboard.population`; None: none)."""
     ids = sorted(data.answers)
     rows = _rows(data, ids, preds, config=config, population=population)
-    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first())
+    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first(), designs=benchmark_designs(data, ids))
     rated_order = [r.lalm for r in rows if inputs.values.get(r.lalm)]
     pairwise = verdicts.pairwise_verdicts({name: inputs.values[name] for name in rated_order}, order=inputs.order,
                                           min_shared=config.min_shared)

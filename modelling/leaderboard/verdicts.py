@@ -369,13 +369,15 @@ class VerdictInputs:
     ratings_per_answer: float = 1.0
 
 
-def _countable_rule(data, ids: Sequence[int], *, audit_first: bool) -> tuple[dict, dict]:
-    """({benchmark pk: predicate(candidate id) -> counts}, {benchmark pk: share of served questions that count})."""
+def _countable_rule(data, ids: Sequence[int], *, audit_first: bool, designs: Mapping | None) -> tuple[dict, dict]:
+    """({benchmark pk: predicate(candidate id) -> counts}, {benchmark pk: share of served questions that count}).
+    A benchmark's sampling and audit share come from its design (``designs``) when given, else from ``data``."""
     rules, shares = {}, {}
     for bench in {data.answers[c]["benchmark_id"] for c in ids}:
-        sampling = data.sampling.get(bench, "uniform")
+        design = (designs or {}).get(bench)
+        sampling = design.sampling if design is not None else data.sampling.get(bench, "uniform")
         if sampling == "routed":
-            share = data.audit_share.get(bench, 0.0)
+            share = design.share if design is not None else data.audit_share.get(bench, 0.0)
             rules[bench] = lambda c, s=share: data.answers[c]["key"] < s
             shares[bench] = 1.0 if audit_first else share
         elif sampling == "active":
@@ -392,15 +394,30 @@ def _countable_rule(data, ids: Sequence[int], *, audit_first: bool) -> tuple[dic
     return rules, shares
 
 
-def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True) -> VerdictInputs:
+def _other_design(data, c: int, designs: Mapping | None) -> bool:
+    """True when a rating of answer ``c`` was given in a design epoch its benchmark's design leaves out
+    (``designs[bench].epochs``; :mod:`modelling.leaderboard.designs`): the answer does not count."""
+    design = (designs or {}).get(data.answers[c]["benchmark_id"])
+    if design is None or design.epochs is None or not data.scores.get(c):
+        return False
+    marks = (getattr(data, "rating_epoch", None) or {}).get(c) or []
+    return len(marks) == len(data.scores[c]) and any(int(e) not in design.epochs for e in marks)
+
+
+def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
+                   designs: Mapping | None = None) -> VerdictInputs:
     """The counted answers of ``ids`` in ``data`` (a ``modelling.leaderboard.selectors.LeaderboardData``; read
     only through its attributes, no database): under the uniform policy every rated answer; under routing those
     with question key < the benchmark's audit share; under the active design those whose draw u is below the
     benchmark's smallest π (drawn whatever ORCA predicted: a uniform random share). Values are the mean of the
     answer's normalised ratings (r − 1)/4. ``audit_first``: audit answers have the queue's top priority (the
     routing rules' ``audit_priority`` above the others), so the audit is served before other questions.
-    Optional ``data.rated_at`` ({candidate id: [POSIX seconds]}) orders the sequence; else the answer's key."""
-    rules, shares = _countable_rule(data, ids, audit_first=audit_first)
+    Optional ``data.rated_at`` ({candidate id: [POSIX seconds]}) orders the sequence; else the answer's key.
+    ``designs``: {benchmark pk: the design its estimates use} (``modelling.leaderboard.designs.Design``: sampling,
+    audit share, the design epochs whose ratings count), so verdicts count what the rows count: an answer rated in
+    a left-out epoch (another policy, a smaller audit share) does not count; None: ``data.sampling`` and every
+    rating."""
+    rules, shares = _countable_rule(data, ids, audit_first=audit_first, designs=designs)
     rated_at = getattr(data, "rated_at", None) or {}
     out = VerdictInputs()
     questions, scores = set(), []
@@ -409,7 +426,7 @@ def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True) -> Ver
         questions.add(answer["question"])
         if data.scores.get(c):
             scores.append(len(data.scores[c]))
-        if not rules[answer["benchmark_id"]](c):
+        if not rules[answer["benchmark_id"]](c) or _other_design(data, c, designs):
             continue
         lalm, q = answer["lalm"], answer["question"]
         out.countable.setdefault(lalm, set()).add(q)

@@ -248,3 +248,30 @@ def test_the_planners_plans_reach_their_power():
         log_k = verdicts.betting_process((np.concatenate([pilot, more]) + 1) / 2, 0.5)[:, 0]
         reached += log_k.max() >= -math.log(level)
     assert plans >= 25 and reached / plans >= 0.65
+
+
+def test_verdicts_count_only_ratings_of_the_design_the_rows_use_after_a_switch_to_routing():
+    """Epoch 1 leaderboard precision (answers drawn ∝ ORCA's σ), epoch 2 routing with a 20 % audit share: the rows
+    use the routed epoch only (``designs``), and so do the verdicts — answers rated in epoch 1 stop counting,
+    while without designs every audit answer would."""
+    from modelling.leaderboard.rows import benchmark_designs
+
+    data = LeaderboardData(sampling={1: "routed"}, audit_share={1: 0.2},
+                           epochs={1: [{"number": 1, "policy": "active", "audit_share": None,
+                                        "started": "2026-01-01"},
+                                       {"number": 2, "policy": "routed", "audit_share": 0.2,
+                                        "started": "2026-02-01"}]})
+    cid = 0
+    for q in range(40):
+        for lalm, score in (("a", 5), ("b", 3)):
+            cid += 1
+            data.answers[cid] = {"lalm": lalm, "question": q, "benchmark_id": 1, "key": (q + 0.5) / 40}
+            data.scores[cid], data.rating_epoch[cid], data.rated_at[cid] = [score], [1 if q % 2 else 2], [float(q)]
+    ids = sorted(data.answers)
+    designs = benchmark_designs(data, ids)
+    assert designs[1].sampling == "routed" and designs[1].epochs == frozenset({2})
+    counted = verdicts.verdict_inputs(data, ids, designs=designs)
+    audit_epoch_2 = {q for q in range(40) if (q + 0.5) / 40 < 0.2 and q % 2 == 0}
+    assert set(counted.values["a"]) == set(counted.values["b"]) == audit_epoch_2
+    every_audit = {q for q in range(40) if (q + 0.5) / 40 < 0.2}
+    assert set(verdicts.verdict_inputs(data, ids).values["a"]) == every_audit  # without designs: epoch 1's too
