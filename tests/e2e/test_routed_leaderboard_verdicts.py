@@ -16,7 +16,11 @@ priority): about 0.2 N questions × 4 LALMs (200 at the default size, 400 at 2,0
 
 Expected on the page: the 0.85 LALM beats both 0.55 LALMs (a planted gap of 0.30, ≈ 0.26 on the normalised rating
 scale), the two 0.55 LALMs stay undecided against each other, no verdict points the wrong way, and the method
-("betting test") is named. Screenshots: ``var/screenshots/{expert,admin}/routed-leaderboard-verdicts.png``.
+("betting test") is named. The table and the ratings are seeded, but the question keys (hence the audit sample) are
+drawn by the platform at import, so the counted questions differ between runs: the decided pairs had e-values of
+1e6–1e14 against the ≈ 120 Holm's first step needs, and a verdict between the equal pair has probability ≤ 0.05
+by the method's own guarantee (its e-value stayed below 1 in every run).
+Screenshots: ``var/screenshots/{expert,admin}/routed-leaderboard-verdicts.png``.
 """
 import csv
 import io
@@ -27,7 +31,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.e2e.helpers import axe_violations, login, screenshot
+from tests.e2e.helpers import login, page_clean
 from tests.factories import AnnotatorFactory, UserFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("role_groups")]
@@ -38,7 +42,7 @@ N_QUESTIONS = int(os.environ.get("ORCA_E2E_ROUTED_QUESTIONS", "1000"))
 #: True probability that an answer of each LALM is correct (two LALMs equal).
 TRUTH = {"Alpha-85": 0.85, "Bravo-70": 0.70, "Charlie-55": 0.55, "Delta-55": 0.55}
 AUDIT_SHARE = 0.2
-BENCHMARK = "Routed 2k"
+BENCHMARK = "Routed import"
 N_ANNOTATORS = 5
 
 
@@ -184,8 +188,7 @@ def test_a_routed_half_rated_imported_benchmark_shows_decided_pairs_with_the_met
             seen[role] = _matrix(page)
             assert page.get_by_text("betting test", exact=False).first.is_visible()
             api = page.request.get(f"{live_server.url}/api/leaderboard/?benchmark={quote(BENCHMARK)}").json()
-            screenshot(page, role, "routed-leaderboard-verdicts")
-            assert axe_violations(page, axe_path) == []
+            page_clean(page, axe_path, role, "routed-leaderboard-verdicts")  # axe-core, no sideways scroll, shot
         finally:
             context.close()
     # What was seen (pytest -s): counted shared questions, A − B, e-value and verdict of every pair.
