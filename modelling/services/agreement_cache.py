@@ -131,8 +131,12 @@ def agreement_chart_cached(*, level: str, benchmarks: tuple[str, ...] | None = N
 
 def cached_by_data(*, name: str, state: tuple, compute):
     """``compute()``'s result, computed once per ``state`` (a tuple describing the data it reads, e.g. the ratings'
-    fingerprint and the predictions' state) and kept in the cache; for expensive figures and charts of pages."""
-    key = f"orca:{name}:v1:" + ":".join(str(part) for part in state)
+    fingerprint and the predictions' state) and kept in the cache; for expensive figures and charts of pages. The
+    key holds the state's SHA-256, not the state itself: a state may carry user text (a benchmark's name) of any
+    length and characters, which a cache key must not (memcached: ≤ 250 characters, no spaces or control
+    characters)."""
+    digest = hashlib.sha256(repr(tuple(state)).encode()).hexdigest()
+    key = f"orca:{name}:v2:{digest}"
     value = cache.get(key)
     if value is None:
         value = compute()
