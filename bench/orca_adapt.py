@@ -152,7 +152,8 @@ def run_task(a, fold: int, size: str, base: str, seed_train, items, folds) -> di
     else:
         chosen = in_domain_sample(pool, None if size in ("all", "scratch") else int(size), seed=fold)
         start = {} if size == "scratch" else {"init_from": base, "epochs": a.adapt_epochs or settings_of(a)["epochs"]}
-        res = train(list(seed_train) + chosen, None, None, *configs(a, group_weights=weights, **start))
+        replay = list(seed_train) if size == "scratch" or not a.replay else list(seed_train)[: a.replay]
+        res = train(replay + chosen, None, None, *configs(a, group_weights=weights, **start))
         model, tok = res["model"], res["tokenizer"]
     return score(model, tok, test, a.device) | {"fold": fold, "size": size, "ids": [it.id for it in test],
                                                "n_in_domain": len(chosen),
@@ -256,7 +257,10 @@ def main(argv=None) -> int:
     p.add_argument("--weight", type=float, default=4.0, help="loss weight of the benchmark's answers")
     p.add_argument("--epochs", type=int, default=0, help="epochs of the base and scratch models (0: the preset's)")
     p.add_argument("--adapt-epochs", type=int, default=0, help="epochs of an adaptation (0: as --epochs)")
-    p.add_argument("--seed-items", type=int, default=0, help="use only this many seed-108 train items (0: all)")
+    p.add_argument("--seed-items", type=int, default=0,
+                   help="use only this many seed-108 train items, and dev in proportion (0: all; a smoke test)")
+    p.add_argument("--replay", type=int, default=0,
+                   help="seed-108 train items replayed in an adaptation (the first N; 0: all of them)")
     p.add_argument("--no-scratch", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="folds trained at once (processes)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (0: default)")
@@ -274,8 +278,9 @@ def main(argv=None) -> int:
 
     seed_train = load_items(DATA / "orca_seed108" / "seed_108_train.json")
     seed_dev = load_items(DATA / "orca_seed108" / "seed_108_dev.json")
-    if a.seed_items:
+    if a.seed_items:  # a smoke test: fewer seed-108 items, dev cut in proportion (at least 40)
         seed_train = seed_train[: a.seed_items]
+        seed_dev = seed_dev[: max(40, a.seed_items // 7)]
     head = {"device": a.device, "settings": {k: v for k, v in vars(a).items() if k not in ("out",)}}
     if a.recorded_check:
         out = head | {"recorded_check": recorded_check(a, seed_train, seed_dev)}
