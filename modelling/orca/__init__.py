@@ -5,10 +5,13 @@ Run ``python -m modelling.orca --help``.
 
 Public API:
     load_items, OrcaItem, OrcaDataError           reading JSONL / seed-108 dict files (data.py)
-    OrcaConfig, build_orca, load_orca, predict    model, saving/loading, scoring (model.py)
+    OrcaConfig, build_orca, predict               model and scoring (model.py)
     quantize_int8                                 int8 CPU scoring (model.py)
-    save_orca                                     write, reload and verify a model folder (model.py)
-    TrainConfig, train, configs_from_settings     fine-tuning with progress callback (train.py)
+    save_orca, load_orca                          write, reload and verify / load a model folder (saving.py)
+    TrainConfig, train, configs_from_settings     fine-tuning (warm start, group weights) with progress callback
+    item_weights, merge_lora                      (train.py)
+    per_group_metrics, items_per_group,           quality per benchmark and group, rho's interval over questions
+    rho_interval_clustered                        (quality.py)
     PRESETS, preset                               named recipes: cpu-minilm, gpu-gemma3-270m (presets.py)
     tokenizer_fingerprint, files_sha256           what a saved folder records and load checks (integrity.py)
     import_upstream                               checkpoints of the ORCA authors into our format (upstream.py)
@@ -52,10 +55,17 @@ _EXPORTS = {
     "OrcaModel": "model",
     "OrcaModelError": "model",
     "build_orca": "model",
-    "load_orca": "model",
+    "load_orca": "saving",
     "predict": "model",
     "quantize_int8": "model",
-    "save_orca": "model",
+    "save_orca": "saving",
+    "group_names": "data",
+    "question_cluster": "data",
+    "per_group_metrics": "quality",
+    "items_per_group": "quality",
+    "rho_interval_clustered": "quality",
+    "item_weights": "train",
+    "merge_lora": "train",
     "TrainConfig": "train",
     "configs_from_settings": "train",
     "train": "train",

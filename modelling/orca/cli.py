@@ -3,9 +3,13 @@
 * ``train --train T --dev D --out DIR [--preset NAME] [options]``: one JSON line per progress event on stdout
   (``start``, ``epoch`` with loss and dev metrics, ``done``). ``--preset`` (``cpu-minilm``, the default recipe, or
   ``gpu-gemma3-270m``; :mod:`modelling.orca.presets`) sets the defaults of the options it names; options given
-  explicitly win. The saved folder is reloaded and checked before ``done`` (:func:`~modelling.orca.model.save_orca`).
+  explicitly win. The saved folder is reloaded and checked before ``done`` (:func:`~modelling.orca.saving.save_orca`),
+  and the dev metrics ``done`` reports (and ``config.json`` records) are the reloaded folder's. ``--init-from DIR``
+  fine-tunes a saved ORCA folder instead of a base LM; ``--group-weight benchmark=NAME=4`` (repeatable) weights the
+  loss of a group's items (an item's weight: the product of its groups' weights).
 * ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (the post-processing with the saved
-  dev-tuned clamp threshold and concentration scale).
+  dev-tuned clamp threshold and concentration scale), and per group (``per_group``: per benchmark and per benchmark
+  and answer type, when the file's items carry ``groups``; :mod:`modelling.orca.quality`).
 * ``score --model DIR --data X --out preds.jsonl``: one line per item
   ``{id, mu, var, alpha, beta, mu_clamped, var_clamped}`` (raw Beta moments and parameters, then the
   post-processed μ and σ²: :func:`~modelling.orca.metrics.clamp_predictions`).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -33,8 +38,10 @@ from pathlib import Path
 
 from .data import OrcaDataError, item_targets, item_variance_targets, load_items
 from .metrics import evaluate_predictions, json_finite, mae_var_by_definition
-from .model import OrcaConfig, OrcaModelError, load_orca, predict
+from .model import SCORE_BATCH_SIZE, OrcaConfig, OrcaModelError, predict
 from .presets import DEFAULT_PRESET, PRESETS, preset_cli_defaults
+from .quality import items_per_group
+from .saving import load_orca
 from .train import TrainConfig, train
 
 
@@ -90,6 +97,12 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
                         "weaker with MiniLM on a CPU; on in gpu-gemma3-270m)")
     t.add_argument("--select-epoch", choices=["last", "best"], default=TrainConfig.select_epoch,
                    help="keep the last epoch (default) or the one with the best dev rho (early stopping on dev)")
+    t.add_argument("--init-from", metavar="DIR",
+                   help="start from this saved ORCA folder (its weights, tokenizer and model settings; the base-model "
+                        "options are ignored) and fine-tune it; the new folder records it as its parent")
+    t.add_argument("--group-weight", action="append", default=[], metavar="GROUP=W",
+                   help="loss weight of the items of a group, e.g. benchmark=AQEval=4 or benchmark=AQEval|type=long=2 "
+                        "(repeatable; an item's weight is the product of its groups' weights, 1 by default)")
     t.add_argument("--no-question", action="store_true")
     t.add_argument("--with-transcript", action="store_true")
 
@@ -100,7 +113,9 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
         s.add_argument("--data", required=True, help="JSONL or seed-108 JSON dict")
         s.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
         s.add_argument(
-            "--batch-size", type=int, default=32, help="items per forward pass (32 was fastest on 2 CPU cores)"
+            "--batch-size", type=int, default=SCORE_BATCH_SIZE,
+            help=f"items per forward pass (default {SCORE_BATCH_SIZE}: fastest on 2 CPU cores, and what training "
+                 "records its dev metrics with)"
         )
         s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
         s.add_argument("--int8", action="store_true",
@@ -162,8 +177,25 @@ def train_configs(a: argparse.Namespace) -> tuple[OrcaConfig, TrainConfig]:
                      cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
                      var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
                      threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every,
-                     select_epoch=a.select_epoch)
+                     select_epoch=a.select_epoch, init_from=a.init_from,
+                     group_weights=parse_group_weights(a.group_weight))
     return mc, tc
+
+
+def parse_group_weights(values: Sequence[str]) -> dict[str, float]:
+    """``--group-weight`` values (``GROUP=W``, split at the last ``=``, e.g. ``benchmark=AQEval=4``) as
+    {group: weight}. Raises ValueError naming a malformed value or a weight that is not a number above 0."""
+    out = {}
+    for value in values:
+        name, sep, weight = value.rpartition("=")
+        try:
+            w = float(weight)
+        except ValueError:
+            w = math.nan
+        if not sep or "=" not in name or not w > 0 or not math.isfinite(w):
+            raise ValueError(f"--group-weight {value!r}: expected GROUP=W with GROUP like benchmark=NAME and W > 0")
+        out[name] = w
+    return out
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
@@ -181,7 +213,7 @@ def score_setup(model_dir: str | Path, device: str = "cpu", threads: int = 0, in
         int8: CPU only: int8 dynamic quantisation (:func:`~modelling.orca.model.quantize_int8`).
 
     Returns:
-        (model, tokenizer) from :func:`~modelling.orca.model.load_orca`.
+        (model, tokenizer) from :func:`~modelling.orca.saving.load_orca`.
 
     Raises:
         OrcaModelError: the folder is not a complete ORCA model; ValueError: ``int8`` on CUDA.
@@ -207,6 +239,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
         res[name] = evaluate_predictions(mu, var, hm, hv) | {
             "mae_var_by_definition": mae_var_by_definition(var, targets)
         }
+    res["per_group"] = items_per_group(items, pred["mu"], pred["var"])
     res["always_zero_var_baseline"] = {
         "mae_var": evaluate_predictions(pred["mu"], [0.0] * len(items), hm, hv)["mae_var"],
         **mae_var_by_definition([0.0] * len(items), targets),
@@ -223,6 +256,10 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
             print(f"{k:10s} rho {m['rho']:.4f}  tau {m['tau']:.4f}  MAE_mu {m['mae_mu']:.4f}  "
                   f"MAE_var upstream {d['sample_ddof1_upstream']:.4f}  population {d['population']:.4f}  "
                   f"ours {m['mae_var']:.4f}")
+        for name, g in res["per_group"].items():
+            ci = "[{:.3f}, {:.3f}]".format(*g["rho_ci"]) if g["rho_ci"] else "(no interval: < 4 questions)"
+            rho = "n/a" if g["rho"] is None else f"{g['rho']:.4f}"
+            print(f"{name}: n {g['n']}  rho {rho} {ci}  MAE_mu {g['mae_mu']:.4f}")
         z = res["always_zero_var_baseline"]
         print(f"{'sigma2 = 0':10s} MAE_var upstream {z['sample_ddof1_upstream']:.4f}  "
               f"population {z['population']:.4f}  ours {z['mae_var']:.4f}")

@@ -62,9 +62,12 @@ class OrcaConfig:
         environment: library versions the folder was written with (:func:`~modelling.orca.integrity.environment`).
         files_sha256: SHA-256 of the weight and settings files the model loads (relative paths inside the folder,
             absolute outside it), checked on load (:func:`~modelling.orca.integrity.files_check`).
-        verification: what :func:`~modelling.orca.model.save_orca` checked after reloading the saved folder:
+        verification: what :func:`~modelling.orca.saving.save_orca` checked after reloading the saved folder:
             ``n_items`` scored, ``max_abs_diff_mu`` (largest |Δμ| between the trained and the reloaded model) and the
             ``tolerance`` (1e-4).
+        parent: empty for a model trained from a base LM; for one fine-tuned from a saved ORCA folder
+            (``TrainConfig.init_from``): that ``folder``, the SHA-256 of its ``config.json``, its base model, dev
+            metrics, training settings and its own ``parent`` (the line of models back to the base LM).
         upstream: empty for our models; for a checkpoint of the ORCA authors imported by
             :func:`~modelling.orca.upstream.import_upstream`: their settings (score_type, use_cls_token, init_type),
             where its LM, tokenizer and LoRA base model are, and the scoring dtype. Such a model reads its input in
@@ -91,6 +94,7 @@ class OrcaConfig:
     files_sha256: dict = field(default_factory=dict)
     verification: dict = field(default_factory=dict)
     dev_metrics: dict = field(default_factory=dict)
+    parent: dict = field(default_factory=dict)
     train_settings: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 

@@ -3,7 +3,9 @@
 Two input formats are accepted (ORCA paper, Section 5; upstream BUTSpeechFIT/ORCA ``data/seed_108``):
 
 * **JSONL**: one JSON object per line with ``id``, ``question``, ``reference``, ``rationale``,
-  ``transcription``, ``candidate`` and ``ratings``.
+  ``transcription``, ``candidate`` and ``ratings``; optionally ``groups`` (``{"benchmark": NAME, "type": "short",
+  ...}``: text values, what the platform's ORCA export writes) and ``question_id`` (the question an answer belongs
+  to: answers of one question form one cluster in the interval of ρ).
 * **seed-108 JSON dict**: one JSON object keyed by item id whose values carry the same fields
   (without ``id``).
 
@@ -43,6 +45,10 @@ class OrcaItem:
         question, reference, rationale, transcription, candidate: text fields ("" when absent).
         ratings: the valid Likert ratings, each an int in 1..5 (nulls already removed); may be empty
             for unlabelled items (scoring only).
+        groups: (name, value) pairs of the item's groups, sorted by name, e.g. (("benchmark", "AQ"), ("type",
+            "short")); empty when the file has none. :func:`group_names` turns them into the ``per_group`` keys.
+        question_id: the question the answer belongs to ("" when unknown: then the question and reference text
+            stand for it, see :func:`question_cluster`).
     """
 
     id: str
@@ -52,6 +58,8 @@ class OrcaItem:
     rationale: str = ""
     transcription: str = ""
     ratings: tuple[int, ...] = field(default_factory=tuple)
+    groups: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    question_id: str = ""
 
     @property
     def normalised_ratings(self) -> list[float]:
@@ -113,7 +121,37 @@ def _parse_item(obj: object, item_id: object, path: Path, loc: str, require_rati
         ratings.append(int(r))
     if require_ratings and not ratings:
         raise OrcaDataError(f"{_where(path, loc)}: field 'ratings' has no non-null rating")
-    return OrcaItem(id=item_id, ratings=tuple(ratings), **values)
+    groups = obj.get("groups") or {}
+    if not isinstance(groups, dict) or any(not isinstance(v, str | int | float) or isinstance(v, bool)
+                                           for v in groups.values()):
+        raise OrcaDataError(f"{_where(path, loc)}: field 'groups' must be an object of text values, got {groups!r}")
+    question_id = obj.get("question_id")
+    if question_id is not None and not isinstance(question_id, str | int):
+        raise OrcaDataError(f"{_where(path, loc)}: field 'question_id' must be a string, got {question_id!r}")
+    return OrcaItem(id=item_id, ratings=tuple(ratings),
+                    groups=tuple(sorted((str(k), str(v)) for k, v in groups.items() if str(v))),
+                    question_id="" if question_id is None else str(question_id), **values)
+
+
+def group_key(benchmark: str, key: str | None = None, value: str | None = None) -> str:
+    """The ``per_group`` key of a benchmark (``benchmark=NAME``) or of one of its groups
+    (``benchmark=NAME|type=short``)."""
+    return f"benchmark={benchmark}" + (f"|{key}={value}" if key is not None else "")
+
+
+def group_names(groups) -> list[str]:
+    """The ``per_group`` keys an item belongs to: ``benchmark=NAME`` and ``benchmark=NAME|KEY=VALUE`` for each other
+    group (``groups``: a mapping or :attr:`OrcaItem.groups` pairs). None without a benchmark: []."""
+    pairs = dict(groups.items() if hasattr(groups, "items") else groups)
+    bench = pairs.get("benchmark")
+    if not bench:
+        return []
+    return [group_key(bench)] + [group_key(bench, k, v) for k, v in sorted(pairs.items()) if k != "benchmark" and v]
+
+
+def question_cluster(item: OrcaItem) -> str:
+    """The question an item's answer belongs to: its ``question_id``, else its question and reference text."""
+    return item.question_id or f"{item.question}\x1f{item.reference}"
 
 
 def load_items(path: str | Path, require_ratings: bool = True) -> list[OrcaItem]:

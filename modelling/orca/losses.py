@@ -97,24 +97,29 @@ def rating_nll(out: torch.Tensor, ratings: torch.Tensor, head: str, eps: float =
     return torch.where(mask, -lp, torch.zeros_like(lp))
 
 
-def reduce_nll(nll: torch.Tensor, ratings: torch.Tensor, reduction: str = "rating") -> torch.Tensor:
+def reduce_nll(nll: torch.Tensor, ratings: torch.Tensor, reduction: str = "rating",
+               weights: torch.Tensor | None = None) -> torch.Tensor:
     """Reduce a (B, R) per-rating NLL to a scalar.
 
     ``"rating"``: mean over all ratings in the batch (each rating weighs the same, as Eq. 5 does).
     ``"item"``: mean over items of each item's mean rating NLL (each item weighs the same).
     ``"sum"``: plain Σ_i Σ_j (Eq. 5 negated).
 
+    ``weights`` (B,) > 0, optional: item i's terms count ``weights[i]`` times (a weighted mean: Σ w_i·NLL / Σ w_i·n_i
+    for ``rating``, Σ w_i·mean_i / Σ w_i for ``item``, Σ w_i·NLL for ``sum``); None = all 1 (the formulas above).
+
     Raises:
         ValueError: unknown reduction.
     """
     mask = (ratings > 0).float()
+    w = torch.ones(nll.shape[0], dtype=nll.dtype, device=nll.device) if weights is None else weights.to(nll.dtype)
     if reduction == "rating":
-        return nll.sum() / mask.sum().clamp(min=1.0)
+        return (nll.sum(dim=1) * w).sum() / (mask.sum(dim=1) * w).sum().clamp(min=1e-12)
     if reduction == "item":
         per_item = nll.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-        return per_item.mean()
+        return (per_item * w).sum() / w.sum().clamp(min=1e-12)
     if reduction == "sum":
-        return nll.sum()
+        return (nll.sum(dim=1) * w).sum()
     raise ValueError(f"unknown reduction {reduction!r}; choose rating, item or sum")
 
 

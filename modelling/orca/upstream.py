@@ -24,7 +24,7 @@ Heads (K outputs of the linear layer) to μ and σ² on the normalised scale y =
   the mean normalised rating); their code defines its σ² as 0 (it predicts no disagreement).
 
 :func:`import_upstream` turns such a folder into one of ours (``config.json`` with an ``upstream`` section and
-``head.safetensors``); :func:`~modelling.orca.model.load_orca` then loads it, so ``evaluate``, ``score`` and the
+``head.safetensors``); :func:`~modelling.orca.saving.load_orca` then loads it, so ``evaluate``, ``score`` and the
 platform's scoring jobs use it unchanged. The LM stays in the authors' folder (referenced by absolute path) unless
 ``copy=True`` copies ``lm/`` and the tokenizer into ours. Because the folder it reads may change after the import,
 the import records the SHA-256 of the weight and settings files of ``lm/``, the tokenizer and a LoRA base model, and

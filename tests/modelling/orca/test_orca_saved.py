@@ -16,7 +16,8 @@ import torch
 
 from modelling.orca import load_orca, predict, save_orca
 from modelling.orca.integrity import PROBE_TEXT, file_sha256
-from modelling.orca.model import OrcaModelError, out_dir_check, weight_differences
+from modelling.orca.model import OrcaModelError
+from modelling.orca.saving import out_dir_check, weight_differences
 from tests.modelling.orca.saved_models import ITEMS, saved_models
 
 
