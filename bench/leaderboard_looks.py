@@ -127,6 +127,7 @@ class LookRun:
         self.out = Outcome(orca_rho=syn.orca_rho(pop, self.rng))
         self.pending: list[dict] = []  # plans waiting for their look
         self.names = list(scenario.truths)
+        self._seen = None  # the board whose verdicts were scored last
 
     def data(self):
         """The replay's state as ``LeaderboardData`` (OWNERS.md interfaces 1 and 2: raters, times, one epoch)."""
@@ -198,14 +199,18 @@ class LookRun:
         return False
 
     def _verdicts(self, board) -> None:
-        """Mark a false verdict of ``board`` (and the naive test's)."""
+        """Mark a false verdict of ``board`` (and the naive test's); a board seen already (dry queue) counts as a
+        look only."""
+        self.out.looks += 1
+        if board is self._seen:
+            return
+        self._seen = board
         truth = self.scenario.truths
         for p in board.pairwise:
             if (p.verdict == "a>b" and truth[p.a] <= truth[p.b] + _EPS) or (
                     p.verdict == "b>a" and truth[p.b] <= truth[p.a] + _EPS):
                 self.out.false = True
         self.out.naive_false |= naive_false(board, truth, self.config.min_shared)
-        self.out.looks += 1
 
     def _score(self, board, share: float, look: int) -> None:
         self._verdicts(board)
@@ -403,3 +408,60 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
     if math.isnan(out["orca_rho"]):
         out["orca_rho"] = None
     return out
+
+
+#: Replays per scenario (per policy in ``synthetic``) of the full run and of ``--quick``.
+FULL_REPLAYS = {"synthetic": 12, "many_lalms": 4, "raters": 100}
+QUICK_REPLAYS = {"synthetic": 1, "many_lalms": 1, "raters": 6}
+POLICIES = ("default", "disagreement", "model_vote", "leaderboard_precision")
+
+
+def scenarios(quick: bool) -> dict[str, tuple[Scenario, tuple]]:
+    """{name: (scenario, policies)} of the full run or of ``--quick`` (fewer questions, sparser looks)."""
+    if quick:
+        return {
+            "synthetic": (Scenario("synthetic", synthetic_truths(), 300, horizon=0.5, step=0.05,
+                                   planner_at=(0.1, 0.2)), POLICIES),
+            "many_lalms": (Scenario("many_lalms", many_truths(), 60, horizon=1.0, step=0.5), ("default",)),
+            "raters": (Scenario("raters", rater_truths(), 300, horizon=1.0, step=0.05), ("default",)),
+        }
+    return {
+        "synthetic": (Scenario("synthetic", synthetic_truths(), 2000, horizon=0.5, step=0.01,
+                               planner_at=(0.1, 0.2, 0.3)), POLICIES),
+        "many_lalms": (Scenario("many_lalms", many_truths(), 300, horizon=1.0, step=0.01), ("default",)),
+        "raters": (Scenario("raters", rater_truths(), 300, horizon=1.0, step=0.01), ("default",)),
+    }
+
+
+def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, seed: int, log) -> dict:
+    """{"scenarios": {...}, "naive": {...}} of the scenarios in ``only`` (``bench/leaderboard.py``'s docstring)."""
+    chosen = {n: s for n, s in scenarios(quick).items() if n in only}
+    counts = {**(QUICK_REPLAYS if quick else FULL_REPLAYS), **{k: v for k, v in replays.items() if v}}
+    tasks = []
+    for s_index, (name, (scenario, policies)) in enumerate(chosen.items()):
+        for p_index, policy in enumerate(policies):
+            for r in range(counts[name]):
+                tasks.append(((name, policy), scenario, policy, [seed, 35, s_index, p_index, r]))
+    tasks.sort(key=lambda t: -t[1].questions * len(t[1].truths) * t[1].horizon)  # long ones first
+    results = run_all(tasks, workers=workers, log=log)
+    out: dict = {}
+    if "synthetic" in chosen:
+        out["synthetic"] = {"policies": {p: summarise(results[("synthetic", p)]) for p in chosen["synthetic"][1]}}
+    if "many_lalms" in chosen:
+        figures = summarise(results[("many_lalms", "default")], planner=False)
+        out["many_lalms"] = {"decided_share_0.2": figures.pop("decided_share_0.2"), "fwer": figures.pop("fwer"),
+                             **figures}
+    if "raters" in chosen:
+        figures = summarise(results[("raters", "default")], planner=False)
+        out["raters"] = {"coverage_min": figures.pop("coverage_min"), **figures}
+    for name, (scenario, _) in chosen.items():
+        out[name]["design"] = {"questions": scenario.questions, "lalms": len(scenario.truths),
+                               "horizon": scenario.horizon, "look_every": scenario.step,
+                               "replays": counts[name], "truths": scenario.truths}
+    naive = [o.naive_false for key, outs in results.items() if key[0] == "synthetic" for o in outs]
+    section = {"scenarios": out}
+    if naive:
+        section["naive"] = {"fwer": round(float(np.mean(naive)), 4), "replays": len(naive),
+                            "by_policy": {p: out["synthetic"]["policies"][p]["naive_fwer"]
+                                          for p in out["synthetic"]["policies"]}}
+    return section
