@@ -23,6 +23,7 @@ the last board stands for every later look.
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import math
 import time
@@ -148,8 +149,12 @@ class LookRun:
         return data
 
     def board(self):
+        """The page's leaderboard of the ratings so far. Objects alive now are frozen out of the garbage
+        collector first (:func:`gc.freeze`): statsmodels' ``multipletests`` calls ``gc.collect()``, which would
+        otherwise walk the whole replay at every look (seconds each)."""
         from modelling.leaderboard.services import leaderboard_build
 
+        gc.freeze()
         return leaderboard_build(data=self.data(), preds=self.preds, config=self.config)
 
     def run(self) -> Outcome:
@@ -168,9 +173,10 @@ class LookRun:
             self._score(board, share, j)
             if any(abs(share - p) < _EPS for p in sc.planner_at):
                 self._plan(board)
-        self._plans_until(self.total, board, dry)
+        self._plans_until(self.total + 1, board, dry)
         for _plan in self.pending:  # never looked at: the queue cannot give the ratings
             self.out.plans["beyond"] += 1
+        gc.unfreeze()
         self.out.ratings = self.replay.state.n_ratings
         self.out.wall_s = time.perf_counter() - t0
         return self.out
@@ -443,6 +449,8 @@ def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, se
             for r in range(counts[name]):
                 tasks.append(((name, policy), scenario, policy, [seed, 35, s_index, p_index, r]))
     tasks.sort(key=lambda t: -t[1].questions * len(t[1].truths) * t[1].horizon)  # long ones first
+    import ppi_py  # noqa: F401 - imported once here rather than in every worker (seconds each)
+    import statsmodels.stats.multitest  # noqa: F401
     results = run_all(tasks, workers=workers, log=log)
     out: dict = {}
     if "synthetic" in chosen:
