@@ -63,10 +63,13 @@ Figures (per scenario, and per policy in ``synthetic``):
   had nothing left to rate: routing and leaderboard precision ask for less than the budget; the last board stands
   for the later looks), ``orca_rho`` (μ against the mean of 3 fresh ratings), ``wall_s_per_replay``, ``design``.
 
-Replays: the full run does 12 per policy in ``synthetic``, 4 in ``many_lalms`` and 100 in ``raters`` on
-``--workers`` processes; ``--quick`` does 1, 1 and 6 on smaller benchmarks with sparser looks (300 questions and a
-look every 5 % in ``synthetic``, 60 questions and looks at 50 and 100 % in ``many_lalms``, every 5 % in
-``raters``) and skips the seed-108 part unless its cross-fit cache exists.
+Replays: the full run does up to 40 per policy in ``synthetic``, 20 in ``many_lalms`` and 200 in ``raters`` on
+``--workers`` processes, round-robin (replay r of every scenario and policy before replay r + 1), and starts no
+replay that would end after ``--minutes`` (36, or 31 with the seed-108 part; each scenario's first replay always
+runs), so it fits 40 minutes whatever the speed of the verdict and interval methods under test (as long as one
+replay of each scenario does): ``replays`` reports how many ran. ``--quick`` does 1, 1 and 6 on smaller benchmarks
+with sparser looks (300 questions and a look every 5 % in ``synthetic``, 60 questions and looks at 50 and 100 % in
+``many_lalms``, every 5 % in ``raters``) and skips the seed-108 part unless its cross-fit cache exists.
 
 Seed-108 replays (``policies``, ``small_n``, ``budgets``, …) follow.
 
@@ -313,6 +316,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated parts to run: synthetic, many_lalms, raters, seed108")
     p.add_argument("--quick", action="store_true", help="CI-sized run (a couple of minutes)")
     p.add_argument("--workers", type=int, default=2, help="processes for the synthetic replays")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="stop starting synthetic replays that would end after this (default: 36, 31 with seed108; "
+                        "--quick: none)")
     for name in ("synthetic", "many-lalms", "raters"):
         p.add_argument(f"--{name}-replays", type=int, default=0,
                        help=f"replays of {name} (per policy); 0: the default of the full run or --quick")
@@ -354,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     if only & {"synthetic", "many_lalms", "raters"}:
         result.update(scenarios_section(
             quick=args.quick, only=only, workers=args.workers, seed=args.seed, log=log,
+            minutes=args.minutes if args.minutes is not None else None if args.quick else (
+                31.0 if "seed108" in only else 36.0),
             replays={"synthetic": args.synthetic_replays, "many_lalms": args.many_lalms_replays,
                      "raters": args.raters_replays}))
     if "seed108" in only:

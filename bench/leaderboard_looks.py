@@ -325,31 +325,58 @@ def naive_false(board, truth: dict, min_shared: int) -> bool:
 
 
 def run_one(task: tuple) -> tuple:
-    """Worker entry: (key, scenario, policy, seed) → (key, Outcome)."""
-    key, scenario, policy, seed = task
+    """Worker entry: (key, replay number, scenario, policy, seed) → (key, Outcome)."""
+    key, _, scenario, policy, seed = task
     return key, LookRun(scenario, policy, seed).run()
 
 
-def run_all(tasks: list[tuple], *, workers: int, log) -> dict:
-    """{key: [Outcome, ...]} of every task, ``workers`` processes (fork: Django is set up already)."""
+def run_all(tasks: list[tuple], *, workers: int, log, minutes: float | None = None) -> dict:
+    """{key: [Outcome, ...]}: the tasks in order on ``workers`` processes (fork: Django is set up already).
+
+    With ``minutes``, a task is started only when the mean wall time of its key's finished replays still fits
+    before the deadline (each key's first replay always runs), so the run ends in about that time whatever the
+    speed of the methods under test; the summaries report how many replays ran."""
     out: dict = {}
+    walls: dict = {}
     t0 = time.perf_counter()
+    deadline = None if not minutes else t0 + 60.0 * minutes
 
     def take(key, outcome) -> None:
         out.setdefault(key, []).append(outcome)
+        walls.setdefault(key, []).append(outcome.wall_s)
         log("synthetic replay", key=str(key), done=len(out[key]), false=outcome.false, naive=outcome.naive_false,
             wall_s=round(outcome.wall_s, 1), elapsed_s=round(time.perf_counter() - t0, 1))
 
+    def fits(task) -> bool:
+        if deadline is None or task[1] == 0:
+            return True
+        known = walls.get(task[0])
+        return bool(known) and time.perf_counter() + float(np.mean(known)) <= deadline
+
     if workers <= 1:
         for task in tasks:
-            take(*run_one(task))
+            if fits(task):
+                take(*run_one(task))
         return out
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    queue, running = list(tasks), set()
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        for key, outcome in pool.map(run_one, tasks):
-            take(key, outcome)
+        while queue or running:
+            while len(running) < workers:
+                # the next task whose key's time is known (or that is its key's first): start it if it fits
+                ready = next((t for t in queue if t[1] == 0 or walls.get(t[0])), None)
+                if ready is None:
+                    break
+                queue.remove(ready)
+                if fits(ready):
+                    running.add(pool.submit(run_one, ready))
+            if not running:
+                break
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                take(*future.result())
     return out
 
 
@@ -416,8 +443,9 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
     return out
 
 
-#: Replays per scenario (per policy in ``synthetic``) of the full run and of ``--quick``.
-FULL_REPLAYS = {"synthetic": 12, "many_lalms": 4, "raters": 100}
+#: Replays per scenario (per policy in ``synthetic``) of the full run (at most: ``--minutes`` stops it) and of
+#: ``--quick``.
+FULL_REPLAYS = {"synthetic": 40, "many_lalms": 20, "raters": 200}
 QUICK_REPLAYS = {"synthetic": 1, "many_lalms": 1, "raters": 6}
 POLICIES = ("default", "disagreement", "model_vote", "leaderboard_precision")
 
@@ -439,19 +467,21 @@ def scenarios(quick: bool) -> dict[str, tuple[Scenario, tuple]]:
     }
 
 
-def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, seed: int, log) -> dict:
-    """{"scenarios": {...}, "naive": {...}} of the scenarios in ``only`` (``bench/leaderboard.py``'s docstring)."""
+def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, seed: int, log,
+                      minutes: float | None = None) -> dict:
+    """{"scenarios": {...}, "naive": {...}} of the scenarios in ``only`` (``bench/leaderboard.py``'s docstring):
+    up to ``replays`` (else the defaults) replays each, round-robin, stopping at ``minutes`` (:func:`run_all`)."""
     chosen = {n: s for n, s in scenarios(quick).items() if n in only}
     counts = {**(QUICK_REPLAYS if quick else FULL_REPLAYS), **{k: v for k, v in replays.items() if v}}
     tasks = []
     for s_index, (name, (scenario, policies)) in enumerate(chosen.items()):
         for p_index, policy in enumerate(policies):
             for r in range(counts[name]):
-                tasks.append(((name, policy), scenario, policy, [seed, 35, s_index, p_index, r]))
-    tasks.sort(key=lambda t: -t[1].questions * len(t[1].truths) * t[1].horizon)  # long ones first
+                tasks.append(((name, policy), r, scenario, policy, [seed, 35, s_index, p_index, r]))
+    tasks.sort(key=lambda t: (t[1], -t[2].questions * len(t[2].truths) * t[2].horizon))  # rounds, long ones first
     import ppi_py  # noqa: F401 - imported once here rather than in every worker (seconds each)
     import statsmodels.stats.multitest  # noqa: F401
-    results = run_all(tasks, workers=workers, log=log)
+    results = run_all(tasks, workers=workers, log=log, minutes=minutes)
     out: dict = {}
     if "synthetic" in chosen:
         out["synthetic"] = {"policies": {p: summarise(results[("synthetic", p)]) for p in chosen["synthetic"][1]}}
@@ -465,7 +495,7 @@ def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, se
     for name, (scenario, _) in chosen.items():
         out[name]["design"] = {"questions": scenario.questions, "lalms": len(scenario.truths),
                                "horizon": scenario.horizon, "look_every": scenario.step,
-                               "replays": counts[name], "truths": scenario.truths}
+                               "replays_asked": counts[name], "truths": scenario.truths}
     naive = [o.naive_false for key, outs in results.items() if key[0] == "synthetic" for o in outs]
     section = {"scenarios": out}
     if naive:
