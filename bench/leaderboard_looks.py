@@ -263,10 +263,10 @@ class LookRun:
                 self.out.plans["declined"] += 1
                 continue
             more = getattr(plan, "more_ratings", None)
-            if more is None:
-                self.out.plans["declined"] += 1
-            elif not getattr(plan, "reachable", True):
+            if not getattr(plan, "reachable", True):
                 self.out.plans["unreachable"] += 1
+            elif more is None:
+                self.out.plans["declined"] += 1
             elif now + more > self.total:
                 self.out.plans["beyond"] += 1
             else:
