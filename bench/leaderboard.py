@@ -63,7 +63,7 @@ Figures (per scenario, and per policy in ``synthetic``):
   had nothing left to rate: routing and leaderboard precision ask for less than the budget; the last board stands
   for the later looks), ``orca_rho`` (μ against the mean of 3 fresh ratings), ``wall_s_per_replay``, ``design``.
 
-Replays: the full run does up to 40 per policy in ``synthetic``, 20 in ``many_lalms`` and 200 in ``raters`` on
+Replays: the full run does up to 40 per policy in ``synthetic``, 8 in ``many_lalms`` and 200 in ``raters`` on
 ``--workers`` processes, round-robin (replay r of every scenario and policy before replay r + 1), and starts no
 replay that would end after ``--minutes`` (36, or 31 with the seed-108 part; each scenario's first replay always
 runs), so it fits 40 minutes whatever the speed of the verdict and interval methods under test (as long as one

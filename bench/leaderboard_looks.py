@@ -445,7 +445,7 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
 
 #: Replays per scenario (per policy in ``synthetic``) of the full run (at most: ``--minutes`` stops it) and of
 #: ``--quick``.
-FULL_REPLAYS = {"synthetic": 40, "many_lalms": 20, "raters": 200}
+FULL_REPLAYS = {"synthetic": 40, "many_lalms": 8, "raters": 200}
 QUICK_REPLAYS = {"synthetic": 1, "many_lalms": 1, "raters": 6}
 POLICIES = ("default", "disagreement", "model_vote", "leaderboard_precision")
 
