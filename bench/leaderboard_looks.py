@@ -145,7 +145,7 @@ class LookRun:
         data.rated_at = {i: [syn.CLOCK_START + s * syn.RATING_SECONDS for s in rep.steps[i]] for i in data.scores}
         data.rating_epoch = {i: [1] * len(data.scores[i]) for i in data.scores}
         data.epochs = {1: [{"number": 1, "policy": kind, "audit_share": 0.2 if kind == ROUTED else None,
-                            "started": "2025-06-15T00:00:00+00:00"}]}
+                            "started": "2025-06-15T00:00:00+00:00", "reason": "the replay's one design"}]}
         return data
 
     def board(self):

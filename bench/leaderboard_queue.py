@@ -65,7 +65,7 @@ def _data(*, answers: dict, state, policy: str, audit_share: float, u=None):
             data.rated_at[i].append(1_750_000_000.0 + 30.0 * step)
     data.rating_epoch = {i: [1] * len(r) for i, r in data.scores.items()}
     data.epochs = {1: [{"number": 1, "policy": kind, "audit_share": audit_share if kind == ROUTED else None,
-                        "started": "2025-06-15T00:00:00+00:00"}]}
+                        "started": "2025-06-15T00:00:00+00:00", "reason": "the replay's one design"}]}
     return data
 
 
