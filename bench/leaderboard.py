@@ -64,12 +64,13 @@ Figures (per scenario, and per policy in ``synthetic``):
   for the later looks), ``orca_rho`` (μ against the mean of 3 fresh ratings), ``wall_s_per_replay``, ``design``.
 
 Replays: the full run does up to 40 per policy in ``synthetic``, 8 in ``many_lalms`` and 200 in ``raters`` on
-``--workers`` processes, round-robin (replay r of every scenario and policy before replay r + 1), and starts no
-replay that would end after ``--minutes`` (36, or 31 with the seed-108 part; each scenario's first replay always
-runs), so it fits 40 minutes whatever the speed of the verdict and interval methods under test (as long as one
-replay of each scenario does): ``replays`` reports how many ran. ``--quick`` does 1, 1 and 6 on smaller benchmarks
-with sparser looks (300 questions and a look every 5 % in ``synthetic``, 60 questions and looks at 50 and 100 % in
-``many_lalms``, every 5 % in ``raters``) and skips the seed-108 part unless its cross-fit cache exists.
+``--workers`` processes: each scenario's (and policy's) first replay, then always a replay of the one that has used
+the least time so far (cheap scenarios get many replays, costly ones few), starting none that would end after
+``--minutes`` (36, or 31 with the seed-108 part), so the run fits 40 minutes whatever the speed of the verdict and
+interval methods under test (as long as one replay of each does): ``replays`` reports how many ran. ``--quick`` does
+1, 1 and 6 on smaller benchmarks with sparser looks (300 questions and a look every 5 % in ``synthetic``, 60
+questions and looks at 50 and 100 % in ``many_lalms``, every 5 % in ``raters``) and skips the seed-108 part unless
+its cross-fit cache exists.
 
 Seed-108 replays (``policies``, ``small_n``, ``budgets``, …) follow.
 

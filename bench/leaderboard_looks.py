@@ -330,54 +330,73 @@ def run_one(task: tuple) -> tuple:
     return key, LookRun(scenario, policy, seed).run()
 
 
-def run_all(tasks: list[tuple], *, workers: int, log, minutes: float | None = None) -> dict:
-    """{key: [Outcome, ...]}: the tasks in order on ``workers`` processes (fork: Django is set up already).
+class _Schedule:
+    """Which replay runs next (:func:`run_all`): every key's first replay first, then the replay of the key that
+    has used the least time so far (finished replays plus the expected time of running ones), so cheap scenarios
+    get many replays and costly ones few; with a deadline, a replay starts only when its key's mean time still fits
+    before it."""
 
-    With ``minutes``, a task is started only when the mean wall time of its key's finished replays still fits
-    before the deadline (each key's first replay always runs), so the run ends in about that time whatever the
-    speed of the methods under test; the summaries report how many replays ran."""
+    def __init__(self, tasks: list[tuple], deadline: float | None):
+        self.queue, self.deadline = list(tasks), deadline
+        self.walls: dict = {}
+        self.running: dict = {}  # key → replays running
+
+    def spent(self, key) -> float:
+        walls = self.walls.get(key, [])
+        return sum(walls) + self.running.get(key, 0) * (float(np.mean(walls)) if walls else 0.0)
+
+    def next(self) -> tuple | None:
+        """The task to start now, or None (nothing startable: wait for a running one, or all done)."""
+        while True:
+            firsts = [t for t in self.queue if t[1] == 0]
+            ready = firsts or [t for t in self.queue if self.walls.get(t[0])]
+            if not ready:
+                return None
+            task = min(ready, key=lambda t: (self.spent(t[0]), t[1]))
+            self.queue.remove(task)
+            if task[1] == 0 or self.deadline is None or (
+                    time.perf_counter() + float(np.mean(self.walls[task[0]])) <= self.deadline):
+                self.running[task[0]] = self.running.get(task[0], 0) + 1
+                return task
+            self.queue = [t for t in self.queue if t[0] != task[0]]  # its key does not fit any more
+
+    def done(self, key, wall_s: float) -> None:
+        self.running[key] -= 1
+        self.walls.setdefault(key, []).append(wall_s)
+
+
+def run_all(tasks: list[tuple], *, workers: int, log, minutes: float | None = None) -> dict:
+    """{key: [Outcome, ...]} of the tasks (key, replay number, scenario, policy, seed) that :class:`_Schedule`
+    starts, on ``workers`` processes (fork: Django is set up already). With ``minutes`` the run ends in about that
+    time whatever the speed of the methods under test (each key's first replay always runs); the summaries report
+    how many replays ran."""
     out: dict = {}
-    walls: dict = {}
     t0 = time.perf_counter()
-    deadline = None if not minutes else t0 + 60.0 * minutes
+    schedule = _Schedule(tasks, None if not minutes else t0 + 60.0 * minutes)
 
     def take(key, outcome) -> None:
         out.setdefault(key, []).append(outcome)
-        walls.setdefault(key, []).append(outcome.wall_s)
+        schedule.done(key, outcome.wall_s)
         log("synthetic replay", key=str(key), done=len(out[key]), false=outcome.false, naive=outcome.naive_false,
             wall_s=round(outcome.wall_s, 1), elapsed_s=round(time.perf_counter() - t0, 1))
 
-    def fits(task) -> bool:
-        if deadline is None or task[1] == 0:
-            return True
-        known = walls.get(task[0])
-        return bool(known) and time.perf_counter() + float(np.mean(known)) <= deadline
-
     if workers <= 1:
-        for task in tasks:
-            if fits(task):
-                take(*run_one(task))
+        while (task := schedule.next()) is not None:
+            take(*run_one(task))
         return out
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    queue, running = list(tasks), set()
+    running = set()
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        while queue or running:
-            while len(running) < workers:
-                # the next task whose key's time is known (or that is its key's first): start it if it fits
-                ready = next((t for t in queue if t[1] == 0 or walls.get(t[0])), None)
-                if ready is None:
-                    break
-                queue.remove(ready)
-                if fits(ready):
-                    running.add(pool.submit(run_one, ready))
+        while True:
+            while len(running) < workers and (task := schedule.next()) is not None:
+                running.add(pool.submit(run_one, task))
             if not running:
-                break
+                return out
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 take(*future.result())
-    return out
 
 
 def _rate(pairs) -> float | None:
