@@ -122,7 +122,9 @@ level and the interval excluding 0) is the realised power. Pairs the planner dec
 questions, or a difference too uncertain for 80 % at any size) and plans above 500 questions (beyond any benchmark
 here) are counted in ``planner_pairs``, not simulated. ``planner_power_true_effect``: the same with the plan computed
 from the pool's true difference and spread (the formula's own calibration); ``planner_power_if_exact``: with the
-observed difference taken as exact (the plan without its uncertainty, for comparison).
+observed difference taken as exact (the plan without its uncertainty, for comparison). This study simulates the
+sign-flip verdict and ``stats.budget_plan``; where those are gone (the anytime-valid verdicts) the three figures are
+null with ``planner_note``, and the planner is measured by ``scenarios.synthetic`` (``planner_power``) instead.
 
 ``small_n``: coverage of the human-only interval (``classical_mean``) of a known mean on synthetic benchmarks of
 3, 5 and 10 questions — six LALMs from 5 % to 95 % correct answers, three ratings per answer drawn from discrete
