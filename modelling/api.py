@@ -143,6 +143,9 @@ _ESTIMATE = {
                                                  "with different sampling are combined)."),
     "ci_method": serializers.CharField(allow_null=True, help_text="The interval method (see ci_methods)."),
     "n": serializers.IntegerField(help_text="Labelled answers used."),
+    "annotators": serializers.IntegerField(allow_null=True, help_text=(
+        "Distinct annotators of the labels when known: the interval then adds their share, two-way clustered over "
+        "answers and annotators (null: annotators unknown, each rating its own cluster).")),
 }
 _ROW_FIELDS = {
     "lalm": serializers.CharField(),
@@ -151,9 +154,21 @@ _ROW_FIELDS = {
     "rated_share": serializers.FloatField(help_text="rated_answers / answers (0–1): the '% rated'."),
     "labels": serializers.IntegerField(help_text="Rated answers the estimates use (the audit share under routing, "
                                                  "the drawn answers under leaderboard precision)."),
-    "ratings": serializers.IntegerField(help_text="Valid scored ratings."),
-    "mean_rating": serializers.FloatField(allow_null=True, help_text="Mean of the valid ratings, 1–5 (Table 5)."),
+    "ratings": serializers.IntegerField(help_text=(
+        "Valid scored ratings the estimate uses: the audit share's under routing, the drawn answers' under "
+        "leaderboard precision, the current design's after a policy switch (ratings_all: every valid one).")),
+    "ratings_all": serializers.IntegerField(help_text="Every valid scored rating of the LALM's answers, "
+                                                      "early-stopped and selected ones included."),
+    "mean_rating": serializers.FloatField(allow_null=True, help_text=(
+        "Mean of the ratings counted in ratings, 1–5 (Table 5); under leaderboard precision each weighted by its "
+        "answer's 1/π.")),
     "sd_rating": serializers.FloatField(allow_null=True, help_text="Their standard deviation (1–5 scale)."),
+    "design": serializers.CharField(help_text=(
+        "The design epoch(s) the estimate uses, e.g. 'current design since 2026-03-01: routing, audit 20 %' or "
+        "'epochs combined (…)'; '' when the benchmark has no recorded epochs.")),
+    "estimand": serializers.CharField(help_text=(
+        "What the estimate is the mean of: 'all answers', or narrower when the population checks find imported "
+        "ratings of a subset, skips, 'unable to judge' holes or unserved questions (see notes).")),
     "estimate": serializers.FloatField(allow_null=True, help_text=(
         "The row's estimate of the LALM's mean correctness (r − 1)/4 over its answers: ppi (with ORCA) when it "
         "has an interval, else human.")),
@@ -182,20 +197,29 @@ _ROW_FIELDS = {
 }
 _PAIR_FIELDS = {
     "a": serializers.CharField(), "b": serializers.CharField(),
-    "n_questions": serializers.IntegerField(help_text="Shared rated questions."),
+    "n_questions": serializers.IntegerField(
+        help_text="Counted shared questions: rated for both, chosen at random (all rated ones under the uniform "
+                  "policy, the audit share under routing, the draw share under the active design)."),
     "diff": serializers.FloatField(allow_null=True, help_text="Mean of a − b over them (normalised scale)."),
     "ci": serializers.ListField(child=serializers.FloatField(), allow_null=True,
-                                help_text="95 % interval of the difference (not adjusted for multiplicity)."),
-    "p_holm": serializers.FloatField(allow_null=True, help_text="Sign-flip test p, Holm-corrected over all pairs."),
+                                help_text="Confidence sequence for the mean difference a − b at the pair's Holm "
+                                          "level (valid at every look)."),
+    "level": serializers.FloatField(help_text="α of the confidence sequence: the pair's Holm level."),
+    "e_value": serializers.FloatField(allow_null=True, help_text="Capital of the betting test of equal means now."),
+    "p_anytime": serializers.FloatField(help_text="Anytime-valid p: 1 / the largest capital so far (≤ 1)."),
+    "p_holm": serializers.FloatField(help_text="Anytime p, Holm-adjusted over all pairs."),
     "verdict": serializers.ChoiceField(choices=["a>b", "b>a", "undecided"]),
-    "p_value": serializers.FloatField(allow_null=True, help_text="The sign-flip test's p before correction."),
-    "note": serializers.CharField(help_text="Why a pair was not tested ('' when it was)."),
+    "method": serializers.CharField(help_text="The verdict's method: betting_holm (anytime-valid betting test "
+                                              "of equal means, Waudby-Smith & Ramdas 2024, Holm over all pairs)."),
+    "pairs": serializers.IntegerField(help_text="Pairs Holm's correction runs over."),
+    "note": serializers.CharField(help_text="Why a pair cannot have a verdict yet ('' otherwise)."),
 }
 
 
 class LeaderboardView(APIView):
     """The LALM leaderboard (experts and admins): per-LALM estimates named with their estimator and interval
-    method, human-only and ORCA-assisted, judges, ORCA, verdicts between LALMs (sign-flip test, Holm-corrected)
+    method, human-only and ORCA-assisted, judges, ORCA, verdicts between LALMs (anytime-valid betting test of
+    equal means, Holm over all pairs)
     and system-level agreement."""
 
     permission_classes = [IsExpertOrAdmin]
@@ -207,6 +231,7 @@ class LeaderboardView(APIView):
             "model_version": serializers.CharField(allow_null=True, help_text="The ORCA model version used."),
             "prediction_source": serializers.ChoiceField(choices=["crossfit", "active", "none"]),
             "sampling_note": serializers.CharField(help_text="How the rated answers were chosen, in words."),
+            "verdict_method": serializers.CharField(help_text="The verdicts' method in words."),
             "rows": inline_serializer("LeaderboardRow", fields=_ROW_FIELDS, many=True),
             "pairwise": inline_serializer("LeaderboardPair", fields=_PAIR_FIELDS, many=True),
             "by": serializers.CharField(required=False),
@@ -225,7 +250,7 @@ class LeaderboardView(APIView):
         }),
     )
     def get(self, request):
-        from modelling.leaderboard.services import leaderboard_cached
+        from modelling.leaderboard.render import leaderboard_cached
 
         query = LeaderboardQuerySerializer(data=request.query_params, context={"request": request})
         if not query.is_valid():

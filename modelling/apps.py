@@ -37,6 +37,6 @@ class ModellingConfig(AppConfig):
 
 def _leaderboard_datasheet_section(benchmark) -> str:
     """The leaderboard table for a dataset export's datasheet (imported on use: web processes stay light)."""
-    from modelling.leaderboard.services import leaderboard_datasheet_section
+    from modelling.leaderboard.render import leaderboard_datasheet_section
 
     return leaderboard_datasheet_section(benchmark)

@@ -486,198 +486,6 @@ class CrossFitFold(models.Model):
         return f"{self.crossfit.name} fold {self.fold}"
 
 
-# --- Routing annotation by predicted disagreement (modelling/services/routing.py) ------------------------
-
-
-class RoutingPolicy(models.Model):
-    """The routing switch (one row, pk 1) and where the last evaluation left off; thresholds are settings.
-
-    Written only by ``modelling.services.routing`` (``routing_policy_set``, ``routing_refresh``).
-    """
-
-    enabled = models.BooleanField(
-        default=False, help_text="Routing on: ORCA's predictions set target_ratings and priority of candidates."
-    )
-    model_version = models.ForeignKey(
-        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="The model version whose predictions the last full evaluation used.",
-    )
-    n_predictions = models.PositiveIntegerField(
-        default=0, help_text="Predictions of that model version at the last full evaluation (new ones trigger one)."
-    )
-    rating_watermark = models.PositiveBigIntegerField(
-        default=0, help_text="Highest Rating id seen by the last evaluation (newer ratings trigger re-evaluation)."
-    )
-    evaluated_at = models.DateTimeField(null=True, blank=True, help_text="When the policy was last evaluated.")
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="Who last switched routing on or off.",
-    )
-    updated_at = models.DateTimeField(auto_now=True, help_text="When the switch was last changed.")
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="routing_policy_singleton")]
-
-    def __str__(self) -> str:
-        return f"routing {'on' if self.enabled else 'off'}"
-
-
-class RoutingDecision(models.Model):
-    """One change routing made to a candidate answer's target_ratings / priority, with its reason (the log).
-
-    Written only by ``modelling.services.routing``; the latest row of a candidate is its current routing state.
-    ``refinement`` reads rows with ``expert=True`` (by app label, ``apps.get_model``) to offer predicted-ambiguous
-    questions to expert review.
-    """
-
-    class Reason(models.TextChoices):
-        OBSERVED_DISAGREEMENT = "observed_disagreement", "Observed disagreement (overrides the prediction)"
-        OBSERVED_AGREEMENT = "observed_agreement", "Observed agreement (overrides the prediction)"
-        PREDICTED_DISAGREEMENT = "predicted_disagreement", "Predicted disagreement (top σ² quantile)"
-        CONFIDENT_AGREEING = "confident_agreeing", "First two ratings agree (stops early)"
-        CONFIDENT_MODEL_AGREES = "confident_model_agrees", "Low predicted σ², first rating matches the model's 1 + 4μ"
-        CONFIDENT_DISAGREEING = "confident_disagreeing", "First two ratings disagree (default kept)"
-        DEFAULT = "default", "No rule applies (default)"
-        ROUTING_OFF = "routing_off", "Routing switched off (default restored)"
-        ACTIVE_SELECTED = "active_selected", "Drawn for the leaderboard (probability ∝ σ with a uniform floor)"
-        ACTIVE_SKIPPED = "active_skipped", "Not drawn for the leaderboard (not to be rated)"
-        AUDIT = "audit", "In the audit share (always the default k: keeps the leaderboard unbiased)"
-
-    candidate = models.ForeignKey(
-        "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="routing_decisions",
-        help_text="The candidate answer routed.",
-    )
-    model_version = models.ForeignKey(
-        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="routing_decisions",
-        help_text="The model whose prediction was used (empty when routing was switched off).",
-    )
-    reason = models.CharField(max_length=30, choices=Reason.choices, help_text="The rule that decided.")
-    detail = models.TextField(blank=True, help_text="The numbers behind the reason, in words.")
-    old_target_ratings = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="target_ratings before (empty = the default k)."
-    )
-    target_ratings = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="target_ratings after (empty = the default k)."
-    )
-    old_priority = models.IntegerField(default=0, help_text="Queue priority before.")
-    priority = models.IntegerField(default=0, help_text="Queue priority after (higher is offered first).")
-    mu = models.FloatField(null=True, blank=True, help_text="Predicted μ (0–1) used.")
-    variance = models.FloatField(null=True, blank=True, help_text="Predicted σ² (normalised scale) used.")
-    n_ratings = models.PositiveSmallIntegerField(default=0, help_text="Valid scored ratings seen when deciding.")
-    expert = models.BooleanField(
-        default=False, help_text="Predicted ambiguous (σ² in the top expert quantile): offered to expert review."
-    )
-    inclusion_probability = models.FloatField(
-        null=True, blank=True,
-        help_text="Leaderboard-precision policy: the probability π (0–1] with which this answer was drawn; a rating "
-        "of a drawn answer weighs 1/π in the active estimate. Empty for the other policies.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True, help_text="When the decision was made.")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["candidate", "-id"]), models.Index(fields=["reason", "-id"])]
-
-    def __str__(self) -> str:
-        return f"{self.candidate_id}: {self.old_target_ratings}->{self.target_ratings} ({self.reason})"
-
-
-class BenchmarkRouting(models.Model):
-    """Which routing policy a benchmark's candidate answers follow while routing is on (no row: disagreement).
-
-    Written only by ``modelling.services.routing.benchmark_routing_set``.
-    """
-
-    class Policy(models.TextChoices):
-        DISAGREEMENT = "disagreement", "Predicted disagreement (more raters where ORCA expects disagreement)"
-        LEADERBOARD_PRECISION = "leaderboard_precision", (
-            "Leaderboard precision (rate a sample drawn ∝ ORCA's σ with a uniform floor, weighted 1/π)"
-        )
-
-    benchmark = models.OneToOneField(
-        "annotation.Benchmark", on_delete=models.CASCADE, related_name="+", help_text="The benchmark."
-    )
-    policy = models.CharField(max_length=30, choices=Policy.choices, default=Policy.DISAGREEMENT,
-                              help_text="The routing policy of its candidate answers.")
-    budget = models.FloatField(
-        default=0.3, help_text="Leaderboard precision: expected share (0–1] of each LALM's answers drawn for rating."
-    )
-    floor = models.FloatField(
-        default=0.2, help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ)."
-    )
-    audit_share = models.FloatField(
-        null=True, blank=True,
-        help_text="Predicted disagreement: share (0–1) of the benchmark's answers, by random key, that routing never "
-                  "stops early (the audit the leaderboard estimates from); empty: ROUTING_AUDIT_SHARE.",
-    )
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="Who last chose the policy.",
-    )
-    updated_at = models.DateTimeField(auto_now=True, help_text="When the policy was last chosen.")
-
-    class Meta:
-        constraints = [
-            models.CheckConstraint(condition=Q(budget__gt=0.0, budget__lte=1.0), name="benchmark_routing_budget"),
-            models.CheckConstraint(condition=Q(floor__gt=0.0, floor__lte=1.0), name="benchmark_routing_floor"),
-            models.CheckConstraint(
-                condition=Q(audit_share__isnull=True) | Q(audit_share__gte=0.0, audit_share__lte=1.0),
-                name="benchmark_routing_audit_share",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.benchmark_id}: {self.policy}"
-
-    def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        errors = {name: "must be above 0 and at most 1" for name in ("budget", "floor")
-                  if not 0.0 < (getattr(self, name) or 0.0) <= 1.0}
-        if self.audit_share is not None and not 0.0 <= self.audit_share <= 1.0:
-            errors["audit_share"] = "must be between 0 and 1"
-        if errors:
-            raise ValidationError(errors)
-
-
-class ActiveDraw(models.Model):
-    """The fixed design of the leaderboard-precision policy for one candidate answer: its uniform number u and
-    inclusion probability π, set at the first routing decision that applied the policy to it and never changed
-    (a new model version, new answers or a new budget leave them alone), so the draw (u < π) and the weight 1/π of
-    its ratings hold for the leaderboard's active estimate (Zrnic & Candès, ICML 2024; README, Leaderboard).
-
-    Written only by ``modelling.services.routing``.
-    """
-
-    candidate = models.OneToOneField(
-        "annotation.CandidateAnswer", on_delete=models.CASCADE, related_name="active_draw",
-        help_text="The candidate answer.",
-    )
-    u = models.FloatField(help_text="Uniform number in [0, 1) drawn once; the answer is drawn when u < π.")
-    pi = models.FloatField(help_text="Inclusion probability π in (0, 1], from ORCA's σ at the first decision.")
-    model_version = models.ForeignKey(
-        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="The model whose predicted σ set π.",
-    )
-    budget = models.FloatField(help_text="The benchmark's budget share when π was set.")
-    floor = models.FloatField(help_text="The benchmark's uniform floor when π was set.")
-    created_at = models.DateTimeField(auto_now_add=True, help_text="When the draw was made.")
-
-    class Meta:
-        ordering = ["id"]
-        constraints = [
-            models.CheckConstraint(condition=Q(pi__gt=0.0, pi__lte=1.0), name="active_draw_pi_0_1"),
-            models.CheckConstraint(condition=Q(u__gte=0.0, u__lt=1.0), name="active_draw_u_0_1"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.candidate_id}: u={self.u:.4f} π={self.pi:.4f}"
-
-    @property
-    def drawn(self) -> bool:
-        return self.u < self.pi
-
-
 class RaterSnapshot(models.Model):
     """ORCA as an extra rater at one moment: Krippendorff's alpha with and without the model's rounded ratings and
     Spearman ρ of μ against the mean human rating. Written by ``modelling.services.rater``.
@@ -704,5 +512,14 @@ class RaterSnapshot(models.Model):
         return f"{self.model_version} {self.level} alpha+model={self.alpha_with_model} rho={self.rho}"
 
 
+# Routing, the leaderboard-precision design and design epochs (modelling/routing_models.py), registered with this app.
 # Rater reliability snapshots (modelling/reliability/models.py), registered with this app.
 from modelling.reliability.models import ReliabilitySnapshot  # noqa: E402,F401
+from modelling.routing_models import (  # noqa: E402,F401
+    ActiveDraw,
+    BenchmarkRouting,
+    DesignEpoch,
+    QuestionDraw,
+    RoutingDecision,
+    RoutingPolicy,
+)

@@ -6,7 +6,8 @@ from django.db import models
 
 
 def random_key_new() -> float:
-    """A fresh uniform random number in [0, 1): a candidate answer's ``random_key`` (drawn once, at creation)."""
+    """A fresh uniform random number in [0, 1): a question's ``random_key`` (drawn once, at its creation; its
+    candidate answers copy it)."""
     return random.random()
 
 

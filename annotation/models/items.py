@@ -73,6 +73,13 @@ class Question(models.Model):
     )
     extra = models.JSONField(default=dict, blank=True, help_text="Other fields of the source record.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    random_key = models.FloatField(
+        default=random_key_new, editable=False,
+        help_text="Uniform random number in [0, 1) drawn once when the question is created and kept across its "
+                  "versions. Every LALM's answer to the question shares it: the queue serves a priority level in "
+                  "this order and routing's audit share is the questions whose key is below the share, so any two "
+                  "LALMs share audited questions at the audit share itself, not its square (README, Leaderboard).",
+    )
     current_version = models.ForeignKey(
         "QuestionVersion",
         null=True,
@@ -169,8 +176,33 @@ class LALM(models.Model):
         _check_api_key_env(self.settings)
 
 
+def candidate_keys_fill(candidates) -> None:
+    """Give each unsaved candidate answer of ``candidates`` without a ``random_key`` its question's key (one
+    query). Raises ``ValueError`` for a candidate without a saved question version."""
+    wanted = {c.question_version_id for c in candidates if c.random_key is None}
+    if not wanted:
+        return
+    if None in wanted:
+        raise ValueError("a candidate answer needs a saved question version to take its question's random key")
+    keys = dict(QuestionVersion.objects.filter(pk__in=wanted).values_list("pk", "question__random_key"))
+    for c in candidates:
+        if c.random_key is None:
+            c.random_key = keys[c.question_version_id]
+
+
+class CandidateAnswerQuerySet(models.QuerySet):
+    """``bulk_create`` fills each new answer's ``random_key`` from its question (:func:`candidate_keys_fill`)."""
+
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        candidate_keys_fill(objs)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class CandidateAnswer(models.Model):
     """An LALM's answer to one version of a question: the thing annotators rate."""
+
+    objects = CandidateAnswerQuerySet.as_manager()
 
     question_version = models.ForeignKey(QuestionVersion, on_delete=models.CASCADE, related_name="candidates")
     lalm = models.ForeignKey(LALM, on_delete=models.PROTECT, related_name="candidates")
@@ -184,10 +216,11 @@ class CandidateAnswer(models.Model):
         default=0, help_text="Number of valid ratings (kept by the rating services)."
     )
     random_key = models.FloatField(
-        default=random_key_new, editable=False,
-        help_text="Uniform random number in [0, 1) drawn when the answer is created. Within a priority level the "
-                  "queue serves answers in this order, so the rated answers of a benchmark are a random sample "
-                  "while it is partly rated (README, Leaderboard); routing derives its audit share from it.",
+        editable=False,
+        help_text="Its question's random key (Question.random_key), copied when the answer is created so the queue "
+                  "reads its order from one index: within a priority level the queue serves questions in key order "
+                  "(a question's answers one after another, by id), so the rated questions of a benchmark are a "
+                  "random sample while it is partly rated; routing's audit share is the questions with key < share.",
     )
     metadata = models.JSONField(
         default=dict, blank=True,
@@ -202,11 +235,12 @@ class CandidateAnswer(models.Model):
             models.UniqueConstraint(fields=["question_version", "lalm"], name="candidate_unique_per_version_lalm"),
         ]
         indexes = [
-            # The queue's order at one valid-rating count: highest priority first, then the random key.
-            models.Index(fields=["valid_rating_count", "-priority", "random_key"], name="candidate_queue_order"),
+            # The queue's order at one valid-rating count: highest priority first, then the question's random key,
+            # then the answer (a question's answers share the key).
+            models.Index(fields=["valid_rating_count", "-priority", "random_key", "id"], name="candidate_queue_order"),
             # The few candidates whose own k (routing) exceeds the shared one: the queue looks them up here.
             models.Index(
-                fields=["valid_rating_count", "-priority", "random_key"],
+                fields=["valid_rating_count", "-priority", "random_key", "id"],
                 condition=Q(target_ratings__isnull=False),
                 name="candidate_open_routed",
             ),
@@ -214,3 +248,8 @@ class CandidateAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question_version} / {self.lalm}"
+
+    def save(self, *args, **kwargs):
+        if self.random_key is None:  # a new answer takes its question's key (never a draw of its own)
+            candidate_keys_fill([self])
+        super().save(*args, **kwargs)

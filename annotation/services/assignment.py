@@ -30,8 +30,9 @@ from annotation.services.audit import audit_record
 from annotation.services.target_ratings import target_ratings_default, target_ratings_expression
 from annotation.teams.scope import works_on_q
 
-#: Candidate ids read per page at one valid-rating count (highest priority first, then by ``random_key``), and pages
-#: per count before moving on to the next count. Concurrent annotators spread out through ``SKIP LOCKED``.
+#: Candidate ids read per page at one valid-rating count (highest priority first, then by the question's
+#: ``random_key``, then id), and pages per count before moving on to the next count. Concurrent annotators spread
+#: out through ``SKIP LOCKED``.
 _PAGE = 32
 _PAGES = 4
 
@@ -166,9 +167,10 @@ def assignment_next(*, annotator, benchmark: Benchmark | None = None) -> NextIte
 
     1. The annotator's own open, unexpired assignment, if any (a reload or the back button shows the same item).
     2. Otherwise a new assignment on a candidate answer from :func:`candidates_open_for_annotator`, ordered
-       closest to done first (most valid ratings), then highest ``priority``, then by the candidate's
-       ``random_key`` (drawn at creation: at any moment the answers started within a priority level are a uniform
-       random sample of that level, which the leaderboard's estimates rely on). It expires after
+       closest to done first (most valid ratings), then highest ``priority``, then by the ``random_key`` of the
+       candidate's question (drawn once per question: at any moment the questions started within a priority level
+       are a uniform random sample of that level, which the leaderboard's estimates rely on), then by candidate id
+       (a question's answers share its key). It expires after
        ``settings.ANNOTATION_ASSIGNMENT_MINUTES`` minutes.
 
     The assignment comes with what the rating page shows loaded (:data:`RATING_PAGE_RELATED`).
@@ -218,8 +220,8 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
     """Pick, lock and assign a new candidate answer (see :func:`assignment_next_for_annotator`).
 
     Walks the valid-rating counts from the highest open one down (closest to done first). At each count it reads
-    pages of candidates in ``(priority DESC, random_key)`` order straight from the index
-    ``candidate_queue_order`` on ``(valid_rating_count, priority DESC, random_key)`` — so
+    pages of candidates in ``(priority DESC, random_key, id)`` order straight from the index
+    ``candidate_queue_order`` on ``(valid_rating_count, priority DESC, random_key, id)`` — so
     PostgreSQL never sorts every open candidate — with the full eligibility test of
     :func:`candidates_open_for_annotator` computed for that page only. Eligible candidates are locked one at a
     time in that order with ``SKIP LOCKED``; one locked by another request, or filled meanwhile,
@@ -248,7 +250,7 @@ def _assignment_take_next(*, annotator, now: datetime, benchmark: Benchmark | No
     rest = list(
         candidates_open_for_annotator(annotator=annotator, now=now, benchmark=benchmark)
         .exclude(pk__in=tried)
-        .order_by("-valid_rating_count", "-priority", "random_key")
+        .order_by("-valid_rating_count", "-priority", "random_key", "pk")
         .values_list("pk", "priority")[:_PAGE]
     )
     return _assignment_try(annotator=annotator, now=now, window=rest, tried=tried)

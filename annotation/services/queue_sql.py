@@ -140,11 +140,11 @@ def queue_page(
     benchmark_id: int | None,
 ) -> list[tuple[int, int, bool]]:
     """``(pk, priority, eligible)`` of candidates with ``level`` valid ratings, highest ``priority`` first and
-    within a priority by ``random_key``, rows ``offset`` to ``offset + limit``; ``routed_only`` keeps those whose own
-    ``target_ratings`` > ``level``.
+    within a priority by ``random_key`` (the question's: its answers come one after another, by id), rows
+    ``offset`` to ``offset + limit``; ``routed_only`` keeps those whose own ``target_ratings`` > ``level``.
 
     The page is read from the index ``candidate_queue_order`` on ``(valid_rating_count, priority DESC,
-    random_key)``; ``eligible`` (module docstring) is computed for the page's rows only.
+    random_key, id)``; ``eligible`` (module docstring) is computed for the page's rows only.
     """
     t = _tables()
     benchmark_test = " AND q.benchmark_id = %s" if benchmark_id is not None else ""
@@ -163,7 +163,7 @@ def queue_page(
         f"JOIN {t['question']} q ON q.id = v.question_id "
         f"JOIN {t['benchmark']} b ON b.id = q.benchmark_id "
         f"WHERE c.valid_rating_count = %s{routed_test} "
-        "ORDER BY c.priority DESC, c.random_key LIMIT %s OFFSET %s"
+        "ORDER BY c.priority DESC, c.random_key, c.id LIMIT %s OFFSET %s"
     )
     params: list = [Question.Status.ACTIVE]
     if benchmark_id is not None:

@@ -377,11 +377,10 @@ MODELLING_SNAPSHOT_EVERY = env.int("MODELLING_SNAPSHOT_EVERY", default=100)
 # Bootstrap replicates for the 95 % CI of alpha (page, command and snapshots).
 MODELLING_BOOTSTRAP_RESAMPLES = env.int("MODELLING_BOOTSTRAP_RESAMPLES", default=1000)
 # Leaderboard (modelling/leaderboard/, README "Leaderboard"): below this many rated questions an LALM's row says
-# "too few questions" instead of an interval; a verdict between two LALMs needs this many shared rated questions;
-# Monte-Carlo sign flips of the pairwise test above 15 shared questions (exact below).
+# "too few questions" instead of an interval; a verdict between two LALMs needs this many counted shared questions
+# (the anytime-valid betting test, modelling/leaderboard/verdicts.py).
 LEADERBOARD_MIN_QUESTIONS = env.int("LEADERBOARD_MIN_QUESTIONS", default=5)
 LEADERBOARD_MIN_SHARED_QUESTIONS = env.int("LEADERBOARD_MIN_SHARED_QUESTIONS", default=10)
-LEADERBOARD_SIGN_FLIPS = env.int("LEADERBOARD_SIGN_FLIPS", default=10_000)
 
 # --- ORCA training, registry and scoring (modelling/services/training.py, predictions.py) ---------------------
 # Base model of runs started without one (the API, older run settings); the training form starts from a preset

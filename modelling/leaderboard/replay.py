@@ -10,7 +10,8 @@ replay through the real assignment, rating and routing services on a scratch dat
 the same sequence of candidate answers as :func:`replay_queue` for the same seed.
 
 The queue, as ``_assignment_take_next`` walks it: valid-rating counts from the highest open one down (closest to
-done first); at each count pages of 32 candidates in (priority DESC, random key) order, at most 4 pages, counts at or
+done first); at each count pages of 32 candidates in (priority DESC, question key, answer) order (the platform's
+id order is the answers' index order here), at most 4 pages, counts at or
 above the shared k keeping only candidates whose own target exceeds the count; the first eligible candidate of a
 page is taken (not rated nor skipped by the annotator, fewer valid ratings than its k); when every count ran out of
 pages without a taker, the first eligible candidate over all counts in (count DESC, priority DESC, key) order.
@@ -19,7 +20,8 @@ Policies (``POLICIES``):
 
 * ``default`` — routing off: every answer wants k ratings at priority 0;
 * ``disagreement`` — routing on with ``model_vote`` off; ``model_vote`` — routing on with the model as a rater
-  (the platform's default rules). Audit-share answers (random key < ``audit_share``) get the default k at
+  (the platform's default rules). Audit-share answers (question key < ``audit_share``, so a question's answers
+  are audited together) get the default k at
   ``rules.audit_priority``; the others follow :func:`modelling.services.routing_policy.routing_decide`;
 * ``leaderboard_precision`` — the fixed active design: π ∝ σ with a uniform floor per LALM, drawn answers
   (u < π) get k at ``ACTIVE_PRIORITY``, the others target 0 and priority −1, never re-decided.
@@ -76,7 +78,8 @@ class QueueReplay:
     """The queue of one benchmark with ``annotators`` simulated annotators (see the module docstring).
 
     Args:
-        keys: (N,) the answers' random keys.
+        keys: (N,) each answer's random key: its question's (equal for a question's answers, as on the platform,
+            ``annotation.models.Question.random_key``); ties are served in answer-index order.
         lalm: (N,) LALM of each answer (groups of the active design).
         ratings: N sequences of real scores 1–5, in the order they will be given.
         mu, variance: (N,) the routing model's predictions (ignored by ``default``).
@@ -84,7 +87,8 @@ class QueueReplay:
         k: the default k (``ANNOTATION_TARGET_RATINGS``; the benchmark sets none).
         rules: the routing rules (``model_vote`` is forced off for ``disagreement``, on for ``model_vote``).
         audit_share: share of answers in the audit (routing policies).
-        budget, floor: the active design's budget share and uniform floor; u: (N,) its uniform draws.
+        budget, floor: the active design's budget share and uniform floor; u: (N,) its uniform draws, each the
+            answer's question's (equal within a question, ``modelling.models.QuestionDraw``).
     """
 
     def __init__(self, *, keys: Sequence[float], lalm: Sequence, ratings: Sequence[Sequence[int]],
@@ -126,6 +130,8 @@ class QueueReplay:
         self.levels: dict[int, SortedList] = {0: SortedList((self._order(i), i) for i in range(self.n))}
 
     def _order(self, i: int) -> tuple[int, float]:
+        """The queue's order within a count: priority DESC, then key; ties (a question's answers) by index, the
+        SortedList's second element."""
         return (-self.state.priority[i], self.keys[i])
 
     def _decide(self, i: int) -> None:

@@ -1,6 +1,6 @@
 """The LALM leaderboard over the store: per-LALM estimates of mean correctness, each named with its estimator and
-interval method, verdicts between LALMs, judges, ORCA, and the renderings (JSON, CSV, Markdown, LaTeX, the forest
-plot and the verdict matrix).
+interval method, verdicts between LALMs, judges, ORCA and the verdict matrix; its renderings (JSON, CSV, Markdown,
+LaTeX, the forest plot) are :mod:`modelling.leaderboard.render`.
 
 Estimand. For an LALM on a benchmark: *the mean over its candidate answers (current question versions) of each
 answer's expected normalised rating (r − 1)/4 by an annotator of the pool* — what the mean of an answer's valid
@@ -16,17 +16,19 @@ ratings tends to with more raters. Every estimator below is unbiased for it only
 * ``active`` benchmark (leaderboard precision): the fixed design (u, π) of every answer; drawn answers with
   ratings weigh 1/π — ``active`` (with ORCA's cross-fitted μ when every answer has one, else without).
 
+Which ratings count follows each benchmark's design epochs (:mod:`modelling.leaderboard.designs`), what the rated
+answers stand for is checked (:mod:`modelling.leaderboard.population`), and intervals allow for annotators crossed
+with answers (:mod:`modelling.leaderboard.raters`); the rows are :mod:`modelling.leaderboard.rows`.
+
 With several benchmarks in scope each benchmark is a stratum; the strata's estimates combine by answer share
 (``stratified_t``). Row notes say why an estimator is absent ("cross-fit stale: 312 answers without a
 cross-fitted prediction", "too few questions", "routing chose what was rated …").
 
-The statistics are :mod:`modelling.leaderboard.stats`; heavy imports (matplotlib) happen inside the functions that
-draw.
+The statistics are :mod:`modelling.leaderboard.stats`.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,7 +37,9 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from modelling.leaderboard import stats
+from modelling.leaderboard import planner, stats, verdicts
+from modelling.leaderboard.population import Population, population_load, population_state
+from modelling.leaderboard.rows import LeaderboardRow, _count, _round, _rows, _value  # noqa: F401 (re-exported)
 from modelling.leaderboard.selectors import (
     ACTIVE,
     BY_QUESTION_FIELDS,
@@ -46,14 +50,11 @@ from modelling.leaderboard.selectors import (
     leaderboard_data_load,
     leaderboard_group,
 )
-from modelling.orca.data import normalise_rating
-from modelling.services.routing_policy import audit_member
 
 #: Grouping keys of ``--by`` every benchmark has (candidate metadata names add their own:
 #: ``selectors.leaderboard_by_choices``).
 BY_CHOICES = BY_QUESTION_FIELDS
 #: Formats of the command and the downloads.
-FORMATS = ("json", "csv", "markdown", "latex")
 
 
 @dataclass
@@ -114,99 +115,13 @@ class LeaderboardConfig:
     """The leaderboard's thresholds (settings ``LEADERBOARD_*``; README, Leaderboard)."""
 
     min_questions: int = stats.MIN_QUESTIONS
-    min_shared: int = stats.MIN_SHARED_QUESTIONS
-    sign_flips: int = stats.SIGN_FLIPS
+    min_shared: int = verdicts.MIN_SHARED_QUESTIONS
+    #: Seed of the budget planner's simulations (the plans are reproducible).
     seed: int = 0
 
     @classmethod
     def from_settings(cls, *, seed: int = 0) -> LeaderboardConfig:
-        return cls(settings.LEADERBOARD_MIN_QUESTIONS, settings.LEADERBOARD_MIN_SHARED_QUESTIONS,
-                   settings.LEADERBOARD_SIGN_FLIPS, seed)
-
-
-def _estimate_dict(e: stats.Estimate | None) -> dict | None:
-    if e is None:
-        return None
-    return {"estimate": _round(e.estimate), "ci": [_round(v) for v in e.ci] if e.ci else None,
-            "estimator": e.estimator, "ci_method": e.method if e.ci else None, "n": e.n}
-
-
-@dataclass
-class LeaderboardRow:
-    """One LALM (ORCA paper, Table 5, extended). Means on the normalised scale unless named *_rating (1–5).
-
-    ``human`` is the human-only estimate (``classical``, or ``active`` without ORCA under leaderboard precision),
-    ``with_orca`` the one that adds ORCA's cross-fitted μ (``ppi++`` or ``active``); the headline (``estimate``,
-    ``ci``, ``estimator``, ``ci_method``) is ``with_orca`` when it has an interval, else ``human``.
-    """
-
-    lalm: str
-    answers: int
-    rated_answers: int
-    labels: int
-    ratings: int
-    mean_rating: float | None
-    sd_rating: float | None
-    human: stats.Estimate | None
-    with_orca: stats.Estimate | None
-    sampling: str
-    notes: list[str]
-    answer_words: float | None
-    judges: dict[str, float | None]
-    orca: dict | None
-
-    @property
-    def headline(self) -> stats.Estimate | None:
-        if self.with_orca is not None and self.with_orca.ci is not None:
-            return self.with_orca
-        return self.human
-
-    @property
-    def estimate(self) -> float | None:
-        return None if self.headline is None else _round(self.headline.estimate)
-
-    @property
-    def ci(self) -> tuple[float, float] | None:
-        h = self.headline
-        return None if h is None or h.ci is None else tuple(_round(v) for v in h.ci)
-
-    @property
-    def estimator(self) -> str | None:
-        return None if self.headline is None else self.headline.estimator
-
-    @property
-    def ci_method(self) -> str | None:
-        return None if self.ci is None else self.headline.method
-
-    @property
-    def ci_method_text(self) -> str:
-        """The interval method in words ('' without an interval)."""
-        return stats.CI_METHODS.get(self.ci_method or "", "")
-
-    @property
-    def mean_correctness(self) -> float | None:
-        return None if self.human is None else _round(self.human.estimate)
-
-    @property
-    def rated_share(self) -> float:
-        return _round(self.rated_answers / self.answers) if self.answers else 0.0
-
-    @property
-    def orca_only(self) -> bool:
-        """No human rated it, but ORCA predicted it: the ORCA columns are its only figures."""
-        return self.rated_answers == 0 and self.orca is not None
-
-    def as_json(self) -> dict:
-        return {
-            "lalm": self.lalm, "answers": self.answers, "rated_answers": self.rated_answers,
-            "rated_share": self.rated_share, "labels": self.labels, "ratings": self.ratings,
-            "mean_rating": self.mean_rating, "sd_rating": self.sd_rating,
-            "estimate": self.estimate, "ci": list(self.ci) if self.ci is not None else None,
-            "estimator": self.estimator, "ci_method": self.ci_method,
-            "mean_correctness": self.mean_correctness, "human": _estimate_dict(self.human),
-            "ppi": _estimate_dict(self.with_orca), "sampling": self.sampling, "notes": self.notes,
-            "answer_words": self.answer_words, "judges": self.judges, "orca": self.orca,
-        }
+        return cls(settings.LEADERBOARD_MIN_QUESTIONS, settings.LEADERBOARD_MIN_SHARED_QUESTIONS, seed)
 
 
 @dataclass
@@ -218,19 +133,27 @@ class Leaderboard:
     prediction_source: str
     ppi_note: str
     rows: list[LeaderboardRow]
-    pairwise: list[stats.PairwiseVerdict]
+    pairwise: list[verdicts.PairwiseVerdict]
     agreement: dict[str, dict | None]
     judges: list[str]
     config: LeaderboardConfig = field(default_factory=LeaderboardConfig)
     by: str | None = None
     groups: list[tuple[str, list[LeaderboardRow]]] = field(default_factory=list)
     generated_at: str = ""
-    #: {LALM: {question: label value}} and {LALM: {question: design weight}}: what the verdicts are computed from.
-    question_values: dict[str, dict[int, float]] = field(default_factory=dict)
-    question_weights: dict[str, dict[int, float]] | None = None
-    answered: dict[str, set] = field(default_factory=dict)
-    #: Mean valid scored ratings per rated answer (the budget planner's ratings per answer).
-    ratings_per_answer: float = 1.0
+    #: What the verdicts and the planner are computed from: counted values, their order, countable questions and
+    #: the queue's cost of a question (:class:`modelling.leaderboard.verdicts.VerdictInputs`).
+    verdict_inputs: verdicts.VerdictInputs = field(default_factory=verdicts.VerdictInputs)
+
+    @property
+    def question_values(self) -> dict[str, dict[int, float]]:
+        """{LALM: {question: human value}} of the counted answers (what the verdicts use)."""
+        return self.verdict_inputs.values
+
+    @property
+    def verdict_method(self) -> str:
+        """The verdicts' method in words, with the number of pairs Holm's correction runs over."""
+        return (f"anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024), Holm over "
+                f"{_count(len(self.pairwise), 'pair')}")
 
     @property
     def sampling_note(self) -> str:
@@ -275,18 +198,18 @@ class Leaderboard:
                     verdict = "worse" if verdict == "better" else "better"
                 title = f"{a} − {b}: " + (f"{diff:+.3f} over {p.n_questions} shared questions" if diff is not None
                                            else "no shared rated question")
-                title += f", Holm p = {p.p_holm:.4f}" if p.p_holm is not None else f" ({p.note})" if p.note else ""
+                title += pair_title(p, sign)
                 cells.append({"other": b, "verdict": verdict, "diff": diff, "title": title})
             out.append({"lalm": a, "cells": cells})
         return out
 
     def as_json(self) -> dict:
         """The command's ``--json`` shape: {"benchmark", "model_version", "prediction_source", "sampling_note",
-        "rows": [...], "pairwise": [{"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict", "p_value",
-        "note"}]} (+ "by", "groups")."""
+        "verdict_method", "rows": [...], "pairwise": [{"a", "b", "n_questions", "diff", "ci", "level", "e_value",
+        "p_anytime", "p_holm", "verdict", "note", "method", "pairs"}]} (+ "by", "groups")."""
         out = {"benchmark": self.benchmark, "model_version": self.model_version,
                "prediction_source": self.prediction_source, "sampling_note": self.sampling_note,
-               "rows": [r.as_json() for r in self.rows],
+               "verdict_method": self.verdict_method, "rows": [r.as_json() for r in self.rows],
                "pairwise": [_pair_json(p) for p in self.pairwise]}
         if self.by:
             out["by"] = self.by
@@ -307,175 +230,26 @@ class Leaderboard:
         return out
 
 
-def _pair_json(p: stats.PairwiseVerdict) -> dict:
+def pair_title(p: verdicts.PairwiseVerdict, sign: int) -> str:
+    """The matrix cell's tooltip after the difference: the confidence sequence (from the row LALM's side), e-value,
+    anytime p and Holm p, or why there is no verdict."""
+    if p.note:
+        return f" ({p.note})"
+    if p.ci is None:
+        return ""
+    low, high = (p.ci[0], p.ci[1]) if sign > 0 else (-p.ci[1], -p.ci[0])
+    return (f"; {1 - p.level:.4g} confidence sequence [{low:+.3f}, {high:+.3f}], e-value {p.e_value:.3g}, "
+            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} (betting test, Holm over {_count(p.pairs, 'pair')})")
+
+
+def _pair_json(p: verdicts.PairwiseVerdict) -> dict:
     out = p.as_dict()
-    for key in ("diff", "p_holm", "p_value"):
-        out[key] = _round(out[key], 6 if key != "diff" else 4)
+    out["diff"] = _round(out["diff"])
+    for key in ("level", "p_anytime", "p_holm"):
+        out[key] = float(f"{out[key]:.6g}")
+    out["e_value"] = float(f"{out['e_value']:.6g}") if math.isfinite(out["e_value"]) else None
     out["ci"] = [_round(v) for v in out["ci"]] if out["ci"] else None
     return out
-
-
-def _round(x, digits: int = 4):
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else round(float(x), digits)
-
-
-def _count(n: int, noun: str) -> str:
-    """"1 answer", "2 answers"."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _value(data: LeaderboardData, cid: int) -> float:
-    return float(np.mean([normalise_rating(s) for s in data.scores[cid]]))
-
-
-def _within_variances(data: LeaderboardData, ids: list[int], sampled) -> np.ndarray:
-    """(N,) the variance of each sampled answer's mean normalised rating from its raters: its ratings' sample
-    variance ÷ their number; an answer with one rating takes the mean sample variance of the others (0 for the
-    unsampled)."""
-    spreads = [float(np.var([normalise_rating(x) for x in data.scores[c]], ddof=1))
-               for c, s in zip(ids, sampled) if s and len(data.scores[c]) >= 2]
-    pooled = float(np.mean(spreads)) if spreads else 0.0
-    out = np.zeros(len(ids))
-    for j, (c, s) in enumerate(zip(ids, sampled)):
-        if s:
-            values = [normalise_rating(x) for x in data.scores[c]]
-            out[j] = (float(np.var(values, ddof=1)) if len(values) >= 2 else pooled) / len(values)
-    return out
-
-
-@dataclass
-class _Part:
-    """One LALM on one benchmark: the estimates, the labels they use, the weights of those, and notes."""
-
-    answers: int
-    human: stats.Estimate | None = None
-    with_orca: stats.Estimate | None = None
-    labels: list[int] = field(default_factory=list)
-    weights: dict[int, float] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _part(data: LeaderboardData, ids: list[int], preds: PredictionSet, *, sampling: str, share: float,
-          config: LeaderboardConfig) -> _Part:
-    """The estimates of one LALM's answers ``ids`` on one benchmark sampled as ``sampling`` (module docstring)."""
-    part = _Part(answers=len(ids))
-    rated = [c for c in ids if data.scores.get(c)]
-    crossfit_missing = sum(c not in preds.mu for c in ids) if preds.ppi_allowed else len(ids)
-    too_few = (f"too few questions: {{n}} labelled (an interval needs {config.min_questions}; the human-only point "
-               "estimate has none)")
-
-    def orca_note() -> str:
-        return f"cross-fit stale: {_count(crossfit_missing, 'answer')} without a cross-fitted prediction"
-
-    if sampling == ACTIVE:
-        undecided = [c for c in ids if c not in data.design]
-        if undecided:
-            part.notes.append(f"{_count(len(undecided), 'answer')} without a fixed draw yet (routing has not "
-                              "decided them): no unbiased estimate until it has")
-            return part
-        pi = np.array([data.design[c][0] for c in ids])
-        drawn = np.array([data.design[c][1] < data.design[c][0] for c in ids])
-        sampled = drawn & np.array([bool(data.scores.get(c)) for c in ids])
-        part.labels = [c for c, s in zip(ids, sampled) if s]
-        part.weights = {c: 1.0 / data.design[c][0] for c in part.labels}
-        if not part.labels:
-            part.notes.append(f"none of the {int(drawn.sum())} drawn answers is rated yet")
-            return part
-        y = np.array([_value(data, c) if s else np.nan for c, s in zip(ids, sampled)])
-        within = _within_variances(data, ids, sampled)
-        part.notes.append(f"answers drawn ∝ ORCA's σ (leaderboard precision): {len(part.labels)} of "
-                          f"{int(drawn.sum())} drawn answers rated, each weighted 1/π")
-        part.human = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
-                                       min_questions=config.min_questions)
-        if crossfit_missing == 0:
-            part.with_orca = stats.active_mean(y=y, pi=pi, sampled=sampled, drawn=drawn, within=within,
-                                               yhat=[preds.mu[c] for c in ids], min_questions=config.min_questions)
-        elif preds.ppi_allowed:
-            part.notes.append(orca_note())
-        if part.human.ci is None:
-            part.notes.append(too_few.format(n=len(part.labels)))
-        return part
-    if sampling == ROUTED:
-        part.labels = [c for c in rated if audit_member(random_key=data.answers[c]["key"], share=share)]
-        audit = sum(audit_member(random_key=data.answers[c]["key"], share=share) for c in ids)
-        part.notes.append(f"routing chose what was rated: the estimates use the audit share only ({len(part.labels)} "
-                          f"of its {_count(audit, 'answer')} rated; ratings of "
-                          f"{_count(len(rated) - len(part.labels), 'routed answer')} weigh 0)")
-    else:
-        part.labels = rated
-    if not part.labels:
-        return part
-    y = [_value(data, c) for c in part.labels]
-    part.human = stats.classical_mean(y, min_questions=config.min_questions)
-    if part.human.ci is None:
-        part.notes.append(too_few.format(n=len(part.labels)))
-    elif not preds.ppi_allowed:
-        pass  # no cross-fit at all: the page says so once, above the table (ppi_note)
-    elif crossfit_missing:
-        part.notes.append(orca_note())
-    else:
-        part.with_orca = stats.ppi_mean(y=y, yhat=[preds.mu[c] for c in part.labels],
-                                        yhat_all=[preds.mu[c] for c in ids],
-                                        min_questions=max(3, config.min_questions))
-    return part
-
-
-def _combine(parts: list[_Part], attr: str) -> stats.Estimate | None:
-    estimates = [(p.answers, getattr(p, attr)) for p in parts]
-    if any(e is None for _, e in estimates):
-        return None
-    if len(estimates) == 1:
-        return estimates[0][1]
-    if any(e.ci is None for _, e in estimates):  # the point estimate still combines; the interval cannot
-        total = sum(n for n, _ in estimates)
-        return stats.Estimate(sum(n * e.estimate for n, e in estimates) / total, None, sum(e.n for _, e in estimates),
-                              stats.STRATIFIED_T, "+".join(sorted({e.estimator for _, e in estimates})))
-    return stats.stratified(estimates)
-
-
-def _rows(data: LeaderboardData, answer_ids: list[int], preds: PredictionSet, *, config: LeaderboardConfig,
-          labels_out: dict | None = None) -> list[LeaderboardRow]:
-    """One row per LALM with answers among ``answer_ids``, best headline estimate first, unrated rows last.
-    ``labels_out`` (when given) receives {LALM: {candidate id: weight}} of the labels used."""
-    by_lalm: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for cid in answer_ids:
-        a = data.answers[cid]
-        by_lalm[a["lalm"]][a["benchmark_id"]].append(cid)
-    rows = []
-    for lalm, strata in by_lalm.items():
-        ids = [c for group in strata.values() for c in group]
-        parts = [_part(data, group, preds, sampling=data.sampling.get(bench, UNIFORM),
-                       share=data.audit_share.get(bench, 0.0), config=config)
-                 for bench, group in sorted(strata.items())]
-        notes = list(dict.fromkeys(n for p in parts for n in p.notes))
-        if len(parts) > 1 and any(p.human is not None and p.human.ci is None for p in parts):
-            notes.append("a benchmark with too few questions for an interval leaves the combined estimate without one")
-        if labels_out is not None:
-            labels_out[lalm] = {c: (p.weights or {}).get(c, 1.0) for p in parts for c in p.labels}
-        scores = [s for c in ids for s in data.scores.get(c, [])]
-        judges = {}
-        for judge, judged in sorted(data.judges.items()):
-            values = [normalise_rating(judged[c]) for c in ids if c in judged]
-            judges[judge] = _round(np.mean(values)) if values else None
-        predicted = [c for c in ids if c in preds.mu]
-        orca = None
-        if predicted:
-            orca = {"mu": _round(np.mean([preds.mu[c] for c in predicted])),
-                    "var": _round(np.mean([preds.var[c] for c in predicted]), 5), "n": len(predicted)}
-        kinds = {data.sampling.get(b, UNIFORM) for b in strata}
-        rows.append(LeaderboardRow(
-            lalm=lalm, answers=len(ids), rated_answers=sum(bool(data.scores.get(c)) for c in ids),
-            labels=sum(len(p.labels) for p in parts), ratings=len(scores),
-            mean_rating=_round(np.mean(scores)) if scores else None,
-            sd_rating=_round(np.std(scores, ddof=1)) if len(scores) >= 2 else None,
-            human=_combine(parts, "human"), with_orca=_combine(parts, "with_orca"),
-            sampling=kinds.pop() if len(kinds) == 1 else "mixed", notes=notes,
-            answer_words=_round(np.mean([data.answers[c]["words"] for c in ids]), 2),
-            judges=judges, orca=orca,
-        ))
-    rows.sort(key=lambda r: (r.estimate is None, -(r.estimate if r.estimate is not None else
-                                                    (r.orca or {}).get("mu") or 0), r.lalm))
-    return rows
 
 
 def leaderboard_compute(
@@ -485,7 +259,7 @@ def leaderboard_compute(
     modality, category or a candidate metadata name.
 
     Args:
-        seed: seed of the Monte-Carlo sign flips of the pairwise test (the figures are reproducible).
+        seed: seed of the budget planner's simulations (the plans are reproducible).
         data: preloaded data (default: :func:`leaderboard_data_load`).
 
     Raises ValueError for an unknown ``by``.
@@ -493,31 +267,22 @@ def leaderboard_compute(
     leaderboard_by_check(by=by, benchmark=benchmark)
     data = data if data is not None else leaderboard_data_load(benchmark=benchmark)
     return leaderboard_build(data=data, preds=leaderboard_predictions(candidate_ids=data.answers),
-                             config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by)
+                             config=LeaderboardConfig.from_settings(seed=seed), benchmark=benchmark, by=by,
+                             population=population_load(answer_ids=data.answers))
 
 
 def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: LeaderboardConfig,
-                      benchmark: str | None = None, by: str | None = None) -> Leaderboard:
+                      benchmark: str | None = None, by: str | None = None,
+                      population: Population | None = None) -> Leaderboard:
     """The leaderboard of ``data`` with ``preds`` — no database read: what :func:`leaderboard_compute` shows, and
-    what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code."""
+    what ``bench/leaderboard.py`` computes on its replays, so the bench validates the page's own code.
+    ``population``: the store's population checks (:mod:`modelling.leaderboard.population`; None: none)."""
     ids = sorted(data.answers)
-    labels: dict[str, dict[int, float]] = {}
-    rows = _rows(data, ids, preds, config=config, labels_out=labels)
-    values: dict[str, dict[int, float]] = {}
-    weights: dict[str, dict[int, float]] = {}
-    for row in rows:
-        chosen = labels.get(row.lalm, {})
-        values[row.lalm] = {data.answers[c]["question"]: _value(data, c) for c in chosen}
-        weights[row.lalm] = {data.answers[c]["question"]: w for c, w in chosen.items()}
-    weighted = any(s == ACTIVE for s in data.sampling.values())
-    rated_order = [r.lalm for r in rows if values[r.lalm]]
-    pairwise = stats.pairwise_verdicts(
-        {name: values[name] for name in rated_order}, weights=weights if weighted else None,
-        min_shared=config.min_shared, n_flips=config.sign_flips, seed=config.seed,
-    )
-    answered: dict[str, set] = defaultdict(set)
-    for cid in ids:
-        answered[data.answers[cid]["lalm"]].add(data.answers[cid]["question"])
+    rows = _rows(data, ids, preds, config=config, population=population)
+    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first())
+    rated_order = [r.lalm for r in rows if inputs.values.get(r.lalm)]
+    pairwise = verdicts.pairwise_verdicts({name: inputs.values[name] for name in rated_order}, order=inputs.order,
+                                          min_shared=config.min_shared)
     human = {r.lalm: r.mean_correctness for r in rows if r.mean_correctness is not None}
     agreement = {}
     if preds.mu:
@@ -530,27 +295,27 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     board = Leaderboard(
         benchmark=benchmark, model_version=preds.model_version, prediction_source=preds.source,
         ppi_note=preds.note, rows=rows, pairwise=pairwise, agreement=agreement, judges=judge_names, config=config,
-        by=by, generated_at=timezone.now().isoformat(timespec="seconds"), question_values=values,
-        question_weights=weights if weighted else None, answered=dict(answered),
-        ratings_per_answer=_ratings_per_answer(data),
+        by=by, generated_at=timezone.now().isoformat(timespec="seconds"), verdict_inputs=inputs,
     )
     if by is not None:
         groups: dict[str, list[int]] = defaultdict(list)
         for cid in ids:
             groups[leaderboard_group(data.answers[cid], by) or "(none)"].append(cid)
-        board.groups = [(name, _rows(data, groups[name], preds, config=config)) for name in sorted(groups)]
+        board.groups = [(name, _rows(data, groups[name], preds, config=config, population=population))
+                        for name in sorted(groups)]
     return board
 
 
-def _ratings_per_answer(data: LeaderboardData) -> float:
-    n_scores = [len(s) for s in data.scores.values() if s]
-    return float(np.mean(n_scores)) if n_scores else 1.0
+def _audit_first() -> bool:
+    """Audit answers have the queue's top priority under routing (``ROUTING_AUDIT_PRIORITY`` above the high
+    priority), so the queue serves the audit share first."""
+    return settings.ROUTING_AUDIT_PRIORITY > max(settings.ROUTING_HIGH_PRIORITY, 0)
 
 
 def _difference_spread(board: Leaderboard) -> float | None:
     """The spread of true differences between two of the board's LALMs, by the method of moments: √(2 · (the
     variance of the headline estimates − their mean squared standard error)), at least 0.02; None with fewer than
-    three estimates with an interval."""
+    three estimates with an interval (the planner then does not shrink)."""
     rows = [r.headline for r in board.rows if r.headline is not None and r.headline.se is not None]
     if len(rows) < 3:
         return None
@@ -558,203 +323,31 @@ def _difference_spread(board: Leaderboard) -> float | None:
     return max(0.02, math.sqrt(2 * max(between, 0.0)))
 
 
-def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> stats.BudgetPlan:
-    """About how many more ratings give a verdict between ``a`` and ``b`` with 80 % power at the pair's Holm level
-    (:func:`modelling.leaderboard.stats.holm_level`: the level of Holm's next step given the verdicts the table
-    already has, over every pair of rated LALMs).
+def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.PairPlan:
+    """About how many more ratings, under the benchmark's queue and policy, decide ``a`` against ``b`` with 80 %
+    power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
+    else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
+    spread of this table's estimates (:func:`_difference_spread`).
 
-    Raises ValueError when the two LALMs share fewer than 2 labelled questions.
+    Raises ValueError when either LALM has no counted rated answer or a == b.
     """
-    va, vb = board.question_values.get(a, {}), board.question_values.get(b, {})
-    shared = sorted(set(va) & set(vb))
-    if len(shared) < 2:
-        raise ValueError(f"{a} and {b} share {len(shared)} rated questions; the planner needs at least 2")
-    rated = sum(1 for values in board.question_values.values() if values)
-    pairs = max(1, rated * (rated - 1) // 2)
-    weights = None
-    if board.question_weights is not None:  # the active design: each question weighs 1/(π_a π_b), as in the test
-        wa, wb = board.question_weights.get(a, {}), board.question_weights.get(b, {})
-        weights = [wa[q] * wb[q] for q in shared]
-    return stats.budget_plan(
-        diffs=[va[q] - vb[q] for q in shared], weights=weights, prior_sd=_difference_spread(board),
-        ratings_per_answer=board.ratings_per_answer,
-        available_questions=len(board.answered.get(a, set()) & board.answered.get(b, set())),
-        level=stats.holm_level(pairs=pairs, decided=min(board.decided, pairs - 1)),
-        min_shared=board.config.min_shared,
+    inputs = board.verdict_inputs
+    if a == b or not inputs.values.get(a) or not inputs.values.get(b):
+        raise ValueError(f"{a} and {b}: the planner needs two different LALMs with counted rated answers")
+    pair = next((p for p in board.pairwise if {p.a, p.b} == {a, b}), None)
+    if pair is None:
+        raise ValueError(f"{a} and {b} are not a pair of this leaderboard")
+    d = verdicts.pair_sequence(inputs.values, inputs.order, a, b)
+    countable = inputs.countable.get(a, set()) & inputs.countable.get(b, set())
+    return planner.plan_pair(
+        d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
+        answers_per_question=inputs.answers_per_question, ratings_per_answer=inputs.ratings_per_answer,
+        counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
+        prior_sd=_difference_spread(board),
     )
 
 
-# --- renderings ---------------------------------------------------------------------------------------------------
-
-
-def _fmt(x, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def _ci(ci) -> str:
-    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def row_label(row: LeaderboardRow) -> str:
-    """The LALM's name as the tables show it: "(ORCA only)" when ORCA predicted it and nobody rated it, "(not
-    rated)" when neither."""
-    if row.rated_answers:
-        return row.lalm
-    return row.lalm + (" (ORCA only)" if row.orca_only else " (not rated)")
-
-
-def table_columns(board: Leaderboard) -> list[str]:
-    """Column headers of the flat table (Markdown, CSV, LaTeX, the datasheet)."""
-    return (["LALM", "answers", "rated answers", "% rated", "labels used", "ratings", "mean rating (1–5)", "sd",
-             "estimate", "95% CI", "estimator", "CI method", "human-only", "human-only 95% CI",
-             "words (mean answer length)"] + [f"judge: {j}" for j in board.judges]
-            + ["ORCA μ", "ORCA σ²", "notes"])
-
-
-def table_cells(board: Leaderboard, row: LeaderboardRow) -> list[str]:
-    human = row.human
-    return ([row_label(row), str(row.answers), str(row.rated_answers), f"{100 * row.rated_share:.0f}",
-             str(row.labels), str(row.ratings), _fmt(row.mean_rating, 2), _fmt(row.sd_rating, 2),
-             _fmt(row.estimate), _ci(row.ci), row.estimator or "–", row.ci_method or "–",
-             _fmt(None if human is None else human.estimate), _ci(None if human is None else human.ci),
-             _fmt(row.answer_words, 1)]
-            + [_fmt(row.judges.get(j)) for j in board.judges]
-            + [_fmt((row.orca or {}).get("mu")), _fmt((row.orca or {}).get("var"), 4), "; ".join(row.notes)])
-
-
-def _sections(board: Leaderboard) -> list[tuple[str | None, list[LeaderboardRow]]]:
-    return [(None, board.rows)] + [(f"{board.by}: {name}", rows) for name, rows in board.groups]
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def leaderboard_markdown(board: Leaderboard, *, heading_level: int = 2) -> str:
-    """The table(s) as Markdown, with the scope, the model version, the sampling, the interval methods and the
-    decided verdicts."""
-    h = "#" * heading_level
-    lines = [f"{h} Leaderboard: {board.benchmark or 'all benchmarks'}", "",
-             f"ORCA model version: {board.model_version or 'none'} ({board.prediction_source}). "
-             "Means on the normalised scale (r − 1)/4 unless marked 1–5; the estimand is each LALM's mean expected "
-             "rating over its answers.", "", board.sampling_note, ""]
-    if board.ppi_note:
-        lines += [board.ppi_note, ""]
-    lines += ["Interval methods: " + "; ".join(f"{k} = {v}" for k, v in stats.CI_METHODS.items()) + ".", ""]
-    for title, rows in _sections(board):
-        if title:
-            lines += [f"{h}# {title}", ""]
-        cols = table_columns(board)
-        lines.append("| " + " | ".join(_md(c) for c in cols) + " |")
-        lines.append("|" + "---|" * len(cols))
-        lines += ["| " + " | ".join(_md(c) for c in table_cells(board, r)) + " |" for r in rows]
-        lines.append("")
-    decided = [p for p in board.pairwise if p.verdict != "undecided"]
-    lines += [f"Verdicts (sign-flip test, Holm over {len(board.pairwise)} pairs): "
-              + ("; ".join(f"{p.a if p.verdict == 'a>b' else p.b} > {p.b if p.verdict == 'a>b' else p.a} "
-                           f"(Holm p {p.p_holm:.4f}, {p.n_questions} questions)" for p in decided) or "none"), ""]
-    return "\n".join(lines)
-
-
-def leaderboard_csv(board: Leaderboard) -> str:
-    """The table(s) as CSV through the platform's CSV writer (spreadsheet formulas escaped); a ``group`` column
-    holds the breakdown value ('' for the overall rows)."""
-    from annotation.services.exports import csv_text
-
-    return csv_text(header=["group", *table_columns(board)],
-                    rows=[[title or "", *table_cells(board, r)] for title, rows in _sections(board) for r in rows])
-
-
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-        "}": r"\}", "–": "--", "−": "--", "μ": r"$\mu$", "σ": r"$\sigma$", "²": r"$^2$", "π": r"$\pi$",
-        "∝": r"$\propto$", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _tex(text: str) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in text)
-
-
-def leaderboard_latex(board: Leaderboard) -> str:
-    """The table(s) as LaTeX ``tabular`` environments (booktabs rules); the notes column is left out (it is prose:
-    the Markdown and CSV carry it)."""
-    parts = []
-    for title, rows in _sections(board):
-        cols = table_columns(board)[:-1]
-        body = [r"\begin{tabular}{l" + "r" * (len(cols) - 1) + "}", r"\toprule",
-                " & ".join(_tex(c) for c in cols) + r" \\", r"\midrule"]
-        body += [" & ".join(_tex(c) for c in table_cells(board, r)[:-1]) + r" \\" for r in rows]
-        body += [r"\bottomrule", r"\end{tabular}"]
-        caption = f"% {title}" if title else f"% Leaderboard: {board.benchmark or 'all benchmarks'}; ORCA " \
-                                             f"{board.model_version or 'none'}"
-        parts.append("\n".join([caption] + body))
-    return "\n\n".join(parts) + "\n"
-
-
-def leaderboard_datasheet_section(benchmark) -> str:
-    """The datasheet's leaderboard section for a dataset export of ``benchmark`` (a ``Benchmark`` or None)."""
-    board = leaderboard_compute(benchmark=benchmark.name if benchmark is not None else None)
-    return leaderboard_markdown(board, heading_level=2)
-
-
-def leaderboard_render(board: Leaderboard, *, fmt: str) -> str:
-    """``board`` in one of :data:`FORMATS`."""
-    import json
-
-    if fmt == "json":
-        return json.dumps(board.as_json())
-    return {"csv": leaderboard_csv, "markdown": leaderboard_markdown, "latex": leaderboard_latex}[fmt](board)
-
-
-def forest_plot_svg(board: Leaderboard) -> str:
-    """Forest plot of the overall rows: the human-only estimate and the ORCA-assisted one, each with the interval
-    named on its row (no interval below the minimum of questions), and ORCA's mean μ.
-
-    Returns an inline ``<svg …>`` string (matplotlib, Agg backend, no pyplot state; as the agreement chart).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    rows = board.rows
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-leaderboard", "font.size": 9}):
-        fig = Figure(figsize=(7, 0.35 * max(len(rows), 3) + 1.0), layout="constrained")
-        ax = fig.subplots()
-        ys = np.arange(len(rows))[::-1]
-        labelled = set()
-
-        def draw(estimate: stats.Estimate | None, y: float, marker: str, colour: str, label: str) -> None:
-            if estimate is None:
-                return
-            x = estimate.estimate
-            lo, hi = estimate.ci or (x, x)
-            ax.errorbar(x, y, xerr=[[max(0.0, x - lo)], [max(0.0, hi - x)]], fmt=marker, color=colour, capsize=3,
-                        markersize=4, mfc=colour if estimate.ci else "white",
-                        label=None if label in labelled else label)
-            labelled.add(label)
-
-        for y, r in zip(ys, rows):
-            draw(r.human, y + 0.14, "o", "tab:blue", "human only (classical / active without ORCA)")
-            draw(r.with_orca, y - 0.14, "s", "tab:green", "with ORCA (PPI++ / active)")
-            if r.orca is not None:
-                ax.plot(r.orca["mu"], y, marker="x", color="tab:orange", linestyle="none",
-                        label=None if "ORCA mean μ" in labelled else "ORCA mean μ")
-                labelled.add("ORCA mean μ")
-        ax.set_yticks(ys, [row_label(r) for r in rows])
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("mean correctness (normalised, (r − 1)/4); 95 % CI; hollow: too few questions for an interval")
-        ax.grid(True, axis="x", alpha=0.3)
-        if labelled:
-            ax.legend(loc="lower right", fontsize=7)
-        if not rows:
-            ax.text(0.5, 0.5, "no candidate answers yet", ha="center", va="center", transform=ax.transAxes)
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
-
-
-def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
+def leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
     """What the leaderboard reads, as a tuple that changes whenever its figures can: the valid ratings, the ORCA
     predictions (cross-fitted ones included), the candidate answers, the judges' scores and active flags, the
     routing decisions and fixed draws, the benchmarks' routing settings and the leaderboard settings. A handful of
@@ -777,22 +370,5 @@ def _leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:
             imported and imported.timestamp(),
             answers["n"], answers["last"], judged["n"], judged["last"], judged["inactive"], routed["last"],
             draws["n"], draws["last"], policies["n"], policies["last"] and policies["last"].timestamp(),
-            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()))
-
-
-def leaderboard_cached(
-    *, benchmark: str | None = None, by: str | None = None,
-) -> tuple[Leaderboard, str]:
-    """(leaderboard, forest plot SVG) of ``benchmark`` and ``by`` as :func:`leaderboard_compute` and
-    :func:`forest_plot_svg` give them, computed once per change of the data they read
-    (:func:`_leaderboard_data_state`) and kept in the cache, so the page, the downloads and the API do not test
-    and draw on every request."""
-    from modelling.services.agreement_cache import cached_by_data
-
-    def compute():
-        data = leaderboard_data_load(benchmark=benchmark)
-        board = leaderboard_compute(benchmark=benchmark, by=by, data=data)
-        return board, forest_plot_svg(board)
-
-    return cached_by_data(name="leaderboard-board-svg", state=_leaderboard_data_state(benchmark=benchmark, by=by),
-                          compute=compute)
+            settings.ROUTING_AUDIT_SHARE, *dataclasses.astuple(LeaderboardConfig.from_settings()),
+            *population_state())

@@ -1,5 +1,5 @@
 """Statistics of the leaderboard, Django-free: per-LALM means with validated confidence intervals (human-only,
-prediction-powered, active), verdicts between LALMs, system-level rank agreement and the budget planner.
+prediction-powered, active) and system-level rank agreement.
 
 Scale: every value here is on the normalised correctness scale y = (r − 1)/4 ∈ [0, 1] (ORCA paper, section 4.2);
 an answer's human value is the mean of its valid ratings on that scale.
@@ -40,17 +40,12 @@ routing policies, at the sample sizes users have:
 No finite-population correction enters the t intervals of uniform samples: they are conservative by up to
 √(1 − n/N). Intervals are clipped to [0, 1].
 
-Verdicts (:func:`pairwise_verdicts`): paired differences over the questions both LALMs answered and humans rated,
-an exact (≤ 15 questions) or Monte-Carlo sign-flip permutation test of the mean difference (valid at small n and with
-ties; a constant difference gives p = 2^(1 − n), never 0), Holm's correction over every pair (``statsmodels``), a
-``t_adjusted`` interval of the difference (pseudo-values −1 and 1) that must exclude 0, and no verdict below
-``min_shared`` shared questions. The budget planner (:func:`budget_plan`) gives the shared
-questions for 80 % power of that test at the pair's Holm level (``statsmodels`` t-test power).
+Verdicts between LALMs (anytime-valid betting test of equal means, Holm over all pairs) are in
+:mod:`modelling.leaderboard.verdicts`, the budget planner in :mod:`modelling.leaderboard.planner`.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,14 +58,6 @@ CONFIDENCE = 0.95
 UNIFORM_FLOOR = 0.2
 #: Fewest rated questions (answers of one LALM) for any interval (``LEADERBOARD_MIN_QUESTIONS``).
 MIN_QUESTIONS = 5
-#: Fewest shared rated questions for a verdict between two LALMs (``LEADERBOARD_MIN_SHARED_QUESTIONS``).
-MIN_SHARED_QUESTIONS = 10
-#: Monte-Carlo sign flips of the permutation test above :data:`EXACT_SIGN_FLIPS_UP_TO` questions.
-SIGN_FLIPS = 10_000
-#: Up to this many questions the sign-flip test enumerates all 2^n sign patterns (exact p-values).
-EXACT_SIGN_FLIPS_UP_TO = 15
-#: Power the budget planner aims at.
-PLANNER_POWER = 0.8
 
 #: Estimator names (``estimator`` of a leaderboard row).
 CLASSICAL, PPI, ACTIVE = "classical", "ppi++", "active"
@@ -84,6 +71,11 @@ CI_METHODS = {
               "ORCA)",
     STRATIFIED_T: "per-benchmark intervals combined by answer share, Student t with the smallest df",
 }
+#: Added to every interval when the annotators of the ratings are known (:mod:`modelling.leaderboard.raters`).
+RATERS_TEXT = ("with annotators known: plus their share, two-way clustered over answers and annotators (Cameron, "
+               "Gelbach & Miller 2011), Student t with at most annotators − 1 df when their share is material, else "
+               "Satterthwaite's df")
+CI_METHODS = {key: text if key == STRATIFIED_T else f"{text}; {RATERS_TEXT}" for key, text in CI_METHODS.items()}
 
 
 @dataclass(frozen=True)
@@ -97,7 +89,9 @@ class Estimate:
         method: the interval method, one of :data:`CI_METHODS`.
         estimator: :data:`CLASSICAL`, :data:`PPI` or :data:`ACTIVE`.
         centre, se, df: the interval is centre ± t_df · se before clipping (None without an interval); the centre
-            differs from the estimate only for ``t_adjusted`` (the pseudo-values move it).
+            differs from the estimate only for ``t_adjusted`` (the pseudo-values move it). With annotators known,
+            se includes their share and df allows for their number (:mod:`modelling.leaderboard.raters`).
+        raters: distinct annotators of the labels when known (0: unknown, each rating its own cluster).
     """
 
     estimate: float
@@ -107,7 +101,8 @@ class Estimate:
     estimator: str = CLASSICAL
     centre: float | None = None
     se: float | None = None
-    df: int | None = None
+    df: float | None = None
+    raters: int = 0
 
     @property
     def width(self) -> float | None:
@@ -125,6 +120,24 @@ def _t(confidence: float, df: int) -> float:
     return float(sps.t.ppf(0.5 + confidence / 2, df=df))
 
 
+def _raters_part(
+    se: float, df: float, *, ratings, raters, answer_weights: np.ndarray, fitted: np.ndarray, centre: float,
+) -> tuple[float, float, int]:
+    """(se, df, annotators) with the annotators' share added (:func:`modelling.leaderboard.raters.with_raters`).
+
+    ``ratings``: n lists of each label's normalised ratings; ``raters``: n aligned lists of annotator ids or None;
+    ``answer_weights``: (n,) each label's share of the estimate (summing to 1); ``fitted``: (n,) the part of each
+    label the estimator subtracts (λμ, 0 for the human-only mean); ``centre``: the estimate's residual mean."""
+    from modelling.leaderboard.raters import rating_layout, with_raters
+
+    if ratings is None or raters is None:
+        return se, df, 0
+    values, answers, ks, who = rating_layout(ratings, raters)
+    residuals = values - fitted[answers] - centre
+    return with_raters(se=se, df=df, residuals=residuals, weights=answer_weights[answers] / ks, answers=answers,
+                       raters=who)
+
+
 #: How many times each pseudo-label (y = 0 and y = 1) counts in the ``ppi_t`` interval: ORCA explains part of the
 #: spread, so a full pseudo-label would widen PPI++ far more than it widens the human-only interval; a quarter
 #: lifts its coverage with 9–15 labels from 0.94–0.95 to ≥ 0.97 at 1–7 % of width (``bench/leaderboard.py``).
@@ -133,13 +146,17 @@ PPI_PSEUDO_WEIGHT = 0.25
 
 def classical_mean(
     y: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE, min_questions: int = MIN_QUESTIONS,
+    ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Human-only mean of ``y`` (n,), one value per question (an LALM answers a question once), with the
     ``t_adjusted`` interval (module docstring): the mean and standard deviation of y plus the two pseudo-values 0
     and 1, Student t with n + 1 degrees of freedom.
 
     The estimate is the plain mean of ``y``; ``ci`` is None below ``min_questions`` values (>= 2). Assumes ``y``
-    is a uniform random sample of the LALM's answers. Raises ValueError when ``y`` is empty.
+    is a uniform random sample of the LALM's answers. With ``ratings`` (n lists: each value's normalised ratings,
+    y_i their mean) and ``raters`` (n aligned lists of annotator ids, None where unknown) the interval adds the
+    annotators' share, two-way clustered over answers and annotators (:mod:`modelling.leaderboard.raters`).
+    Raises ValueError when ``y`` is empty.
     """
     y = np.asarray(y, dtype=np.float64)
     if y.size == 0:
@@ -148,8 +165,11 @@ def classical_mean(
     if y.size < max(2, min_questions):
         return Estimate(mean, None, int(y.size), T_ADJUSTED)
     centre, se, df = adjusted_t_parts(y, low=0.0, high=1.0)
+    se, df, g = _raters_part(se, df, ratings=ratings, raters=raters, answer_weights=np.full(y.size, 1.0 / y.size),
+                             fitted=np.zeros(y.size), centre=mean)
     half = _t(confidence, df) * se
-    return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df)
+    return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df,
+                    g)
 
 
 def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[float] | None = None) -> float:
@@ -177,6 +197,7 @@ def regression_lambda(y: Sequence[float], yhat: Sequence[float], w: Sequence[flo
 def ppi_mean(
     *, y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float], confidence: float = CONFIDENCE,
     power_tuning: bool = True, min_questions: int = MIN_QUESTIONS,
+    ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Prediction-powered mean over the N answers of ``yhat_all`` (PPI++ with power tuning by default).
 
@@ -193,7 +214,8 @@ def ppi_mean(
     :data:`PPI_PSEUDO_WEIGHT` each, centre = mean(λμ over N) + their weighted mean r̄, standard error
     √(Σ f (r − r̄)² / (Σ f − d) / Σ f) with f the counts and d = 2 (1 for λ = 1) — ``ppi_py``'s rectifier standard
     error with the predictions' mean known, padded — and Student t with n − d degrees of freedom, clipped to [0, 1].
-    Raises ValueError for too few labels or mismatched lengths.
+    ``ratings`` and ``raters`` (as for :func:`classical_mean`) add the annotators' share of the rectifier's
+    variance. Raises ValueError for too few labels or mismatched lengths.
     """
     import ppi_py
 
@@ -216,8 +238,10 @@ def ppi_mean(
     centre_r = float(np.sum(f * r) / f.sum())
     se = math.sqrt(float(np.sum(f * (r - centre_r) ** 2)) / (f.sum() - ddof) / f.sum())
     centre = lam * float(yhat_all.mean()) + centre_r
-    half = _t(confidence, n - ddof) * se
-    return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, n - ddof)
+    se, df, g = _raters_part(se, n - ddof, ratings=ratings, raters=raters, answer_weights=np.full(n, 1.0 / n),
+                             fitted=lam * yhat, centre=float(np.mean(y - lam * yhat)))
+    half = _t(confidence, df) * se
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, df, g)
 
 
 def inclusion_probabilities(
@@ -269,7 +293,8 @@ def inverse_probability_weights(pi: Sequence[float]) -> np.ndarray:
 def active_mean(
     *, y: Sequence[float], pi: Sequence[float], sampled: Sequence[bool], yhat: Sequence[float] | None = None,
     drawn: Sequence[bool] | None = None, within: Sequence[float] | None = None, confidence: float = CONFIDENCE,
-    min_questions: int = MIN_QUESTIONS,
+    min_questions: int = MIN_QUESTIONS, ratings: Sequence[Sequence[float]] | None = None,
+    raters: Sequence[Sequence[int | None]] | None = None,
 ) -> Estimate:
     """Active estimate of the mean over N answers drawn by a fixed Poisson design (module docstring).
 
@@ -286,6 +311,9 @@ def active_mean(
             design variance's (1 − π) leaves that out, so it is added (two-stage sampling: answers, then raters).
         min_questions: fewest labels for an interval (``ci`` None below it, as for λ's and the mean's degrees of
             freedom).
+        ratings, raters: n lists (one per label, in the order of the labels in ``y``) of the normalised ratings and
+            their annotator ids (None where unknown): the annotators' share is added to the variance, two-way
+            clustered over answers and annotators (:mod:`modelling.leaderboard.raters`), weights w/Σw per label.
 
     Estimate (Hájek, λ-adjusted): mean(λ·μ over N) + Σ w (y − λμ) / Σ w over the labels, w = 1/π_eff, λ the
     :func:`regression_lambda` of y on μ with the design-variance weights (1 − π_eff)/π_eff². Interval ``design_t``:
@@ -329,46 +357,10 @@ def active_mean(
         var += float(np.sum(w * np.asarray(within, dtype=np.float64)[mask]) / np.sum(w_pad) ** 2)
     se = math.sqrt(max(var, 0.0))
     centre = (0.0 if f is None else lam * float(f.mean())) + centre_e
-    half = _t(confidence, m - ddof) * se
-    return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, m - ddof)
-
-
-# --- comparing LALMs ---------------------------------------------------------------------------------------------
-
-
-def sign_flip_test(
-    d: Sequence[float], *, w: Sequence[float] | None = None, n_flips: int = SIGN_FLIPS,
-    seed: int | Sequence[int] = 0,
-) -> float:
-    """Two-sided sign-flip permutation test that the paired differences ``d`` are symmetric about 0 (the two LALMs
-    are exchangeable on every question); returns the p-value.
-
-    Args:
-        d: (n,) paired differences, one per question (n >= 1).
-        w: (n,) positive weights of the questions (None: equal); the statistic is the weighted mean Σ w d / Σ w.
-        n_flips: Monte-Carlo sign patterns when n > :data:`EXACT_SIGN_FLIPS_UP_TO` (seeded by ``seed``).
-
-    p = the share of sign patterns s whose statistic Σ w s d / Σ w is at least as far from 0 as the observed one:
-    exact over all 2^n patterns up to :data:`EXACT_SIGN_FLIPS_UP_TO` questions (as
-    ``scipy.stats.permutation_test`` with ``permutation_type="samples"`` computes it), else
-    (1 + count)/(n_flips + 1), a valid Monte-Carlo p-value. Raises ValueError for an empty ``d``.
-    """
-    d = np.asarray(d, dtype=np.float64)
-    if d.size == 0:
-        raise ValueError("the sign-flip test needs at least one difference")
-    weights = np.ones(d.size) if w is None else np.asarray(w, dtype=np.float64)
-    weighted = weights * d / weights.sum()
-    observed = abs(float(weighted.sum()))
-    if d.size <= EXACT_SIGN_FLIPS_UP_TO:
-        codes = np.arange(2 ** d.size, dtype=np.int64)[:, None]
-        signs = ((codes >> np.arange(d.size)) & 1) * 2.0 - 1.0
-        return float(np.count_nonzero(np.abs(signs @ weighted) >= observed - 1e-12) / signs.shape[0])
-    rng = np.random.default_rng(seed)
-    extreme = 0
-    for start in range(0, n_flips, 2000):  # bounded memory for long benchmarks
-        signs = rng.choice([-1.0, 1.0], size=(min(2000, n_flips - start), d.size))
-        extreme += int(np.count_nonzero(np.abs(signs @ weighted) >= observed - 1e-12))
-    return (1 + extreme) / (n_flips + 1)
+    se, df, g = _raters_part(se, m - ddof, ratings=ratings, raters=raters, answer_weights=w / w.sum(),
+                             fitted=np.zeros(n) if f is None else lam * f[mask], centre=hajek)
+    half = _t(confidence, df) * se
+    return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, df, g)
 
 
 def adjusted_t_parts(
@@ -408,97 +400,7 @@ def stratified(parts: Sequence[tuple[int, Estimate]], *, confidence: float = CON
     half = _t(confidence, df) * se
     names = "+".join(sorted({e.estimator for _, e in parts}))
     return Estimate(estimate, _clip_ci(centre - half, centre + half), sum(e.n for _, e in parts), STRATIFIED_T,
-                    names, centre, se, df)
-
-
-@dataclass(frozen=True)
-class PairwiseVerdict:
-    """Mean difference of two LALMs over the questions both answered and humans rated, a − b, and the verdict.
-
-    Attributes:
-        a, b: the two LALMs (a listed first: the better of the two in the table's order).
-        n_questions: shared rated questions.
-        diff: mean over them of (a's value − b's value) (weighted under the active design), in [−1, 1]; None with
-            no shared question.
-        ci: 95 % ``t_adjusted`` interval of the mean difference, pseudo-values −1 and 1 (not adjusted for
-            multiplicity; None below ``min_shared``).
-        p_value: the sign-flip test's two-sided p (None below ``min_shared``).
-        p_holm: Holm-corrected over every pair tested.
-        verdict: ``a>b`` or ``b>a`` where p_holm < 1 − confidence and ``ci`` excludes 0, else ``undecided``.
-        note: why a pair is undecided without a test ('' otherwise).
-    """
-
-    a: object
-    b: object
-    n_questions: int
-    diff: float | None
-    ci: tuple[float, float] | None
-    p_value: float | None
-    p_holm: float | None
-    verdict: str
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        """{"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict"} plus "p_value" and "note"."""
-        return {"a": self.a, "b": self.b, "n_questions": self.n_questions, "diff": self.diff,
-                "ci": list(self.ci) if self.ci else None, "p_holm": self.p_holm, "verdict": self.verdict,
-                "p_value": self.p_value, "note": self.note}
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (same order), via ``statsmodels.stats.multitest.multipletests``."""
-    if len(p_values) == 0:
-        return []
-    from statsmodels.stats.multitest import multipletests
-
-    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
-
-
-def pairwise_verdicts(
-    values: Mapping[object, Mapping[object, float]], *, weights: Mapping[object, Mapping[object, float]] | None = None,
-    confidence: float = CONFIDENCE, min_shared: int = MIN_SHARED_QUESTIONS, n_flips: int = SIGN_FLIPS,
-    seed: int = 0,
-) -> list[PairwiseVerdict]:
-    """Every pair of LALMs: paired mean difference over shared questions, sign-flip test, Holm over all pairs.
-
-    Args:
-        values: {LALM: {question: the answer's human value}}, the labels only; LALMs in the table's order.
-        weights: {LALM: {question: design weight 1/π}} under the active design (a question's weight in a pair is
-            the product of the two answers' weights: both were drawn independently); None: equal weights.
-        min_shared: fewest shared questions for a test; pairs with fewer are ``undecided`` with a note.
-        n_flips, seed: Monte-Carlo sign flips above :data:`EXACT_SIGN_FLIPS_UP_TO` shared questions (pair i uses
-            the seed (seed, i), so results do not depend on which other pairs exist).
-
-    A verdict needs the Holm-corrected p below 1 − confidence and the difference's interval to exclude 0; a
-    constant difference over n questions gets p = 2^(1 − n) and an interval as wide as its pseudo-values make it,
-    so zero variance never decides by itself.
-    """
-    names = list(values)
-    alpha = 1.0 - confidence
-    raw = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared = sorted(set(values[a]) & set(values[b]), key=str)
-            n = len(shared)
-            d = np.array([values[a][q] - values[b][q] for q in shared], dtype=np.float64)
-            w = None if weights is None else np.array([weights[a][q] * weights[b][q] for q in shared])
-            diff = None if n == 0 else float(np.average(d, weights=w))
-            if n < min_shared:
-                raw.append([a, b, n, diff, None, None, f"{n} shared rated questions (a verdict needs {min_shared})"])
-                continue
-            centre, se, df = adjusted_t_parts(d, low=-1.0, high=1.0, weights=w)
-            half = _t(confidence, df) * se
-            ci = (max(centre - half, -1.0), min(centre + half, 1.0))
-            raw.append([a, b, n, diff, ci, sign_flip_test(d, w=w, n_flips=n_flips, seed=[seed, len(raw)]), ""])
-    adjusted = iter(holm([r[5] for r in raw if r[5] is not None]))
-    out = []
-    for a, b, n, diff, ci, p, note in raw:
-        p_holm = next(adjusted) if p is not None else None
-        verdict = "undecided"
-        if p_holm is not None and p_holm < alpha and (ci[0] > 0 or ci[1] < 0):
-            verdict = "a>b" if ci[0] > 0 else "b>a"
-        out.append(PairwiseVerdict(a, b, n, diff, ci, p, p_holm, verdict, note))
-    return out
+                    names, centre, se, df, max(e.raters for _, e in parts))
 
 
 def rank_agreement(reference: Mapping[object, float], other: Mapping[object, float]) -> dict | None:
@@ -524,191 +426,3 @@ def rank_agreement(reference: Mapping[object, float], other: Mapping[object, flo
         return None if x is None or not np.isfinite(x) else float(x)
 
     return {"rho": clean(rho), "tau": clean(tau), "n": len(shared)}
-
-
-# --- the budget planner ----------------------------------------------------------------------------------------
-
-
-def holm_level(*, pairs: int, decided: int, confidence: float = CONFIDENCE) -> float:
-    """The level at which Holm's step-down procedure over ``pairs`` tests judges its next pair once ``decided``
-    pairs already have a verdict: (1 − confidence)/(pairs − decided) (Holm 1979)."""
-    if pairs < 1 or not 0 <= decided < pairs:
-        raise ValueError(f"need 0 <= decided < pairs, got decided={decided}, pairs={pairs}")
-    return (1.0 - confidence) / (pairs - decided)
-
-
-def sign_flip_min_questions(level: float) -> int:
-    """Fewest questions for which the exact sign-flip test can reach ``level`` at all: 2^(1 − n) <= level."""
-    return max(1, int(math.ceil(1.0 + math.log2(1.0 / level) - 1e-12)))
-
-
-@dataclass(frozen=True)
-class BudgetPlan:
-    """About how many more human ratings give a verdict between two LALMs with 80 % power.
-
-    Attributes:
-        n_shared: questions both LALMs answered that are rated for both now.
-        mean_diff: the observed mean difference (normalised scale).
-        sd_diff: standard deviation of the paired differences.
-        level: the pair's Holm level (:func:`holm_level`) the test must reach.
-        power: the power planned for (0.8).
-        ratings_per_answer: mean valid ratings per rated answer (k).
-        needed_if_exact: shared rated questions for that power at that level if the observed difference and spread
-            were exact: the one-sample t-test's sample size (``statsmodels`` ``TTestPower``) for effect |mean|/sd, at
-            least :func:`sign_flip_min_questions` and the verdict's minimum of shared questions; None when the
-            observed difference is 0.
-        needed_questions: the same allowing for the uncertainty of the observed difference and spread (the power
-            averaged over their posterior from ``n_shared`` questions, "assurance"); None below ``min_shared``
-            shared questions (or effective ones, under design weights) or when no number of questions reaches the
-            power: ``note`` says why.
-        more_ratings: 2 · k · max(0, needed_questions − n_shared): two answers per question, k ratings each.
-        available_questions: questions both LALMs answered (rated or not): the most a study can use.
-        reachable: needed_questions is known and at most ``available_questions``.
-        note: why there is no plan ('' when there is one).
-    """
-
-    n_shared: int
-    mean_diff: float
-    sd_diff: float
-    level: float
-    power: float
-    ratings_per_answer: float
-    needed_if_exact: int | None
-    needed_questions: int | None
-    more_ratings: int | None
-    available_questions: int
-    reachable: bool
-    note: str = ""
-
-
-#: Quantile nodes of the posterior the assured power averages over (a 48 × 48 grid of the difference and its sd).
-_ASSURANCE_NODES = (np.arange(48) + 0.5) / 48
-
-
-def _interval_excludes_zero_n(*, mean: float, sd: float, start: int, power: float, confidence: float = CONFIDENCE,
-                              limit: int = 100_000) -> int:
-    """The smallest n >= ``start`` at which the verdict's other condition, the ``t_adjusted`` interval of the
-    difference (pseudo-values −1 and 1) excluding 0, also has ``power``: the t-test power of the padded values'
-    expected centre n·mean/(n + 2) and spread at 1 − ``confidence`` (it binds with few pairs and few questions)."""
-    from statsmodels.stats.power import TTestPower
-
-    n = start
-    while n < limit:
-        centre = n * mean / (n + 2)
-        spread = ((n - 1) * sd * sd + n * (mean - centre) ** 2 + (1 + centre) ** 2 + (1 - centre) ** 2) / (n + 1)
-        if TTestPower().power(effect_size=abs(centre) / math.sqrt(spread), nobs=n + 2, alpha=1 - confidence) >= power:
-            return n
-        n = max(n + 1, int(n * 1.05))
-    return limit
-
-
-def _exact_plan_n(*, mean: float, sd: float, level: float, power: float, floor: int) -> int:
-    """Shared questions for ``power`` at ``level`` if ``mean`` and ``sd`` were the truth (see :class:`BudgetPlan`)."""
-    from statsmodels.stats.power import TTestPower
-
-    needed = floor
-    effect = math.inf if sd == 0 else abs(mean) / sd
-    if sd > 0 and TTestPower().power(effect_size=effect, nobs=floor, alpha=level) < power:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # statsmodels' root finder warns before it returns NaN
-            n_t = float(np.asarray(TTestPower().solve_power(
-                effect_size=effect, alpha=level, power=power, alternative="two-sided")).reshape(-1)[0])
-        if not math.isfinite(n_t):  # the normal approximation, which the t-test's n exceeds by a little
-            n_t = ((sps.norm.isf(level / 2) + sps.norm.ppf(power)) / effect) ** 2 + 2
-        needed = max(floor, int(math.ceil(n_t)))
-    return _interval_excludes_zero_n(mean=mean, sd=sd, start=needed, power=power)
-
-
-def _assured_power(n: int, *, mean: float, sd: float, n0: int, level: float, prior_sd: float | None = None) -> float:
-    """The t-test's power at n questions to find the difference in the observed direction, averaged over the
-    posterior of the true difference and spread given n0 observed differences (mean, sd): σ² ~ sd²·(n0 − 1)/
-    χ²_{n0−1}, and δ | σ ~ N(mean, σ²/n0) under a flat prior, or shrunk towards 0 under a N(0, prior_sd²) prior on
-    the difference of two LALMs — "assurance" (O'Hagan, Stevens & Campbell, *Pharmaceutical Statistics* 2005)."""
-    sigmas = sd * np.sqrt((n0 - 1) / sps.chi2.ppf(_ASSURANCE_NODES, n0 - 1))
-    if prior_sd is None:
-        centres, spreads = np.full(sigmas.size, abs(mean)), sigmas / math.sqrt(n0)
-    else:  # the normal prior's posterior: precision-weighted towards 0
-        precision = 1.0 / prior_sd ** 2 + n0 / sigmas ** 2
-        centres, spreads = abs(mean) * (n0 / sigmas ** 2) / precision, 1.0 / np.sqrt(precision)
-    deltas = centres[:, None] + spreads[:, None] * sps.norm.ppf(_ASSURANCE_NODES)[None, :]
-    critical = sps.t.isf(level / 2, n - 1)
-    return float(np.mean(sps.nct.sf(critical, n - 1, deltas / sigmas[:, None] * math.sqrt(n))))
-
-
-def budget_plan(
-    *, diffs: Sequence[float], ratings_per_answer: float, available_questions: int, level: float,
-    weights: Sequence[float] | None = None, prior_sd: float | None = None, power: float = PLANNER_POWER,
-    min_shared: int = MIN_SHARED_QUESTIONS, limit: int = 100_000,
-) -> BudgetPlan:
-    """Plan the shared rated questions (and ratings) that give the verdict between two LALMs ``power`` at
-    ``level`` (the pair's Holm level).
-
-    Args:
-        diffs: (n,) observed paired differences a − b over the shared rated questions (n >= 2).
-        ratings_per_answer: k, mean valid ratings per rated answer (> 0).
-        available_questions: questions both LALMs answered (rated or not).
-        level: the significance level the pair must reach (0 < level < 1).
-        weights: (n,) design weights of the questions (the active design's 1/(π_a π_b)) or None: the difference and
-            spread are then the weighted ones, and the assurance counts Kish's effective number of questions
-            (Σ w)²/Σ w².
-        prior_sd: the spread of true differences between LALMs (e.g. from the leaderboard's estimates; None: a flat
-            prior): most pairs of LALMs differ little, so a large difference seen on few questions is partly luck,
-            and the assurance shrinks it towards 0 (empirical Bayes).
-        limit: plans above this many questions count as not reachable.
-
-    The sign-flip test of the mean has the power of the t-test asymptotically (Lehmann & Romano, *Testing
-    Statistical Hypotheses*), so the t-test's power is used. ``needed_if_exact`` takes the observed difference and
-    spread as the truth (a difference with sd 0 needs only the test's smallest attainable p); the verdict's interval
-    (pseudo-values −1 and 1) must exclude 0 with the same power (:func:`_interval_excludes_zero_n`).
-    ``needed_questions`` averages the power over the uncertainty of the observed difference and spread
-    (:func:`_assured_power`), and needs ``min_shared`` shared questions to plan on: from a handful the observed
-    difference says too little (planned from 2–4, the realised power was 0.04–0.19 in ``bench/leaderboard.py``).
-    Raises ValueError for bad arguments.
-    """
-    d = np.asarray(diffs, dtype=np.float64)
-    if d.size < 2:
-        raise ValueError("the budget planner needs at least 2 shared rated questions")
-    if ratings_per_answer <= 0:
-        raise ValueError("ratings_per_answer must be positive")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    mean = float(np.sum(w * d) / np.sum(w))
-    sd = float(math.sqrt(np.sum(w * (d - mean) ** 2) / np.sum(w) * d.size / (d.size - 1)))
-    n0 = max(2, int(round(float(np.sum(w) ** 2 / np.sum(w * w)))))
-    exact = needed = None
-    note = ""
-    if mean == 0.0:
-        note = "the observed difference is 0"
-    else:
-        floor = max(sign_flip_min_questions(level), min_shared, 2)
-        exact = _exact_plan_n(mean=mean, sd=sd, level=level, power=power, floor=floor)
-        if d.size < min_shared:
-            note = (f"{d.size} shared rated questions are too few to plan on: rate at least {min_shared} shared "
-                    "questions first")
-        elif n0 < min_shared:
-            note = (f"the design weights leave the {d.size} shared rated questions worth {n0} (Kish's effective "
-                    f"number): too few to plan on; rate more shared questions first")
-        elif sd == 0:
-            needed = exact
-        elif _assured_power(limit, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
-            note = (f"with {d.size} shared rated questions the difference is too uncertain for {power:.0%} power at "
-                    "any size: rate more shared questions first")
-        else:
-            low, high = exact, exact
-            while _assured_power(high, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) < power:
-                low, high = high, min(limit, high * 2)
-            while low < high:  # smallest n with the assured power
-                mid = (low + high) // 2
-                if _assured_power(mid, mean=mean, sd=sd, n0=n0, level=level, prior_sd=prior_sd) >= power:
-                    high = mid
-                else:
-                    low = mid + 1
-            needed = high
-    more = None if needed is None else int(round(2 * ratings_per_answer * max(0, needed - d.size)))
-    return BudgetPlan(
-        n_shared=int(d.size), mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
-        ratings_per_answer=float(ratings_per_answer), needed_if_exact=exact, needed_questions=needed,
-        more_ratings=more, available_questions=int(available_questions),
-        reachable=needed is not None and needed <= available_questions, note=note,
-    )

@@ -56,7 +56,8 @@ def agreement_chart_svg(*, snapshots: Sequence[AgreementSnapshot], level: str) -
             series.setdefault(snap.scope, []).append(snap)
     scopes = sorted(series, key=lambda s: (s != "all", s))
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-agreement", "font.size": 9}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-agreement", "font.size": 9,
+                                 "text.parse_math": False}):
         fig = Figure(figsize=(10, 3.6), layout="constrained")
         ax_time, ax_count = fig.subplots(1, 2, sharey=True)
         for ax, x_of, xlabel in (

@@ -259,7 +259,8 @@ def calibration_svg(*, calibration: Calibration) -> str:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-calibration", "font.size": 9}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-calibration", "font.size": 9,
+                                 "text.parse_math": False}):
         fig = Figure(figsize=(10, 3.8), layout="constrained")
         ax_var, ax_mu = fig.subplots(1, 2)
         for ax, bins, top, xlabel, ylabel, title in (
@@ -294,7 +295,8 @@ def rater_history_svg(*, snapshots: Sequence[RaterSnapshot]) -> str:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-rater", "font.size": 9}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "orca-rater", "font.size": 9,
+                                 "text.parse_math": False}):
         fig = Figure(figsize=(10, 3.2), layout="constrained")
         ax = fig.subplots()
         ordered = sorted(snapshots, key=lambda s: (s.created_at, s.id or 0))

@@ -63,8 +63,10 @@ def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor:
     """
     from annotation.services.audit import audit_record
     from modelling.models import BenchmarkRouting
+    from modelling.services.design import design_epochs_sync
 
     with transaction.atomic():
+        design_epochs_sync(reason="the design before this change", user=user)  # a first epoch records it
         row = BenchmarkRouting.objects.filter(benchmark=benchmark).first() or BenchmarkRouting(benchmark=benchmark)
         old = ({"policy": row.policy, "budget": row.budget, "floor": row.floor, "audit_share": row.audit_share}
                if row.pk else None)
@@ -73,15 +75,10 @@ def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor:
         row.save()
         audit_record(actor=user, action="routing.benchmark_policy", obj=row, old=old,
                      new={"policy": policy, "budget": budget, "floor": floor, "audit_share": audit_share})
+        design_epochs_sync(reason=f"{benchmark}: policy {policy}, audit share "
+                                  f"{'the default' if audit_share is None else f'{audit_share:g}'}", user=user)
         routing_refresh(force=True)
     return row
-
-
-def _active_benchmarks() -> dict[int, tuple[float, float]]:
-    from modelling.models import BenchmarkRouting
-
-    return {b: (budget, floor) for b, budget, floor in BenchmarkRouting.objects.filter(
-        policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION).values_list("benchmark_id", "budget", "floor")}
 
 
 def audit_shares() -> dict[int, float]:
@@ -183,39 +180,34 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     shares = audit_shares()
     with transaction.atomic():
         current = {
-            c.pk: c for c in CandidateAnswer.objects.select_for_update().filter(pk__in=ids)
-            .only("pk", "target_ratings", "priority", "random_key")
+            c.pk: c for c in CandidateAnswer.objects.select_for_update(of=("self",)).filter(pk__in=ids)
+            .select_related("question_version__question").only(
+                "pk", "target_ratings", "priority", "question_version__question__random_key",
+                "question_version__question__benchmark_id")
         }
-        bench_of = dict(CandidateAnswer.objects.filter(pk__in=ids).values_list(
-            "pk", "question_version__question__benchmark_id"))
+        bench_of = {pk: c.question_version.question.benchmark_id for pk, c in current.items()}
         # ORCA only where it helps (modelling.services.orca_quality): benchmarks below the quality thresholds keep
         # the defaults (no routing) or lose the model's vote as a rater.
         refused, no_vote = routing_refusals()
         no_vote_rules = dataclasses.replace(rules, model_vote=False)
         routed = [cid for cid in ids if bench_of.get(cid) not in refused]
-        undo = set(RoutingDecision.objects.filter(candidate_id__in=set(ids) - set(routed))
-                   .values_list("candidate_id", flat=True))  # refused: only what routing changed goes back
-        latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
-        unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
-                     .values_list("pk", flat=True))  # and leaves expert review (latest decision not expert)
+        undo, unflag = _refused_undo(set(ids) - set(routed))
         design = _active_design(predictions=predictions, ids=routed, active=active)
         scores = _scores_in_arrival_order(ids)
         groups: dict[tuple[int | None, int], list[int]] = defaultdict(list)
         log = []
         for cid in ids:
             candidate = current.get(cid)
-            if candidate is None:
+            if candidate is None or (bench_of[cid] in refused and cid not in undo):
                 continue
             mu, variance = predictions[cid]
             seen = scores.get(cid, [])
             share = shares.get(bench_of[cid], 0.0)
             if bench_of[cid] in refused:
-                if cid not in undo:
-                    continue
                 choice = refused_choice(refused[bench_of[cid]])
             elif cid in design:
                 choice = active_decide(pi=design[cid].pi, u=design[cid].u)
-            elif audit_member(random_key=candidate.random_key, share=share):
+            elif audit_member(random_key=candidate.question_version.question.random_key, share=share):
                 choice = audit_decide(rules=rules, share=share)
             else:
                 choice = routing_decide(mu=mu, variance=variance, scores=seen, thresholds=thresholds,
@@ -225,12 +217,7 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
                     cid not in unflag):
                 continue
             groups[(choice.target_ratings, choice.priority)].append(cid)
-            log.append(RoutingDecision(
-                candidate_id=cid, model_version=active, reason=choice.reason, detail=choice.detail,
-                old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
-                old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
-                n_ratings=len(seen), expert=choice.expert, inclusion_probability=choice.inclusion_probability,
-            ))
+            log.append(_decision(candidate, choice, active=active, mu=mu, variance=variance, n_ratings=len(seen)))
             result.by_reason[choice.reason] = result.by_reason.get(choice.reason, 0) + 1
         for (target, priority), group in groups.items():
             candidate_routing_set(candidate_ids=group, target_ratings=target, priority=priority)
@@ -240,40 +227,40 @@ def routing_evaluate(*, candidate_ids: Iterable[int] | None = None, rules: Routi
     return result
 
 
+def _decision(candidate, choice: RoutingChoice, *, active, mu: float, variance: float, n_ratings: int):
+    """The ``RoutingDecision`` row (unsaved) of ``choice`` for ``candidate``, its old fields kept beside the new."""
+    from modelling.models import RoutingDecision
+
+    return RoutingDecision(
+        candidate_id=candidate.pk, model_version=active, reason=choice.reason, detail=choice.detail,
+        old_target_ratings=candidate.target_ratings, target_ratings=choice.target_ratings,
+        old_priority=candidate.priority, priority=choice.priority, mu=mu, variance=variance,
+        n_ratings=n_ratings, expert=choice.expert, inclusion_probability=choice.inclusion_probability,
+    )
+
+
+def _refused_undo(ids: set[int]) -> tuple[set[int], set[int]]:
+    """Of candidates ``ids`` on benchmarks where routing by ORCA is refused: (those routing changed, which go back
+    to the defaults; those whose latest decision offered them to expert review, which leave it)."""
+    from annotation.models import CandidateAnswer
+    from modelling.models import RoutingDecision
+
+    undo = set(RoutingDecision.objects.filter(candidate_id__in=ids).values_list("candidate_id", flat=True))
+    latest_expert = RoutingDecision.objects.filter(candidate=OuterRef("pk")).order_by("-id").values("expert")[:1]
+    unflag = set(CandidateAnswer.objects.filter(pk__in=undo).annotate(e=Subquery(latest_expert)).filter(e=True)
+                 .values_list("pk", flat=True))
+    return undo, unflag
+
+
 def _active_design(*, predictions: dict[int, tuple[float, float]], ids: Sequence[int], active) -> dict:
     """{candidate id: its ``ActiveDraw``} for the candidates among ``ids`` on a benchmark under the
-    leaderboard-precision policy. A candidate without a draw gets one now (its first decision): π from the
-    current predictions, ∝ σ with the benchmark's floor within its LALM's answers (budget share of them), and a
-    fresh uniform u; an existing draw is never changed. Call inside the evaluation's transaction."""
-    import random
+    leaderboard-precision policy now; a candidate without a draw gets one now (its first decision), with its
+    question's u and π from the current predictions (``modelling.services.design.active_draws_ensure``); an
+    existing draw is never changed. Call inside the evaluation's transaction."""
+    from modelling.services.design import active_benchmarks, active_draws_ensure
 
-    from annotation.models import CandidateAnswer
-    from modelling.models import ActiveDraw
-
-    benchmarks = _active_benchmarks()
-    if not benchmarks:
-        return {}
-    rows = CandidateAnswer.objects.filter(
-        pk__in=list(predictions), question_version__question__benchmark_id__in=list(benchmarks)
-    ).values_list("pk", "question_version__question__benchmark_id", "lalm_id")
-    group_of = {cid: (bench, lalm) for cid, bench, lalm in rows}
-    wanted = [cid for cid in ids if cid in group_of]
-    draws = {d.candidate_id: d for d in ActiveDraw.objects.filter(candidate_id__in=wanted)}
-    missing = [cid for cid in wanted if cid not in draws]
-    if missing:
-        rng = random.SystemRandom()
-        new = []
-        for bench in {group_of[cid][0] for cid in missing}:
-            budget, floor = benchmarks[bench]
-            members = {cid: key for cid, key in group_of.items() if key[0] == bench}
-            pi = active_probabilities(groups=members, variances={c: predictions[c][1] for c in members},
-                                      budget=budget, floor=floor)
-            new += [ActiveDraw(candidate_id=cid, u=rng.random(), pi=max(pi[cid], 1e-9), model_version=active,
-                               budget=budget, floor=floor)
-                    for cid in missing if group_of[cid][0] == bench]
-        ActiveDraw.objects.bulk_create(new, batch_size=1000)
-        draws.update({d.candidate_id: d for d in new})
-    return draws
+    return active_draws_ensure(candidate_ids=ids, benchmarks=active_benchmarks(), predictions=predictions,
+                               active=active)
 
 
 def _mark_expert(*, active, predictions, thresholds: RoutingThresholds, ids: Sequence[int]) -> None:
@@ -308,12 +295,15 @@ def routing_policy_set(*, enabled: bool, user=None) -> RoutingEvaluation:
     from annotation.models import CandidateAnswer
     from annotation.services.routing_fields import candidate_routing_set
     from modelling.models import RoutingDecision, RoutingPolicy
+    from modelling.services.design import design_epochs_sync
 
     with transaction.atomic():
         policy = RoutingPolicy.objects.select_for_update().filter(pk=routing_policy_load().pk).get()
+        design_epochs_sync(reason="the design before this change", user=user)  # a first epoch records it
         policy.enabled = enabled
         policy.updated_by = user
         policy.save(update_fields=["enabled", "updated_by", "updated_at"])
+        design_epochs_sync(reason=f"routing switched {'on' if enabled else 'off'}", user=user)
         if enabled:
             return routing_refresh(force=True) or RoutingEvaluation()
         routed = set(RoutingDecision.objects.values_list("candidate_id", flat=True))
@@ -349,8 +339,10 @@ def routing_refresh(*, force: bool = False) -> RoutingEvaluation | None:
     from annotation.models import Rating
     from modelling.models import Prediction, RoutingPolicy
     from modelling.selectors import model_version_active
+    from modelling.services.design import design_epochs_sync
     from modelling.services.predictions import predictions_pending_for_active
 
+    design_epochs_sync(reason="the design changed outside the switches (the ROUTING_AUDIT_SHARE setting)")
     policy = routing_policy_load()
     active = model_version_active()
     if not policy.enabled or active is None or predictions_pending_for_active() is not None:

@@ -7,10 +7,12 @@ number of ratings (None = the benchmark's k) and a queue priority.
 The policy (:func:`routing_decide`, pure; thresholds are settings, defaults in brackets). For one candidate answer
 with prediction (μ, σ²) and its valid scores 1–5 in arrival order (n of them), the first rule that applies wins:
 
-0. *audit* — the answer is in its benchmark's audit share (its ``random_key`` below the share, default
-   ``ROUTING_AUDIT_SHARE`` [0.2]): the default k and ``ROUTING_AUDIT_PRIORITY`` [15], whatever its prediction
-   and ratings (:func:`audit_decide`). The audit share is a uniform random sample that never stops early, so the
-   leaderboard's estimates stay unbiased under routing (README, Leaderboard);
+0. *audit* — the answer's question is in its benchmark's audit share (the question's ``random_key`` below the
+   share, default ``ROUTING_AUDIT_SHARE`` [0.2]): the default k and ``ROUTING_AUDIT_PRIORITY`` [15], whatever its
+   prediction and ratings (:func:`audit_decide`). The audit share is a uniform random sample of *questions* that
+   never stops early, so the leaderboard's estimates stay unbiased under routing, and every LALM's answer to an
+   audited question is audited: two LALMs share audited questions at the audit share, not its square (README,
+   Leaderboard);
 
 1. *observed disagreement / agreement* — once n >= ``ROUTING_OBSERVED_MIN_RATINGS`` [3], the observation
    overrides the prediction: sample variance (n − 1) >= ``ROUTING_OBSERVED_DISAGREEMENT_VARIANCE`` [1.0, the
@@ -228,8 +230,9 @@ def routing_decide(
 
 
 def audit_member(*, random_key: float, share: float) -> bool:
-    """True when a candidate answer with this ``random_key`` (uniform in [0, 1), drawn at its creation) is in an
-    audit share of ``share`` (0–1): key < share. Raising the share keeps every earlier member."""
+    """True when a candidate answer whose question has this ``random_key`` (uniform in [0, 1), drawn once per
+    question and shared by all its answers) is in an audit share of ``share`` (0–1): key < share. Raising the share
+    keeps every earlier member (and starts a new design epoch: ``modelling.services.design``)."""
     return random_key < share
 
 
@@ -264,10 +267,10 @@ def routing_replay(
 # answers are drawn for rating with probability π ∝ ORCA's σ mixed with a uniform floor
 # (``modelling.leaderboard.stats.inclusion_probabilities``; expected share ``budget`` of the LALM's answers), and a
 # drawn answer's ratings weigh 1/π in the leaderboard's active estimate, which keeps it unbiased (Zrnic & Candès,
-# ICML 2024). The design is fixed: u (a uniform number) and π of a candidate are set at its first decision and
-# stored (``modelling.models.ActiveDraw``, written by ``modelling.services.routing``); later model versions, new
-# answers or a new budget never re-draw it. Drawn answers (u < π) get the default k and ``ACTIVE_PRIORITY``; the
-# others get target 0 ("not to be rated") and priority −1.
+# ICML 2024). The design is fixed: u (a uniform number, the question's: shared by all its answers) and π (the
+# answer's) of a candidate are set at its first decision and stored (``modelling.models.ActiveDraw``, written by
+# ``modelling.services.design``); later model versions, new answers or a new budget never re-draw it. Drawn answers
+# (u < π) get the default k and ``ACTIVE_PRIORITY``; the others get target 0 ("not to be rated") and priority −1.
 
 
 def active_probabilities(

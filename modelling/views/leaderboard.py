@@ -17,12 +17,9 @@ from modelling.leaderboard.crossfit import (
     crossfit_list,
     crossfit_start,
 )
+from modelling.leaderboard.render import leaderboard_cached, leaderboard_render
 from modelling.leaderboard.selectors import BY_QUESTION_FIELDS, leaderboard_by_choices
-from modelling.leaderboard.services import (
-    leaderboard_budget_plan,
-    leaderboard_cached,
-    leaderboard_render,
-)
+from modelling.leaderboard.services import leaderboard_budget_plan
 from modelling.models import CrossFitRun
 from modelling.services.orca_quality import leaderboard_quality
 

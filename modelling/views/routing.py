@@ -4,6 +4,8 @@ validate input, call one service, render.
 Experts and admins read both pages; only admins switch routing on or off (it changes how many people rate what).
 Annotators get 403 everywhere: predictions and routing reasons would unblind their rating.
 """
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -30,6 +32,7 @@ from modelling.selectors import (
     valid_ratings_load,
 )
 from modelling.services.agreement_cache import cached_by_data, predictions_state
+from modelling.services.design import design_epochs
 from modelling.services.orca_quality import orca_gates
 from modelling.services.rater import (
     calibration_compute,
@@ -82,8 +85,12 @@ def _benchmark_policies(*, user) -> list:
     rows = {r.benchmark_id: r for r in BenchmarkRouting.objects.all()}
     benchmarks = list(benchmarks_readable(user=user))
     gates = orca_gates()  # ORCA's quality gate per benchmark (modelling.services.orca_quality)
+    epochs = design_epochs(benchmark_ids=[b.pk for b in benchmarks])  # modelling.services.design
     for b in benchmarks:
         b.orca = gates.get(b.pk)
+        b.epoch = (epochs.get(b.pk) or [None])[-1]
+        if b.epoch is not None:
+            b.epoch = {**b.epoch, "started": datetime.fromisoformat(b.epoch["started"])}
         row = rows.get(b.pk) or BenchmarkRouting(benchmark=b)
         b.policy, b.policy_label, b.budget, b.floor = row.policy, row.get_policy_display(), row.budget, row.floor
         b.audit_share, b.audit_share_default = row.audit_share, row.audit_share is None

@@ -99,9 +99,10 @@ def test_a_newcomers_csv_and_wav_folder_become_questions_candidate_answers_and_r
     assert scores[("Gemini", "What animal is barking?")] == 3
     assert set(Rating.objects.values_list("source", flat=True)) == {Rating.Source.IMPORT}
     assert set(CandidateAnswer.objects.values_list("valid_rating_count", "target_ratings")) == {(1, 1)}
-    # Each answer has its own random key (the queue's order within a priority level), as if created one by one.
-    keys = list(CandidateAnswer.objects.values_list("random_key", flat=True))
-    assert len(set(keys)) == 9 and all(0 <= key < 1 for key in keys)
+    # Each question has its own random key (the queue's order within a priority level) and its 3 answers share it.
+    keys = list(CandidateAnswer.objects.values_list("random_key", "question_version__question__random_key"))
+    assert all(own == question for own, question in keys) and len({k for k, _ in keys}) == 3
+    assert all(0 <= key < 1 for key, _ in keys)
     record = TableImport.objects.get()
     assert record.mapping["columns"]["lalm"] == "model" and record.benchmark == bench
     assert record.summary["candidates_created"] == 9

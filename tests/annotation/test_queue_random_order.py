@@ -1,11 +1,12 @@
-"""The queue serves equal priorities by each candidate answer's random key, so a partly rated benchmark is a
-uniform random sample of its answers (README, Leaderboard: "Random order")."""
+"""The queue serves equal priorities by the random key of each answer's *question* (a question's answers one after
+another, by id), so a partly rated benchmark is a uniform random sample of its questions (README, Leaderboard:
+"Random order")."""
 import random
 
 import numpy as np
 import pytest
 
-from annotation.models import CandidateAnswer
+from annotation.models import CandidateAnswer, Question
 from annotation.services.assignment import assignment_next_for_annotator
 from annotation.services.rating import rating_submit
 from tests.factories import AnnotatorFactory, BenchmarkFactory, CandidateAnswerFactory, LALMFactory, QuestionFactory
@@ -25,20 +26,32 @@ def _serve(annotator, n: int) -> list[int]:
     return served
 
 
-def test_each_new_candidate_answer_gets_its_own_random_key():
-    keys = [c.random_key for c in CandidateAnswerFactory.create_batch(20)]
-    assert all(0.0 <= k < 1.0 for k in keys)
-    assert len(set(keys)) == 20
+def test_each_new_question_gets_its_own_random_key_and_its_answers_share_it():
+    questions = [QuestionFactory() for _ in range(20)]
+    keys = [q.random_key for q in questions]
+    assert all(0.0 <= k < 1.0 for k in keys) and len(set(keys)) == 20
+    lalms = [LALMFactory() for _ in range(3)]
+    for q in questions[:5]:
+        answers = [CandidateAnswerFactory(question_version=q.current_version, lalm=lalm) for lalm in lalms]
+        answers += CandidateAnswer.objects.bulk_create([CandidateAnswer(question_version=q.current_version,
+                                                                        lalm=LALMFactory())])
+        assert {CandidateAnswer.objects.get(pk=a.pk).random_key for a in answers} == {q.random_key}
 
 
-def test_within_a_priority_the_queue_serves_by_random_key_not_by_creation_order(settings):
+def test_within_a_priority_the_queue_serves_by_question_key_then_answer_not_by_creation_order(settings):
     settings.ANNOTATION_TARGET_RATINGS = 1
-    low = CandidateAnswerFactory.create_batch(6, priority=0)
-    high = CandidateAnswerFactory.create_batch(4, priority=5)
-    served = _serve(AnnotatorFactory(), 10)
-    by_key = [c.pk for c in sorted(high, key=lambda c: c.random_key)] + \
-             [c.pk for c in sorted(low, key=lambda c: c.random_key)]
-    assert served == by_key
+    bench = BenchmarkFactory()
+    lalms = [LALMFactory() for _ in range(3)]
+    answers = []
+    for priority in (0, 0, 0, 5, 5):
+        version = QuestionFactory(benchmark=bench).current_version
+        answers += [CandidateAnswerFactory(question_version=version, lalm=lalm, priority=priority) for lalm in lalms]
+    served = _serve(AnnotatorFactory(), len(answers))
+    expected = [c.pk for c in sorted(answers, key=lambda c: (-c.priority, c.random_key, c.pk))]
+    assert served == expected
+    # a question's answers come one after another: the served order changes question only every 3 answers
+    questions = [CandidateAnswer.objects.get(pk=pk).question_version.question_id for pk in served]
+    assert sum(a != b for a, b in zip(questions, questions[1:])) == 4
 
 
 def test_a_partly_rated_benchmark_is_an_unbiased_sample_when_creation_order_follows_correctness(settings):
@@ -55,8 +68,9 @@ def test_a_partly_rated_benchmark_is_an_unbiased_sample_when_creation_order_foll
     rng = random.Random(7)
     means = []
     for _ in range(25):
-        for c in answers:
+        for c in answers:  # one answer per question: a fresh draw of the question's key, copied to its answer
             c.random_key = rng.random()
+            Question.objects.filter(versions=c.question_version_id).update(random_key=c.random_key)
         CandidateAnswer.objects.bulk_update(answers, ["random_key"])
         served = _serve(AnnotatorFactory(), 10)
         assert len(served) == 10

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from scipy import stats as sps
 
-from annotation.models import Judge, JudgeRating, QuestionVersion
+from annotation.models import CandidateAnswer, Judge, JudgeRating, QuestionVersion
 from annotation.services.exports import dataset_export
 from modelling.leaderboard import stats
 from modelling.leaderboard.selectors import leaderboard_data_load
@@ -23,6 +23,7 @@ from modelling.models import (
     CrossFitRun,
     ModelVersion,
     Prediction,
+    QuestionDraw,
     RoutingDecision,
     TrainingRun,
 )
@@ -39,10 +40,12 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "mean_rating", "sd_rating",
+JSON_ROW_KEYS = {"lalm", "answers", "rated_answers", "rated_share", "labels", "ratings", "ratings_all", "mean_rating",
+                 "sd_rating", "design", "estimand",
                  "estimate", "ci", "estimator", "ci_method", "mean_correctness", "human", "ppi", "sampling", "notes",
                  "answer_words", "judges", "orca"}
-PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "p_holm", "verdict", "p_value", "note"}
+PAIR_KEYS = {"a", "b", "n_questions", "diff", "ci", "level", "e_value", "p_anytime", "p_holm", "verdict", "note",
+             "method", "pairs"}
 
 
 @pytest.fixture(autouse=True)
@@ -52,10 +55,11 @@ def _three_questions_suffice(settings):
 
 
 def _adjusted_t(values):
-    """The t_adjusted interval by hand: the values plus 0 and 1, Student t with n + 1 df, clipped to [0, 1]."""
+    """The t_adjusted interval by hand: the values plus 0 and 1, Student t with n + 1 df, clipped to [0, 1] (rows
+    keep full precision: compared to 1e-9)."""
     v = np.array(list(values) + [0.0, 1.0])
     half = sps.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
-    return (round(max(0.0, v.mean() - half), 4), round(min(1.0, v.mean() + half), 4))
+    return pytest.approx((max(0.0, v.mean() - half), min(1.0, v.mean() + half)), abs=1e-9)
 
 
 def _model_version(name: str, *, active: bool = False) -> ModelVersion:
@@ -132,7 +136,7 @@ def test_the_figures_equal_hand_computed_ones(store):
     assert good.ci == _adjusted_t([0.875, 1.0, 0.5])
     assert (good.estimator, good.ci_method, good.sampling) == ("classical", "t_adjusted", "uniform")
     assert good.answer_words == 3.0
-    assert (bad.answers, bad.rated_answers, bad.ratings, bad.rated_share) == (3, 2, 3, 0.6667)
+    assert (bad.answers, bad.rated_answers, bad.ratings, bad.rated_share) == (3, 2, 3, pytest.approx(2 / 3))
     assert bad.mean_rating == pytest.approx(5 / 3, abs=1e-4) and bad.sd_rating == pytest.approx(0.57735, abs=1e-4)
     assert bad.mean_correctness == 0.1875
     # two rated questions: a point estimate and no interval, and the row says why
@@ -144,7 +148,8 @@ def test_the_figures_equal_hand_computed_ones(store):
     assert good.orca is None and good.with_orca is None and board.model_version is None
     pair = board.pairwise[0]
     assert (pair.a, pair.b, pair.n_questions, pair.diff, pair.verdict) == ("good", "bad", 2, 0.75, "undecided")
-    assert pair.p_holm is None and pair.note == "2 shared rated questions (a verdict needs 10)"
+    assert pair.ci is None and pair.note == "2 counted shared questions (a verdict needs 10)"
+    assert pair.method == "betting_holm" and pair.pairs == 1 and pair.p_holm == pair.p_anytime > 0.05
 
 
 def test_below_the_minimum_of_questions_no_row_shows_an_interval(store, settings):
@@ -209,18 +214,15 @@ def test_a_stale_cross_fit_says_how_many_answers_lack_a_prediction_and_ppi_stand
     assert good.ci == _adjusted_t([0.875, 1.0, 0.5, 0.75])
 
 
-def test_the_budget_planner_plans_80_percent_power_at_the_pairs_holm_level(store):
-    _crossfit(store)
-    data = leaderboard_data_load(benchmark="B1")
-    board = leaderboard_compute(benchmark="B1", data=data)
+def test_the_budget_planner_needs_enough_counted_questions_to_plan_on(store):
+    board = leaderboard_compute(benchmark="B1")
     plan = leaderboard_budget_plan(board=board, a="good", b="bad")
-    assert plan.n_shared == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
-    # one pair: Holm's level is 0.05; a constant difference needs only the test's smallest p (6 questions), but a
-    # verdict needs 10 shared questions — and two are too few to plan on
-    assert plan.level == pytest.approx(0.05) and plan.power == 0.8
-    assert plan.needed_if_exact == 10 and plan.available_questions == 3 and not plan.reachable
-    assert plan.needed_questions is None and plan.more_ratings is None and "rate at least 10 shared" in plan.note
-    with pytest.raises(ValueError, match="share 0 rated questions"):
+    assert plan.n_counted == 2 and plan.mean_diff == 0.75 and plan.sd_diff == 0.0
+    # one pair: Holm's level is 0.05; two counted questions are too few to plan on
+    assert plan.level == pytest.approx(0.05) and plan.power == 0.8 and not plan.decided
+    assert plan.available_questions == 1 and not plan.reachable  # q2: both answered, only good's is rated
+    assert plan.needed_questions is None and plan.more_ratings is None and "rate at least 10 first" in plan.note
+    with pytest.raises(ValueError, match="two different LALMs with counted rated answers"):
         leaderboard_budget_plan(board=board, a="good", b="unrated")
 
 
@@ -238,10 +240,13 @@ def test_the_command_prints_json_in_the_documented_shape_and_the_other_formats(s
     out = StringIO()
     call_command("leaderboard", "--benchmark", "B1", "--json", stdout=out)
     payload = json.loads(out.getvalue())
-    assert set(payload) == {"benchmark", "model_version", "prediction_source", "sampling_note", "rows", "pairwise"}
+    assert set(payload) == {"benchmark", "model_version", "prediction_source", "sampling_note", "verdict_method",
+                            "rows", "pairwise"}
+    assert payload["verdict_method"] == ("anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024), "
+                                         "Holm over 1 pair")
     assert payload["benchmark"] == "B1"
     assert all(set(row) == JSON_ROW_KEYS for row in payload["rows"])
-    assert payload["rows"][0]["ci"] == list(_adjusted_t([0.875, 1.0, 0.5]))
+    assert payload["rows"][0]["ci"] == [round(x, 4) for x in _adjusted_t([0.875, 1.0, 0.5]).expected]
     assert (payload["rows"][0]["ci_method"], payload["rows"][0]["estimator"]) == ("t_adjusted", "classical")
     assert [row["rated_share"] for row in payload["rows"]] == [1.0, 0.6667, 0.0]
     assert [set(p) for p in payload["pairwise"]] == [PAIR_KEYS]  # "unrated" has no label: in no pair
@@ -278,9 +283,11 @@ def test_two_questions_rated_four_three_and_three_two_give_no_interval_and_no_ve
     payload = json.loads(out.getvalue())
     assert [row["ci"] for row in payload["rows"]] == [None, None]
     assert [row["estimate"] for row in payload["rows"]] == [0.625, 0.375]
-    assert payload["pairwise"] == [{"a": "A", "b": "B", "n_questions": 2, "diff": 0.25, "ci": None, "p_holm": None,
-                                    "verdict": "undecided", "p_value": None,
-                                    "note": "2 shared rated questions (a verdict needs 10)"}]
+    (pair,) = payload["pairwise"]
+    assert {k: pair[k] for k in ("a", "b", "n_questions", "diff", "ci", "verdict", "note", "method")} == {
+        "a": "A", "b": "B", "n_questions": 2, "diff": 0.25, "ci": None, "verdict": "undecided",
+        "note": "2 counted shared questions (a verdict needs 10)", "method": "betting_holm"}
+    assert pair["level"] == 0.05 and pair["p_holm"] == pair["p_anytime"] > 0.05
 
 
 def test_the_api_serves_experts_and_refuses_annotators(store, client):
@@ -292,6 +299,8 @@ def test_the_api_serves_experts_and_refuses_annotators(store, client):
     assert response.status_code == 200
     body = response.json()
     assert body["rows"][0]["lalm"] == "good" and body["pairwise"][0]["verdict"] == "undecided"
+    assert body["verdict_method"].startswith("anytime-valid betting test of equal means")
+    assert set(body["pairwise"][0]) == PAIR_KEYS and body["pairwise"][0]["method"] == "betting_holm"
     assert body["rows"][0]["ci_method"] == "t_adjusted" and "t_adjusted" in body["ci_methods"]
     assert client.get(url, {"benchmark": "nope"}).status_code == 400
     schema = client.get(reverse("api-schema"), {"format": "json"}).json()
@@ -316,8 +325,9 @@ def test_the_page_shows_estimators_matrix_downloads_and_planner_to_experts_only(
     response = client.get(url, {"benchmark": "B1", "a": "good", "b": "good"})
     assert "Choose two different LALMs" in response.content.decode()
     html = client.get(url, {"benchmark": "B1", "a": "good", "b": "bad"}).content.decode()
-    assert "no plan: 2 shared rated questions are too few to plan on" in html and "Start a cross-fit" in html
-    assert "If the observed difference were exact" in html
+    assert "no plan: 2 counted shared questions are too few to plan on" in html and "Start a cross-fit" in html
+    assert "anytime-valid betting test of equal means (Waudby-Smith &amp; Ramdas 2024), Holm over 1 pair" in html
+    assert "<th scope=\"col\">e-value</th>" in html and "<th scope=\"col\">Anytime p</th>" in html
     # an unknown benchmark or breakdown is said, not a server error
     html = client.get(url, {"benchmark": "nope", "by": "²"}).content.decode()
     assert "Showing all benchmarks" in html
@@ -375,14 +385,14 @@ def test_numbers_match_a_direct_computation_on_random_data():
     rng = np.random.default_rng(0)
     bench = BenchmarkFactory(name="R")
     lalms = [LALMFactory(name=f"L{i}") for i in range(3)]
-    annotators = [AnnotatorFactory() for _ in range(3)]
     expected = {lalm.name: [] for lalm in lalms}
     for _ in range(6):
         version = QuestionFactory(benchmark=bench).current_version
         for lalm in lalms:
             candidate = CandidateAnswerFactory(question_version=version, lalm=lalm)
             scores = rng.integers(1, 6, size=rng.integers(1, 4))
-            for annotator, score in zip(annotators, scores):
+            # a fresh annotator for every rating: no annotator is shared across answers, so the two-way share is 0
+            for annotator, score in zip([AnnotatorFactory() for _ in scores], scores):
                 RatingFactory(candidate=candidate, annotator=annotator, score=int(score))
             expected[lalm.name].append(float(np.mean((scores - 1) / 4)))
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="R").rows}
@@ -393,12 +403,12 @@ def test_numbers_match_a_direct_computation_on_random_data():
 
 def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, settings):
     """Routing decided answers of B1 (its rated answers were chosen by priority and stopped early): the estimate
-    uses the audit share (random key below 0.2) only; the other rated answers weigh 0."""
+    uses the audit share (questions whose random key is below 0.2: q1 and q3, for every LALM) only; the other rated
+    answers weigh 0."""
     answers = store["answers"]
-    keys = {("good", 0): 0.05, ("good", 1, "v2"): 0.5, ("good", 2): 0.1, ("bad", 0): 0.9, ("bad", 1, "v2"): 0.15,
-            ("bad", 2): 0.6, ("unrated", 0): 0.3, ("unrated", 1, "v2"): 0.7}
-    for key, value in keys.items():
-        answers[key].__class__.objects.filter(pk=answers[key].pk).update(random_key=value)
+    for question, value in zip(store["questions"], (0.05, 0.5, 0.1)):
+        question.__class__.objects.filter(pk=question.pk).update(random_key=value)
+        CandidateAnswer.objects.filter(question_version__question=question).update(random_key=value)
     RoutingDecision.objects.create(candidate=answers[("good", 1, "v2")], reason="confident_agreeing", detail="")
     settings.LEADERBOARD_MIN_QUESTIONS = 2
     rows = {r.lalm: r for r in leaderboard_compute(benchmark="B1").rows}
@@ -411,6 +421,26 @@ def test_under_routing_only_the_audit_share_counts_and_the_row_says_so(store, se
     assert bad.labels == 1 and bad.ci is None
     board = leaderboard_compute(benchmark="B1")
     assert "audit share" in board.sampling_note
+
+
+def test_under_routing_verdicts_and_the_planner_count_audit_questions_only(store, settings):
+    """Question keys 0.05 / 0.5 / 0.1 with a 0.2 audit share: q1 and q3 are in the audit for every LALM, q2 for
+    none. Both LALMs' rated answers to q2 do not count; the pair counts q1 (both rated) and has q3 to come (bad's
+    answer to it holds only a U rating)."""
+    for question, value in zip(store["questions"], (0.05, 0.5, 0.1)):
+        question.__class__.objects.filter(pk=question.pk).update(random_key=value)
+        CandidateAnswer.objects.filter(question_version__question=question).update(random_key=value)
+    RoutingDecision.objects.create(candidate=store["answers"][("good", 1, "v2")], reason="confident_agreeing",
+                                   detail="")
+    board = leaderboard_compute(benchmark="B1")
+    q = [question.pk for question in store["questions"]]
+    assert board.question_values == {"good": {q[0]: 0.875, q[2]: 0.5}, "bad": {q[0]: 0.125}}
+    (pair,) = board.pairwise
+    assert pair.n_questions == 1 and pair.verdict == "undecided"
+    plan = leaderboard_budget_plan(board=board, a="good", b="bad")
+    assert plan.n_counted == 1 and plan.available_questions == 1 and plan.counted_share == 1.0  # audit served first
+    settings.ROUTING_AUDIT_PRIORITY = 5  # below the high priority: one served question in five is in the audit
+    assert leaderboard_budget_plan(board=leaderboard_compute(benchmark="B1"), a="good", b="bad").counted_share == 0.2
 
 
 def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_over_pi(store):
@@ -428,24 +458,29 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     # the raters' share: q0 rated 5, 4 → variance of (1, 0.75) / 2; q1 rated once → the others' mean sample variance
     # (0.03125 and 0) / 1; q2 rated 3, 3 → 0
     within = [0.03125 / 2, 0.03125 / 2, 0.0]
+    # the annotators' share when the data carries who rated (u1 rates all three answers, u2 two of them)
+    data = leaderboard_data_load(benchmark="B1")
+    labels = [answers[("good", 0)].pk, answers[("good", 1, "v2")].pk, answers[("good", 2)].pk]
+    crossed = {"ratings": [[(s - 1) / 4 for s in data.scores[c]] for c in labels],
+               "raters": [data.raters[c] for c in labels] if getattr(data, "raters", None) else None}
     expected = stats.active_mean(y=[0.875, 1.0, 0.5], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
-                                 sampled=[True, True, True], within=within, min_questions=3)
+                                 sampled=[True, True, True], within=within, min_questions=3, **crossed)
     assert (good.sampling, good.estimator, good.ci_method) == ("active", "active", "design_t")
     assert good.estimate == pytest.approx(expected.estimate, abs=1e-4) and good.ci == pytest.approx(expected.ci,
                                                                                                      abs=1e-4)
     human = stats.active_mean(y=[0.875, 1.0, 0.5], pi=[0.5, 0.8, 0.4], sampled=[True, True, True], within=within,
-                              min_questions=3)
+                              min_questions=3, **crossed)
     assert good.mean_correctness == pytest.approx(human.estimate, abs=1e-4)
     # bad: q0 not drawn (u 0.7 ≥ π 0.5) though rated; q2 drawn but unrated: one label, no interval
     assert rows["bad"].labels == 1 and rows["bad"].ci is None
-    # an answer without a draw (routing has not decided it yet): no unbiased estimate, and the row says so
+    # an answer created later (routing has not decided it yet) is drawn when the leaderboard reads it (issue #35):
+    # π the budget of the benchmark's draws (no prediction), u its question's; the row keeps an estimate
     late = CandidateAnswerFactory(question_version=QuestionFactory(benchmark=store["bench"]).current_version,
                                   lalm=answers[("good", 0)].lalm)
     good = next(r for r in leaderboard_compute(benchmark="B1").rows if r.lalm == "good")
-    assert good.estimate is None and good.human is None
-    assert "1 answer without a fixed draw yet (routing has not decided them): no unbiased estimate until it has" \
-        in good.notes
-    assert late.pk
+    draw = ActiveDraw.objects.get(candidate=late)
+    assert draw.pi == 0.5 and draw.u == QuestionDraw.objects.get(question=late.question_version.question).u
+    assert good.answers == 4 and good.estimate is not None
 
 
 def test_an_empty_store_gives_an_empty_table_everywhere(client):
@@ -459,27 +494,27 @@ def test_an_empty_store_gives_an_empty_table_everywhere(client):
 
 
 def test_the_page_and_api_figures_are_computed_once_per_change_of_the_data(store, monkeypatch):
-    from modelling.leaderboard import services
+    from modelling.leaderboard import render, services
 
     calls = []
     real = services.leaderboard_compute
     monkeypatch.setattr(services, "leaderboard_compute", lambda **kw: calls.append(kw) or real(**kw))
-    first, svg = services.leaderboard_cached(benchmark="B1")
-    again, svg_again = services.leaderboard_cached(benchmark="B1")
+    first, svg = render.leaderboard_cached(benchmark="B1")
+    again, svg_again = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 1 and again.as_api() == first.as_api() and svg_again == svg
     # a new valid rating changes the figures: computed again, and the new rating counts
     unrated = store["answers"][("unrated", 0)]
     RatingFactory(candidate=unrated, annotator=AnnotatorFactory(), score=4)
-    fresh, _ = services.leaderboard_cached(benchmark="B1")
+    fresh, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 2
     assert next(r for r in fresh.rows if r.lalm == "unrated").ratings == 1
     # so does retiring a judge
     Judge.objects.filter(name="j1").update(is_active=False)
-    retired, _ = services.leaderboard_cached(benchmark="B1")
+    retired, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 3 and "j1" not in retired.judges
     # and a routing decision (the sampling changes)
     RoutingDecision.objects.create(candidate=unrated, reason="audit", detail="")
-    routed, _ = services.leaderboard_cached(benchmark="B1")
+    routed, _ = render.leaderboard_cached(benchmark="B1")
     assert len(calls) == 4 and next(r for r in routed.rows if r.lalm == "good").sampling == "routed"
 
 
@@ -496,10 +531,13 @@ def test_a_clear_difference_over_enough_shared_questions_is_a_verdict_in_the_mat
     board = leaderboard_compute(benchmark="Clear")
     (pair,) = board.pairwise
     assert (pair.a, pair.b, pair.n_questions, pair.verdict) == ("strong", "weak", 12, "a>b")
-    assert pair.p_value == pytest.approx(2 ** -11) and pair.ci[0] > 0
+    assert pair.p_anytime <= 0.05 and pair.p_anytime == pytest.approx(1 / max(1.0, pair.e_value)) and pair.ci[0] > 0
     matrix = {row["lalm"]: {c["other"]: c["verdict"] for c in row["cells"]} for row in board.verdict_matrix()}
     assert matrix == {"strong": {"strong": "self", "weak": "better"}, "weak": {"strong": "worse", "weak": "self"}}
     client.force_login(UserFactory(roles=["expert"], is_staff=True))
     html = client.get(reverse("modelling:leaderboard"), {"benchmark": "Clear"}).content.decode()
     assert 'class="verdict-better" title="strong − weak: +0.875 over 12 shared questions' in html
-    assert "strong beats weak" in html and "1 of 1 pairs decided" in html
+    assert "strong beats weak" in html and "1 of 1 pairs decided by the anytime-valid betting test" in html
+    title = next(c["title"] for row in board.verdict_matrix() for c in row["cells"] if c["verdict"] == "better")
+    assert "0.95 confidence sequence [+" in title and "e-value" in title
+    assert "(betting test, Holm over 1 pair)" in title

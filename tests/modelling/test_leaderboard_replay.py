@@ -1,10 +1,11 @@
 """The fast replay of ``bench/leaderboard.py`` serves what the platform serves: one replay through the real
 assignment, rating and routing services on a scratch database hands the annotators the same sequence of candidate
-answers as :class:`modelling.leaderboard.replay.QueueReplay` for the same seed, under every routing policy."""
+answers as :class:`modelling.leaderboard.replay.QueueReplay` for the same seed, under every routing policy, with
+question-level keys and draws (a question's answers share its key and u; ties go by answer index = creation)."""
 import numpy as np
 import pytest
 
-from annotation.models import CandidateAnswer
+from annotation.models import Question
 from annotation.services.assignment import assignment_next_for_annotator, assignment_skip
 from annotation.services.rating import rating_submit
 from modelling.leaderboard.replay import POLICIES, QueueReplay
@@ -22,15 +23,14 @@ def _benchmark(rng):
     bench = BenchmarkFactory(name="replay")
     lalms = [LALMFactory(name=f"L{i}") for i in range(4)]
     answers, ratings = [], []
-    for _ in range(12):
-        version = QuestionFactory(benchmark=bench).current_version
+    for question_key in rng.random(12):  # the key is the question's: its four answers take it at creation
+        question = QuestionFactory(benchmark=bench)
+        Question.objects.filter(pk=question.pk).update(random_key=float(question_key))
         for lalm in lalms:
-            answers.append(CandidateAnswerFactory(question_version=version, lalm=lalm))
+            answers.append(CandidateAnswerFactory(question_version=question.current_version, lalm=lalm))
             ratings.append([int(s) for s in rng.integers(1, 6, size=rng.integers(1, 5))])
-    keys = rng.random(len(answers))
-    for answer, key in zip(answers, keys):
-        answer.random_key = float(key)
-    CandidateAnswer.objects.bulk_update(answers, ["random_key"])
+    keys = np.array([a.random_key for a in answers])
+    assert len(set(keys)) == 12  # one key per question, shared by its answers
     mu = rng.uniform(0.05, 0.95, len(answers))
     variance = rng.uniform(0.005, 0.09, len(answers))
     return bench, answers, ratings, keys, mu, variance
@@ -94,6 +94,7 @@ def test_one_replay_through_the_real_services_serves_the_fast_replays_sequence(p
                                   floor=0.2)
             draws = dict(ActiveDraw.objects.values_list("candidate_id", "u"))
             u = np.array([draws[a.pk] for a in answers])
+            assert len(set(u)) == 12  # one draw u per question, shared by its answers (π is each answer's)
     served = _serve_through_the_platform(answers, ratings, annotators, routed=routed, budget=budget)
 
     fast = QueueReplay(keys=keys, lalm=[a.lalm.name for a in answers], ratings=ratings, mu=mu, variance=variance,

@@ -1,6 +1,6 @@
 """The leaderboard's statistics (Django-free): hand-computed fixtures, the libraries called directly (ppi_py,
-scipy's permutation test, statsmodels' Holm and power), coverage on synthetic data with a known mean at small n, the
-active design's probabilities, weights and variance, verdicts that zero variance cannot make."""
+scipy), coverage on synthetic data with a known mean at small n, the active design's probabilities, weights and
+variance. Verdicts and the planner: ``test_leaderboard_verdicts.py``."""
 import math
 
 import numpy as np
@@ -214,108 +214,11 @@ def test_the_active_estimate_is_unbiased_and_covers_a_known_finite_population_me
     assert hits / 600 >= 0.93
 
 
-def test_the_sign_flip_test_is_scipys_permutation_test_exact_and_monte_carlo_above_15_questions():
-    rng = np.random.default_rng(3)
-    for n in (3, 6, 10, 14):
-        d = rng.choice([-0.25, 0.0, 0.25, 0.5], n)
-        expected = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf,
-                                        alternative="two-sided").pvalue
-        assert stats.sign_flip_test(d) == pytest.approx(expected)
-    d = rng.normal(0.05, 0.3, 60)
-    exact_t = sps.ttest_1samp(d, 0).pvalue
-    assert stats.sign_flip_test(d, n_flips=20_000, seed=1) == pytest.approx(exact_t, abs=0.02)
-    # every difference equal: p = 2^(1 − n), never 0
-    assert stats.sign_flip_test([0.25, 0.25]) == 0.5
-    assert stats.sign_flip_test([0.25] * 13) == pytest.approx(2 ** -12)
-
-
-def test_two_questions_with_equal_differences_are_undecided_and_holm_runs_over_all_pairs():
-    # The issue's case: A = {0.75, 0.5}, B = {0.5, 0.25}: every difference 0.25, zero variance.
-    pairs = stats.pairwise_verdicts({"A": {1: 0.75, 2: 0.5}, "B": {1: 0.5, 2: 0.25}}, min_shared=2)
-    assert pairs[0].verdict == "undecided" and pairs[0].p_value == 0.5 and pairs[0].p_holm == 0.5
-    # the default minimum of shared questions leaves it untested
-    pairs = stats.pairwise_verdicts({"A": {1: 0.75, 2: 0.5}, "B": {1: 0.5, 2: 0.25}})
-    assert pairs[0].p_value is None and pairs[0].note == "2 shared rated questions (a verdict needs 10)"
-    values = {
-        "A": {q: 1.0 if q % 3 else 0.75 for q in range(14)},
-        "B": {q: 0.25 if q % 2 else 0.0 for q in range(14)},
-        "C": {q: 0.5 + (0.25 if q % 4 == 0 else 0.0) for q in range(14)},
-    }
-    pairs = {(p.a, p.b): p for p in stats.pairwise_verdicts(values)}
-    raw = [pairs[k].p_value for k in (("A", "B"), ("A", "C"), ("B", "C"))]
-    from statsmodels.stats.multitest import multipletests
-
-    assert [pairs[k].p_holm for k in (("A", "B"), ("A", "C"), ("B", "C"))] == pytest.approx(
-        multipletests(raw, method="holm")[1])
-    ab = pairs[("A", "B")]
-    assert ab.n_questions == 14 and ab.verdict == "a>b" and ab.ci[0] > 0
-    assert pairs[("B", "C")].verdict == "b>a"
-    centre, se, df = stats.adjusted_t_parts([values["A"][q] - values["B"][q] for q in range(14)], low=-1, high=1)
-    assert ab.ci == pytest.approx((centre - sps.t.ppf(0.975, df) * se, centre + sps.t.ppf(0.975, df) * se))
-
-
 def test_rank_agreement_is_spearman_and_kendall_over_shared_lalms():
     result = stats.rank_agreement({"a": 1, "b": 2, "c": 3, "d": 4, "e": 9}, {"a": 1, "b": 3, "c": 2, "d": 4})
     # one swapped pair of 4: ρ = 1 − 6·2/(4·15) = 0.8; τ = (5 − 1)/6
     assert result == {"rho": pytest.approx(0.8), "tau": pytest.approx(4 / 6), "n": 4}
     assert stats.rank_agreement({"a": 1, "b": 2}, {"a": 1, "b": 2}) is None
-
-
-def test_the_planner_asks_for_80_percent_power_at_the_pairs_holm_level():
-    from statsmodels.stats.power import TTestPower
-
-    diffs = [0.1, 0.3, -0.1, 0.3]  # mean 0.15, sd 0.191485
-    level = stats.holm_level(pairs=105, decided=0)
-    assert level == pytest.approx(0.05 / 105)
-    assert stats.holm_level(pairs=105, decided=4) == pytest.approx(0.05 / 101)
-    plan = stats.budget_plan(diffs=diffs, ratings_per_answer=3, available_questions=1000, level=level)
-    effect = 0.15 / np.std(diffs, ddof=1)
-    n_test = math.ceil(TTestPower().solve_power(effect_size=effect, alpha=level, power=0.8))
-    # if the observed difference were exact: the test's n, and the verdict's interval (pseudo-values ±1) must
-    # exclude 0 with the same power
-    exact = stats._interval_excludes_zero_n(mean=0.15, sd=float(np.std(diffs, ddof=1)), start=n_test, power=0.8)
-    assert plan.needed_if_exact == exact >= n_test > 30  # the old n* = (z·sd/d)² said 7
-    assert TTestPower().power(effect_size=effect, nobs=n_test, alpha=level) == pytest.approx(0.8, abs=0.01)
-    # four shared questions are too few to plan on
-    assert plan.needed_questions is None and not plan.reachable
-    assert plan.note == "4 shared rated questions are too few to plan on: rate at least 10 shared questions first"
-    # from twelve, allowing for the uncertainty of the difference and its spread needs more than the exact plan:
-    # the power averaged over their posterior reaches 80 % there, and not one question earlier
-    pilot = diffs * 3
-    plan = stats.budget_plan(diffs=pilot, ratings_per_answer=3, available_questions=1000, level=level)
-    assert plan.needed_questions > plan.needed_if_exact
-    sd = float(np.std(pilot, ddof=1))
-    assured = [stats._assured_power(n, mean=0.15, sd=sd, n0=12, level=level)
-               for n in (plan.needed_questions - 1, plan.needed_questions)]
-    assert assured[0] < 0.8 <= assured[1]
-    assert plan.more_ratings == 2 * 3 * (plan.needed_questions - 12) and plan.reachable and not plan.note
-    # most LALMs differ little: a prior spread of true differences shrinks the pilot's difference towards 0, so the
-    # same pilot needs more questions, or none promises 80 %
-    shrunk = stats.budget_plan(diffs=pilot, prior_sd=0.1, ratings_per_answer=3, available_questions=1000,
-                               level=level)
-    assert shrunk.needed_questions is None or shrunk.needed_questions > plan.needed_questions
-    assert stats._assured_power(plan.needed_questions, mean=0.15, sd=sd, n0=12, level=level, prior_sd=0.1) < \
-        stats._assured_power(plan.needed_questions, mean=0.15, sd=sd, n0=12, level=level)
-    # under the active design the questions carry their weights 1/(π_a π_b): equal weights change nothing, unequal
-    # ones move the difference and shrink the effective number of questions
-    same = stats.budget_plan(diffs=pilot, weights=[2.0] * 12, ratings_per_answer=3, available_questions=1000,
-                             level=level)
-    assert (same.mean_diff, same.needed_questions) == pytest.approx((plan.mean_diff, plan.needed_questions))
-    tilted = stats.budget_plan(diffs=pilot, weights=[4.0, 1.0, 1.0, 1.0] * 3, ratings_per_answer=3,
-                               available_questions=1000, level=level)
-    assert tilted.mean_diff == pytest.approx(np.average(pilot, weights=[4.0, 1.0, 1.0, 1.0] * 3))
-    # Kish's effective number, (Σw)²/Σw² = 441/57 ≈ 8 of 12 questions: too few to plan on
-    assert tilted.needed_questions is None and "worth 8 (Kish's effective number)" in tilted.note
-    # scattered differences leave even the sign uncertain: no number of questions promises 80 %
-    vague = stats.budget_plan(diffs=[0.25, -0.5, 0.5, -0.2] * 3, ratings_per_answer=2, available_questions=500,
-                              level=level)
-    assert vague.needed_questions is None and vague.needed_if_exact is not None and not vague.reachable
-    assert vague.note.startswith("with 12 shared rated questions the difference is too uncertain")
-    # a constant difference needs at least the test's smallest attainable p: 2^(1 − n) <= level
-    flat = stats.budget_plan(diffs=[0.25] * 10, ratings_per_answer=2, available_questions=10, level=level)
-    assert stats.sign_flip_min_questions(level) == 13 <= flat.needed_questions and not flat.reachable
-    zero = stats.budget_plan(diffs=[0.2, -0.2], ratings_per_answer=2, available_questions=10, level=0.05)
-    assert zero.needed_questions is None and zero.note == "the observed difference is 0"
 
 
 def test_per_benchmark_estimates_combine_by_answer_share():

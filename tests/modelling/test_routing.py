@@ -4,7 +4,7 @@ from django.contrib.auth.models import Group
 from django.test import override_settings
 from django.urls import reverse
 
-from annotation.models import CandidateAnswer
+from annotation.models import CandidateAnswer, Question
 from annotation.services.routing_fields import candidate_routing_set
 from modelling.models import ModelVersion, Prediction, RoutingDecision, TrainingRun
 from modelling.services import routing
@@ -329,13 +329,14 @@ def test_an_admin_switches_routing_on_and_sees_who_got_more_raters_and_why(clien
 
 @pytest.mark.django_db
 def test_audit_share_answers_always_get_the_default_k_at_the_audit_priority(settings):
-    """Answers whose random key is below the audit share are never stopped early nor given more raters, whatever
-    their prediction and ratings; the others are routed as before. A benchmark can set its own share."""
+    """Answers whose question's random key is below the audit share are never stopped early nor given more raters,
+    whatever their prediction and ratings; the others are routed as before. A benchmark can set its own share."""
     settings.ROUTING_AUDIT_SHARE = 0.5
     version = _active_version()
     cands = _candidates(version, [(0.95, 0.01)] * 4 + [(0.5, 0.10)] * 4)  # confident, and predicted disagreement
     keys = [0.1, 0.3, 0.6, 0.9] * 2
-    for c, key in zip(cands, keys):
+    for c, key in zip(cands, keys):  # the key is the question's (one question per answer here)
+        Question.objects.filter(pk=c.question_version.question_id).update(random_key=key)
         CandidateAnswer.objects.filter(pk=c.pk).update(random_key=key)
     routing_policy_set(enabled=True)
     for c in cands:

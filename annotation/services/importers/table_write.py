@@ -24,7 +24,6 @@ from annotation.models import (
     Question,
     QuestionVersion,
     Rating,
-    random_key_new,
 )
 from annotation.services.accounts import import_accounts_get_or_create
 from annotation.services.audio import audio_clip_from_path
@@ -323,7 +322,8 @@ class _CandidateWriter:
             if (version_id, lalm_id) not in self.existing:
                 n = len(planned.ratings)
                 target = (n + self.k if self.need_k else n) if n else None
-                yield (version_id, lalm_id, planned.text, None, target, 0, n, random_key_new(),
+                key = self.questions[planned.question].random_key  # the question's: every answer shares it
+                yield (version_id, lalm_id, planned.text, None, target, 0, n, key,
                        orjson.dumps(planned.metadata or {}).decode())
 
     def _new_rating_rows(self, new_ratings: list):
