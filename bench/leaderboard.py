@@ -49,8 +49,10 @@ Figures (per scenario, and per policy in ``synthetic``):
   decided the right way;
 * ``coverage_min``: coverage against the generating truth of every interval shown (each row's human-only and
   ORCA-assisted interval, each verdict's interval of the difference a − b), pooled over replays per interval kind
-  and window of 10 consecutive looks; the worst (kind, window). ``coverage_min_at`` names it and its number of
-  intervals, ``coverage_min_look`` is the worst single look (noisier), ``coverage`` each kind over all looks;
+  (``row_human``, ``row_with_orca``, ``pair``) and window of 10 consecutive looks; the worst (kind, window).
+  ``coverage_min_at`` names it and its number of intervals, ``coverage_min_look`` is the worst single look
+  (noisier), ``coverage`` each kind over all looks. A replay's annotators shift all its rows alike, so the figure
+  rests on about as many independent units as replays;
 * ``planner_power`` (``synthetic``): at the 10, 20 and 30 % looks up to two undecided pairs with a true difference
   are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
   the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``

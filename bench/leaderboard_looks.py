@@ -274,8 +274,9 @@ class LookRun:
 
 
 def _intervals(board, truth):
-    """(kind, covered) for every interval ``board`` shows: ``row`` (each row's human-only and ORCA-assisted
-    interval; the headline is one of them) and ``pair`` (the difference a − b)."""
+    """(kind, covered) for every interval ``board`` shows: ``row_human`` and ``row_with_orca`` (each row's
+    human-only and ORCA-assisted interval; the headline is one of them; ``row`` for a headline interval the row
+    shows without either) and ``pair`` (the difference a − b)."""
     for row in board.rows:
         seen = set()
         for attr in ("human", "with_orca"):
@@ -283,7 +284,7 @@ def _intervals(board, truth):
             ci = None if e is None else e.ci
             if ci is not None and tuple(ci) not in seen:
                 seen.add(tuple(ci))
-                yield "row", ci[0] - 1e-4 <= truth[row.lalm] <= ci[1] + 1e-4
+                yield f"row_{attr}", ci[0] - 1e-4 <= truth[row.lalm] <= ci[1] + 1e-4
         if row.ci is not None and not seen:
             yield "row", row.ci[0] - 1e-4 <= truth[row.lalm] <= row.ci[1] + 1e-4
     for p in board.pairwise:
@@ -406,9 +407,10 @@ def _rate(pairs) -> float | None:
 
 
 def coverage_summary(outcomes: list[Outcome]) -> dict:
-    """``coverage_min``: the worst coverage over interval kinds (row, pair) × windows of :data:`WINDOW`
-    consecutive looks, pooled over replays; ``coverage_min_look``: the worst single look (noisier); ``coverage``:
-    each kind over every look; ``coverage_min_at``: where the minimum is, and how many intervals it rests on."""
+    """``coverage_min``: the worst coverage over interval kinds (row_human, row_with_orca, pair) × windows of
+    :data:`WINDOW` consecutive looks, pooled over replays; ``coverage_min_look``: the worst single look (noisier);
+    ``coverage``: each kind over every look; ``coverage_min_at``: where the minimum is, and how many intervals it
+    rests on."""
     pooled: dict = {}
     by_look: dict = {}
     for o in outcomes:

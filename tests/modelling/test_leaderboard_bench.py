@@ -54,7 +54,8 @@ def test_the_replay_records_each_ratings_annotator_and_step_with_question_level_
 
 def _board(values, verdicts, truths_ci=None):
     pairwise = [SimpleNamespace(a=a, b=b, verdict=v, ci=ci, n_questions=len(values[a])) for a, b, v, ci in verdicts]
-    rows = [SimpleNamespace(lalm=n, ci=(truths_ci or {}).get(n), human=None, with_orca=None) for n in values]
+    rows = [SimpleNamespace(lalm=n, ci=(truths_ci or {}).get(n), human=SimpleNamespace(ci=(truths_ci or {}).get(n)),
+                            with_orca=None) for n in values]
     return SimpleNamespace(question_values=values, pairwise=pairwise, rows=rows)
 
 
@@ -70,5 +71,7 @@ def test_the_naive_t_test_decides_a_null_pair_that_the_bench_counts_as_false():
 
 def test_intervals_are_scored_against_the_truth_of_rows_and_of_differences():
     board = _board({"a": {}, "b": {}}, [("a", "b", "a>b", (0.05, 0.2))], truths_ci={"a": (0.5, 0.7), "b": (0.1, 0.2)})
-    assert sorted(looks._intervals(board, {"a": 0.6, "b": 0.45})) == [("pair", True), ("row", False), ("row", True)]
-    assert sorted(looks._intervals(board, {"a": 0.6, "b": 0.6})) == [("pair", False), ("row", False), ("row", True)]
+    scored = sorted(looks._intervals(board, {"a": 0.6, "b": 0.45}))
+    assert scored == [("pair", True), ("row_human", False), ("row_human", True)]
+    scored = sorted(looks._intervals(board, {"a": 0.6, "b": 0.6}))
+    assert scored == [("pair", False), ("row_human", False), ("row_human", True)]
