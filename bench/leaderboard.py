@@ -1,19 +1,80 @@
-"""Leaderboard replays on real ratings: every interval and verdict the leaderboard shows, validated under the
-platform's own queue order and routing policies, plus the uniform replay of human-only, PPI++ and active estimates.
+"""Leaderboard benchmark: synthetic benchmarks with a known truth, replayed through the platform's queue with a
+look after every 1 % of the budget (``scenarios``, ``naive``), and the replays on real seed-108 ratings of every
+interval and verdict the leaderboard shows (``policies``), plus the uniform replay of human-only, PPI++ and active
+estimates.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/leaderboard.py [--data-dir ../shared/data/orca_seed108]
-        [--predictions var/leaderboard-crossfit.json] [--replays 100] [--draws 200] [--budgets 0.1,0.2,0.3,0.5]
-        [--annotators 5] [--folds 5] [--epochs 3] [--threads 2] [--seed 0]
+    .venv/bin/python bench/leaderboard.py [--quick] [--only synthetic,many_lalms,raters,seed108] [--workers 2]
+        [--synthetic-replays N] [--many-lalms-replays N] [--raters-replays N]
+        [--data-dir ../shared/data/orca_seed108] [--predictions var/leaderboard-crossfit.json] [--replays 100]
+        [--draws 200] [--budgets 0.1,0.2,0.3,0.5] [--annotators 5] [--folds 5] [--epochs 3] [--threads 2] [--seed 0]
 
-Prints ONE JSON object on stdout::
+Prints ONE JSON object on stdout (progress goes to stderr)::
 
-    {"policies": {POLICY: {"budgets": {"0.3": {"classical": {"coverage", "width", "tau", ...}, "ppi": {...},
+    {"scenarios": {"synthetic": {"policies": {POLICY: {"fwer", "power": {"0.3": {"0.05", "0.1", "0.2"},
+                                                                         "0.5": {...}},
+                                                       "coverage_min", "planner_power", ...}}},
+                   "many_lalms": {"decided_share_0.2", "fwer", ...}, "raters": {"coverage_min", ...}},
+     "naive": {"fwer", "by_policy", "replays"},
+     "policies": {POLICY: {"budgets": {"0.3": {"classical": {"coverage", "width", "tau", ...}, "ppi": {...},
                                                  "active": {...}}, ...},
                            "false_verdict_rate": x, "planner_power": y, ...}, ...},
      "small_n": {"3": c, "5": c, "10": c}, "orca_dev_rho": r, "budgets": {...the uniform replay...},
      "wall_s": s, "load_avg": l, ...}
+
+Synthetic scenarios (``scenarios``; :mod:`bench.leaderboard_synthetic` is the generating model,
+:mod:`bench.leaderboard_looks` the looks). Each replay draws a fresh benchmark from a superpopulation — per LALM a
+planted mean correctness, answers' latent correctness with question difficulty shared across LALMs (skewed paired
+differences; two LALMs of equal mean but different kinds of wrong answers: skewed mean-zero differences), 5
+annotators with severity sd 0.2 rating points, k = 3, ORCA-like predictions with Spearman ρ ≈ 0.7 to the human
+mean — so the **truth is the generating mean**, not the finite sample's. Keys and active draws are question-level
+(every answer of a question shares its key and u). Simulated annotators take turns at the platform's queue
+(:class:`modelling.leaderboard.replay.QueueReplay`, routing re-deciding after every rating) and rate from the
+model; after every 1 % of the budget (every answer rated 3 times) the leaderboard is built by the page's own code,
+``modelling.leaderboard.services.leaderboard_build`` (rows, intervals, verdicts), from ``LeaderboardData`` that
+carries each rating's annotator, time and design epoch (``raters``, ``rated_at``, ``rating_epoch``, ``epochs``).
+
+* ``synthetic``: 2,000 questions × 8 LALMs (means 0.45 + 0, 0, 0.02, 0.05, 0.10, 0.15, 0.20, 0.30), every policy,
+  looks up to 50 % of the budget (leaderboard precision draws with budget 0.5);
+* ``many_lalms``: 40 LALMs × 300 questions (means on a grid 0.30 … 0.70), default policy, looks up to the full
+  budget;
+* ``raters``: 300 questions × 2 LALMs (0.50, 0.55), default policy, looks up to the full budget.
+
+Figures (per scenario, and per policy in ``synthetic``):
+
+* ``fwer``: share of replays with a false verdict at any look — a verdict on a pair whose true means are equal,
+  or of the wrong sign;
+* ``power``: at the 30 % and 50 % looks, share of (replay, pair) with a true difference of 0.05, 0.10 or 0.20
+  decided the right way;
+* ``coverage_min``: coverage against the generating truth of every interval shown (each row's human-only and
+  ORCA-assisted interval, each verdict's interval of the difference a − b), pooled over replays per interval kind
+  (``row_human``, ``row_with_orca``, ``pair``) and window of 10 consecutive looks; the worst (kind, window).
+  ``coverage_min_at`` names it and its number of intervals, ``coverage_min_look`` is the worst single look
+  (noisier), ``coverage`` each kind over all looks. A replay's annotators shift all its rows alike, so the figure
+  rests on about as many independent units as replays;
+* ``planner_power`` (``synthetic``): at the 10, 20 and 30 % looks up to two undecided pairs with a true difference
+  are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
+  the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``
+  counts the plans realised, declined (no plan), unreachable and beyond the budget;
+* ``decided_share_0.2`` (``many_lalms``): at the last look, share of pairs 0.2 apart decided the right way;
+* ``naive.fwer``: the ``fwer`` of a paired t-test at p < 0.05 without multiplicity, applied at every look to the
+  same shared questions on the same ``synthetic`` runs (all policies; ``by_policy`` per policy, ``naive_fwer``
+  per scenario): it must come out far above 0.05 — the bench can see an error;
+* ``replays``, ``looks_per_replay``, ``ratings_per_replay``, ``queue_dry_at`` (mean budget share where the queue
+  had nothing left to rate: routing and leaderboard precision ask for less than the budget; the last board stands
+  for the later looks), ``orca_rho`` (μ against the mean of 3 fresh ratings), ``wall_s_per_replay``, ``design``.
+
+Replays: the full run does up to 40 per policy in ``synthetic``, 8 in ``many_lalms`` and 200 in ``raters`` on
+``--workers`` processes: each scenario's (and policy's) first replay, then always a replay of the one that has used
+the least time so far (cheap scenarios get many replays, costly ones few), starting none that would end after
+``--minutes`` (36, or 31 with the seed-108 part), so the run fits 40 minutes whatever the speed of the verdict and
+interval methods under test (as long as one replay of each does): ``replays`` reports how many ran. ``--quick`` does
+1, 1 and 6 on smaller benchmarks with sparser looks (300 questions and a look every 5 % in ``synthetic``, 60
+questions and looks at 50 and 100 % in ``many_lalms``, every 5 % in ``raters``) and skips the seed-108 part unless
+its cross-fit cache exists.
+
+Seed-108 replays (``policies``, ``small_n``, ``budgets``, …) follow.
 
 Data. ``seed_108_train.json`` + ``seed_108_dev.json``: 2,192 rated answers of 15 LALMs to 1,200 questions (5,573
 ratings, 1–5 per answer). An item's key is ``<question id>_<LALM tag>``. The human value of an answer is the mean
@@ -31,16 +92,16 @@ mean over the 269 dev answers.
 Queue replays (``policies``). For each routing policy of :mod:`modelling.leaderboard.replay` — ``default`` (routing
 off), ``disagreement`` (routing by predicted disagreement, no model vote), ``model_vote`` (the platform's default
 routing rules: the model as a rater) and ``leaderboard_precision`` (the fixed active design) — ``--replays``
-replays: every answer gets a fresh random key (and active draw u), every answer's real ratings a fresh random
-order, and ``--annotators`` simulated annotators take turns taking the next answer exactly as the platform's queue
-serves it and rating it with its next real rating (skipping it when none is left), routing re-deciding after
-every rating, until 10, 20, 30 and 50 % of the 5,573 ratings are given (the leaderboard-precision policy draws
-with budget = that share and runs until its draw is rated or the share is spent). The routing model's (μ, σ²)
-are the cross-fitted predictions; the audit share is the default 0.2. At each budget the leaderboard is built by
-the platform's own code (``modelling.leaderboard.services.leaderboard_build``, the page's rows and verdicts) from
-the replay's ratings, with the cross-fitted μ as ORCA. ``tests/modelling/test_leaderboard_replay.py`` checks on a
-scratch database that one replay through the real assignment, rating and routing services serves the same
-sequence of candidate answers as the fast replay.
+replays: every question gets a fresh random key (and active draw u) shared by its answers (question-level keys),
+every answer's real ratings a fresh random order, and ``--annotators`` simulated annotators take turns taking the
+next answer exactly as the platform's queue serves it and rating it with its next real rating (skipping it when none
+is left), routing re-deciding after every rating, until 10, 20, 30 and 50 % of the 5,573 ratings are given (the
+leaderboard-precision policy draws with budget = that share and runs until its draw is rated or the share is spent).
+The routing model's (μ, σ²) are the cross-fitted predictions; the audit share is the default 0.2. At each budget the
+leaderboard is built by the platform's own code (``modelling.leaderboard.services.leaderboard_build``, the page's
+rows and verdicts) from the replay's ratings, with the cross-fitted μ as ORCA.
+``tests/modelling/test_leaderboard_replay.py`` checks on a scratch database that one replay through the real
+assignment, rating and routing services serves the same sequence of candidate answers as the fast replay.
 
 Per policy and budget, for each interval the page shows: ``classical`` = the human-only row figure (classical on a
 uniform sample or the audit share; for leaderboard precision the active estimate without ORCA), ``ppi`` = PPI++
@@ -63,7 +124,9 @@ level and the interval excluding 0) is the realised power. Pairs the planner dec
 questions, or a difference too uncertain for 80 % at any size) and plans above 500 questions (beyond any benchmark
 here) are counted in ``planner_pairs``, not simulated. ``planner_power_true_effect``: the same with the plan computed
 from the pool's true difference and spread (the formula's own calibration); ``planner_power_if_exact``: with the
-observed difference taken as exact (the plan without its uncertainty, for comparison).
+observed difference taken as exact (the plan without its uncertainty, for comparison). This study simulates the
+sign-flip verdict and ``stats.budget_plan``; where those are gone (the anytime-valid verdicts) the three figures are
+null with ``planner_note``, and the planner is measured by ``scenarios.synthetic`` (``planner_power``) instead.
 
 ``small_n``: coverage of the human-only interval (``classical_mean``) of a known mean on synthetic benchmarks of
 3, 5 and 10 questions — six LALMs from 5 % to 95 % correct answers, three ratings per answer drawn from discrete
@@ -91,14 +154,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
+from bench.leaderboard_queue import log, queue_replays  # noqa: E402
+
 #: Rating budgets of the replays: shares of all ratings.
 BUDGETS = (0.1, 0.2, 0.3, 0.5)
-#: Plans above this many shared questions are not simulated (no benchmark here has that many).
-PLAN_CAP = 500
-
-
-def log(msg: str, **kw) -> None:
-    print(json.dumps({"msg": msg, **kw}, default=float), file=sys.stderr, flush=True)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -232,218 +291,6 @@ def uniform_replay(*, y, mu, sigma, lalm, k, budgets, draws: int, seed: int) -> 
     return out
 
 
-class _Accumulator:
-    """Coverage, widths, τ and label counts of one interval kind at one budget."""
-
-    def __init__(self):
-        self.cover, self.width, self.ratio, self.tau, self.shown, self.labels = [], [], [], [], [], []
-
-    def summary(self) -> dict | None:
-        if not self.shown:
-            return None
-        return {
-            "coverage": round(float(np.mean(self.cover)), 4) if self.cover else None,
-            "shown": round(float(np.mean(self.shown)), 4),
-            "width": round(float(np.mean(self.width)), 4) if self.width else None,
-            "width_ratio": round(float(np.mean(self.ratio)), 4) if self.ratio else None,
-            "tau": round(float(np.nanmean(self.tau)), 4) if self.tau else None,
-            "labels": round(float(np.mean(self.labels)), 2),
-        }
-
-
-#: Which row figure each reported interval is, per policy: (human-only, with ORCA) → (key, key).
-_FIGURES = {"default": ("classical", "ppi"), "disagreement": ("classical", "ppi"), "model_vote": ("classical", "ppi"),
-            "leaderboard_precision": ("classical", "active")}
-
-
-def _data(*, answers: dict, state, policy: str, audit_share: float, u=None):
-    """The replay's state as the leaderboard's ``LeaderboardData`` (one benchmark, pk 1)."""
-    from modelling.leaderboard.selectors import ACTIVE, ROUTED, UNIFORM, LeaderboardData
-
-    data = LeaderboardData(answers=answers)
-    data.scores = {i: list(r) for i, r in enumerate(state.ratings) if r}
-    data.sampling = {1: {"default": UNIFORM, "leaderboard_precision": ACTIVE}.get(policy, ROUTED)}
-    data.audit_share = {1: audit_share}
-    if policy == "leaderboard_precision":
-        data.design = {i: (float(state.pi[i]), float(u[i])) for i in range(len(answers))}
-    return data
-
-
-def _planner_power(*, board, rng, pool_values: dict, studies: int, pairs: int = 3) -> list[dict]:
-    """Up to ``pairs`` randomly chosen plannable pairs of ``board`` (module docstring), preferring pairs with the
-    verdict's minimum of shared rated questions: per pair {mode: ([success, ...], status)} for the three plans —
-    ``assured`` (the planner's, from the observed differences and their uncertainty), ``if_exact`` (the observed
-    difference taken as exact) and ``true_effect`` (the pool's true difference and spread); status is "planned",
-    "declined" (no plan) or "unreachable" (above PLAN_CAP)."""
-
-
-    names = [n for n, v in board.question_values.items() if v]
-    candidates = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared = set(board.question_values[a]) & set(board.question_values[b])
-            pool = pool_values.get((a, b))
-            if len(shared) >= 2 and pool is not None and len(pool) >= 2 and pool.mean() != 0:
-                if np.mean([board.question_values[a][q] - board.question_values[b][q] for q in shared]) != 0:
-                    candidates.append((a, b, pool))
-    enough = [c for c in candidates if len(set(board.question_values[c[0]]) & set(board.question_values[c[1]]))
-              >= board.config.min_shared]
-    chosen = enough or candidates
-    return [_plan_and_study(board=board, rng=rng, pair=chosen[i], studies=studies)
-            for i in rng.permutation(len(chosen))[:pairs]]
-
-
-def _plan_and_study(*, board, rng, pair, studies: int) -> dict:
-    from scipy import stats as sps
-
-    from modelling.leaderboard import stats
-    from modelling.leaderboard.services import leaderboard_budget_plan
-
-    a, b, pool = pair
-    plan = leaderboard_budget_plan(board=board, a=a, b=b)
-    truth = stats.budget_plan(diffs=pool, ratings_per_answer=plan.ratings_per_answer,
-                              available_questions=plan.available_questions, level=plan.level,
-                              min_shared=board.config.min_shared)
-    direction = np.sign(pool.mean())
-    out = {}
-    for mode, n in (("assured", plan.needed_questions), ("if_exact", plan.needed_if_exact),
-                    ("true_effect", truth.needed_if_exact)):
-        if n is None:
-            out[mode] = ([], "declined")
-            continue
-        if n > PLAN_CAP:
-            out[mode] = ([], "unreachable")
-            continue
-        hits = []
-        for _ in range(studies):
-            d = rng.choice(pool, size=n, replace=True)
-            p = stats.sign_flip_test(d, n_flips=board.config.sign_flips, seed=int(rng.integers(2**31)))
-            centre, se, df = stats.adjusted_t_parts(d, low=-1.0, high=1.0)
-            half = float(sps.t.ppf(0.975, df)) * se
-            excludes = (centre - half > 0) if direction > 0 else (centre + half < 0)
-            hits.append(bool(p <= plan.level and excludes))
-        out[mode] = (hits, "planned")
-    return out
-
-
-def queue_replays(*, items, y, mu, var, lalm, question, policy: str, replays: int, budgets, annotators: int,
-                  seed: int, studies: int) -> dict:
-    """The queue replays of one policy (module docstring)."""
-    from scipy.stats import kendalltau
-
-    from modelling.leaderboard.replay import POLICIES, QueueReplay
-    from modelling.leaderboard.services import LeaderboardConfig, PredictionSet, leaderboard_build
-    from modelling.services.routing_policy import RoutingRules
-
-    names = sorted(set(lalm))
-    truth = {n: float(np.mean(y[lalm == n])) for n in names}
-    total = int(sum(len(it.ratings) for it in items))
-    config = LeaderboardConfig()
-    preds = PredictionSet("crossfit", "crossfit", {i: float(m) for i, m in enumerate(mu)},
-                          {i: float(v) for i, v in enumerate(var)}, ppi_allowed=True)
-    rules = RoutingRules()
-    answers = {i: {"lalm": lalm[i], "question": question[i], "benchmark": "seed-108", "benchmark_id": 1,
-                   "modality": "", "category": "", "words": 0, "key": 0.0} for i in range(len(items))}
-    by_question: dict[str, dict] = {}
-    for i in range(len(items)):
-        by_question.setdefault(question[i], {})[lalm[i]] = y[i]
-    pool_values = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            diffs = [v[a] - v[b] for v in by_question.values() if a in v and b in v]
-            pool_values[(a, b)] = np.array(diffs) if diffs else None
-    acc = {f"{b:g}": {"classical": _Accumulator(), "ppi": _Accumulator(), "active": _Accumulator()}
-           for b in budgets}
-    false_any = []
-    planner = {mode: {"hits": [], "planned": 0, "declined": 0, "unreachable": 0}
-               for mode in ("assured", "if_exact", "true_effect")}
-    human_key, orca_key = _FIGURES[policy]
-    policy_index = POLICIES.index(policy)
-
-    def record(budget: float, board, replay_false: list, rng) -> None:
-        slot = acc[f"{budget:g}"]
-        rows = {r.lalm: r for r in board.rows}
-        for key, attr in ((human_key, "human"), (orca_key, "with_orca")):
-            estimates = {}
-            for name in names:
-                row = rows.get(name)
-                e = None if row is None else getattr(row, attr)
-                human = None if row is None else row.human
-                slot[key].labels.append(0 if row is None else row.labels)
-                shown = e is not None and e.ci is not None
-                slot[key].shown.append(shown)
-                if e is not None:
-                    estimates[name] = e.estimate
-                if shown:
-                    slot[key].cover.append(e.ci[0] <= truth[name] <= e.ci[1])
-                    slot[key].width.append(e.ci[1] - e.ci[0])
-                    if human is not None and human.ci is not None and human.width > 0:
-                        slot[key].ratio.append(e.width / human.width)
-            if len(estimates) >= 3:
-                slot[key].tau.append(kendalltau([estimates[n] for n in estimates],
-                                                [truth[n] for n in estimates]).statistic)
-        slot["verdicts"] = slot.get("verdicts", 0) + sum(p.verdict != "undecided" for p in board.pairwise)
-        slot["tested"] = slot.get("tested", 0) + sum(p.p_value is not None for p in board.pairwise)
-        for p in board.pairwise:
-            if (p.verdict == "a>b" and truth[p.a] <= truth[p.b]) or (p.verdict == "b>a" and truth[p.b] <= truth[p.a]):
-                replay_false.append((budget, p.a, p.b))
-        if abs(budget - max(budgets)) < 1e-9:  # where pairs share enough rated questions to plan on
-            for result in _planner_power(board=board, rng=rng, pool_values=pool_values, studies=studies):
-                for mode, (hits, status) in result.items():
-                    planner[mode]["hits"].extend(hits)
-                    planner[mode][status] += 1
-
-    def one(keys, u, orders, rng) -> bool:
-        """One replay; True when it produced a false verdict at some budget."""
-        for i in range(len(items)):
-            answers[i]["key"] = float(keys[i])
-        replay_false: list = []
-
-        def make(budget_share: float = 0.3):
-            return QueueReplay(keys=keys, lalm=lalm, ratings=[list(o) for o in orders], mu=mu, variance=var,
-                               policy=policy, annotators=annotators, rules=rules, budget=budget_share, u=u)
-
-        def snapshot(budget: float, state) -> None:
-            data = _data(answers=answers, state=state, policy=policy, audit_share=0.2, u=u)
-            record(budget, leaderboard_build(data=data, preds=preds, config=config), replay_false, rng)
-
-        if policy == "leaderboard_precision":
-            for b in budgets:
-                snapshot(b, make(b).run(ratings=int(round(b * total))))
-        else:
-            marks = {int(round(b * total)): b for b in budgets}
-            make().run(ratings=max(marks), snapshots=list(marks),
-                       on_snapshot=lambda n, state: snapshot(marks[n], state))
-        return bool(replay_false)
-
-    t0 = time.perf_counter()
-    for r in range(replays):
-        rng = np.random.default_rng([seed, policy_index, r])
-        q_index = np.unique(np.asarray(question), return_inverse=True)[1]  # one key and one u per question
-        keys, u = rng.random(q_index.max() + 1)[q_index], rng.random(q_index.max() + 1)[q_index]
-        false_any.append(one(keys, u, [list(rng.permutation(it.ratings)) for it in items], rng))
-        if (r + 1) % 10 == 0:
-            log("replays", policy=policy, done=r + 1, false_so_far=int(sum(false_any)),
-                wall_s=round(time.perf_counter() - t0, 1))
-    return {
-        "budgets": {b: {k: a.summary() for k, a in kinds.items() if isinstance(a, _Accumulator)}
-                    for b, kinds in acc.items()},
-        "verdicts_per_replay": {b: round(kinds.get("verdicts", 0) / replays, 3) for b, kinds in acc.items()},
-        "tested_pairs_per_replay": {b: round(kinds.get("tested", 0) / replays, 3) for b, kinds in acc.items()},
-        "false_verdict_rate": round(float(np.mean(false_any)), 4),
-        "planner_power": _share(planner["assured"]["hits"]),
-        "planner_power_true_effect": _share(planner["true_effect"]["hits"]),
-        "planner_power_if_exact": _share(planner["if_exact"]["hits"]),
-        "planner_pairs": {mode: {k: (len(v) if k == "hits" else v) for k, v in counts.items()}
-                          for mode, counts in planner.items()},
-        "replays": replays,
-    }
-
-
-def _share(hits: list) -> float | None:
-    return round(float(np.mean(hits)), 4) if hits else None
-
-
 def small_n(*, seed: int, draws: int = 2000) -> tuple[dict, dict]:
     """Coverage of ``classical_mean`` on synthetic benchmarks of 3, 5 and 10 questions (module docstring):
     ({n: coverage or None when not shown}, {n: coverage if it were shown})."""
@@ -468,16 +315,26 @@ def small_n(*, seed: int, draws: int = 2000) -> tuple[dict, dict]:
     return shown, if_shown
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default="synthetic,many_lalms,raters,seed108",
+                   help="comma-separated parts to run: synthetic, many_lalms, raters, seed108")
+    p.add_argument("--quick", action="store_true", help="CI-sized run (a couple of minutes)")
+    p.add_argument("--workers", type=int, default=2, help="processes for the synthetic replays")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="stop starting synthetic replays that would end after this (default: 36, 31 with seed108; "
+                        "--quick: none)")
+    for name in ("synthetic", "many-lalms", "raters"):
+        p.add_argument(f"--{name}-replays", type=int, default=0,
+                       help=f"replays of {name} (per policy); 0: the default of the full run or --quick")
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "orca_seed108"))
     p.add_argument("--predictions", default=str(REPO / "var" / "leaderboard-crossfit.json"),
                    help="cache of the cross-fitted predictions (read when there, written fold by fold)")
-    p.add_argument("--replays", type=int, default=100, help="queue replays per policy")
+    p.add_argument("--replays", type=int, default=0, help="seed-108 queue replays per policy (0: 100, --quick 3)")
     p.add_argument("--policies", default="default,disagreement,model_vote,leaderboard_precision")
     p.add_argument("--annotators", type=int, default=5)
     p.add_argument("--studies", type=int, default=10, help="simulated studies per planned pair")
-    p.add_argument("--draws", type=int, default=200, help="draws per budget of the uniform replay")
+    p.add_argument("--draws", type=int, default=0, help="draws per budget of the uniform replay (0: 200, --quick 20)")
     p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS))
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--epochs", type=int, default=3)
@@ -486,17 +343,55 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-folds", help="train only these folds, in this order (e.g. 4,3), then stop")
     p.add_argument("--merge-predictions", action="append", default=[],
                    help="another cache file of the same recipe whose finished folds are taken over")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - {"synthetic", "many_lalms", "raters", "seed108"}
+    if unknown:
+        print(f"bench/leaderboard.py: --only takes synthetic, many_lalms, raters, seed108; got {sorted(unknown)}",
+              file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
 
     import django
 
     django.setup()
+    from bench.leaderboard_looks import scenarios_section
+
+    result: dict = {}
+    if only & {"synthetic", "many_lalms", "raters"}:
+        result.update(scenarios_section(
+            quick=args.quick, only=only, workers=args.workers, seed=args.seed, log=log,
+            minutes=args.minutes if args.minutes is not None else None if args.quick else (
+                31.0 if "seed108" in only else 36.0),
+            replays={"synthetic": args.synthetic_replays, "many_lalms": args.many_lalms_replays,
+                     "raters": args.raters_replays}))
+    if "seed108" in only:
+        code = seed108(args, result)
+        if code is not None:
+            return code
+    result.update({"wall_s": round(time.perf_counter() - t0, 1), "load_avg": round(os.getloadavg()[0], 2)})
+    print(json.dumps(result))
+    return 0
+
+
+def seed108(args, result: dict) -> int | None:
+    """The seed-108 part (module docstring) into ``result``; an exit code when it cannot run, else None."""
     from modelling.orca import load_items, spearman
     from modelling.orca.data import normalise_rating
 
+    replays = args.replays or (3 if args.quick else 100)
+    draws = args.draws or (20 if args.quick else 200)
     data = Path(args.data_dir)
     paths = [data / "seed_108_train.json", data / "seed_108_dev.json"]
+    if args.quick and not (all(path.exists() for path in paths) and Path(args.predictions).exists()):
+        result["policies"] = None  # --quick never trains ORCA
+        result["seed108_note"] = (f"skipped: --quick needs the seed-108 data ({data}) and the cross-fit cache "
+                                  f"({args.predictions}); a full run trains the cache")
+        return None
     if not all(path.exists() for path in paths):
         print(f"bench/leaderboard.py: seed-108 data not found under {data.resolve()}", file=sys.stderr)
         return 2
@@ -517,16 +412,16 @@ def main(argv: list[str] | None = None) -> int:
     k = np.array([len(it.ratings) for it in items])
     dev = slice(len(train_items), len(items))
     budgets = [float(b) for b in args.budgets.split(",")]
-    result = {"policies": {}}
+    result["policies"] = {}
     for policy in args.policies.split(","):
         log("policy", policy=policy)
         result["policies"][policy] = queue_replays(
-            items=items, y=y, mu=mu, var=var, lalm=lalm, question=question, policy=policy, replays=args.replays,
+            items=items, y=y, mu=mu, var=var, lalm=lalm, question=question, policy=policy, replays=replays,
             budgets=budgets, annotators=args.annotators, seed=args.seed, studies=args.studies)
         log("policy done", policy=policy, result=result["policies"][policy])
     result["small_n"], result["small_n_if_shown"] = small_n(seed=args.seed)
     result["budgets"] = uniform_replay(y=y, mu=mu, sigma=np.sqrt(var), lalm=lalm, k=k, budgets=budgets,
-                                       draws=args.draws, seed=args.seed)
+                                       draws=draws, seed=args.seed)
     result.update({
         "orca_dev_rho": round(spearman(mu[dev].tolist(), y[dev].tolist()), 4),
         "orca_rho_all": round(spearman(mu.tolist(), y.tolist()), 4),
@@ -535,11 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         "n_lalms": len(set(lalm)),
         "annotators": args.annotators,
         "crossfit": {"recipe": cache["recipe"], "fold_wall_s": cache["fold_wall_s"], "cache": args.predictions},
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "load_avg": round(os.getloadavg()[0], 2),
     })
-    print(json.dumps(result))
-    return 0
+    return None
 
 
 if __name__ == "__main__":
