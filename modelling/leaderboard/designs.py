@@ -29,6 +29,10 @@ from dataclasses import dataclass
 from modelling.leaderboard.selectors import ACTIVE, ROUTED, UNIFORM
 
 _POLICY_WORDS = {UNIFORM: "uniform (queue's random order)", ROUTED: "routing", ACTIVE: "leaderboard precision (active)"}
+#: How the epoch that migration ``modelling 0014`` started on a routed or drawn benchmark's answers begins its
+#: ``reason``: the ratings before it followed per-answer keys and draws, so no run of epochs combines across it (an
+#: answer audited by its old key may lie outside the question-level audit, and the reverse: early-stopped ratings).
+PER_ANSWER_DESIGN_ENDS = "question-level keys and draws"
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ def design_of(data, bench: int, *, epochs_with_ratings: set[int]) -> Design:
         if (epoch.get("policy") == "active") != active:
             break
         run.append(epoch)
+        if str(epoch.get("reason") or "").startswith(PER_ANSWER_DESIGN_ENDS):
+            break  # the epochs before it followed per-answer keys and draws
     run.reverse()
     numbers = frozenset(int(e["number"]) for e in run)
     left_out = sorted(epochs_with_ratings - numbers)

@@ -196,3 +196,24 @@ def test_annotators_crossed_with_answers_widen_the_row_interval():
     assert crossed.estimate == naive.estimate
     assert crossed.human.raters == 6 and crossed.as_json()["human"]["annotators"] == 6
     assert crossed.ci[1] - crossed.ci[0] > naive.ci[1] - naive.ci[0]
+
+
+def test_routed_epochs_do_not_combine_across_the_migration_to_question_level_keys():
+    """A benchmark routed before migration ``modelling 0014`` (epoch 1: per-answer audit) and routed after it (epoch
+    2, started by the migration): the ratings of epoch 1 are left out — an answer early-stopped under its old key
+    can lie in the question-level audit — while two routed epochs after the migration still combine."""
+    from modelling.leaderboard.designs import PER_ANSWER_DESIGN_ENDS, design_of
+    from modelling.leaderboard.selectors import LeaderboardData
+
+    migrated = [{"number": 1, "policy": "routed", "audit_share": 0.2, "started": "2026-01-01",
+                 "reason": "before design epochs were recorded (read from the routing tables)"},
+                {"number": 2, "policy": "routed", "audit_share": 0.2, "started": "2026-11-28",
+                 "reason": PER_ANSWER_DESIGN_ENDS + " (migrations annotation 0014, modelling 0014): …"}]
+    data = LeaderboardData(sampling={1: "routed"}, audit_share={1: 0.2}, epochs={1: migrated})
+    design = design_of(data, 1, epochs_with_ratings={1, 2})
+    assert design.epochs == frozenset({2}) and "epoch 1 left out" in design.text
+    later = migrated + [{"number": 3, "policy": "routed", "audit_share": 0.3, "started": "2026-11-29",
+                         "reason": "audit share changed"}]
+    data.epochs = {1: later}
+    design = design_of(data, 1, epochs_with_ratings={1, 2, 3})
+    assert design.epochs == frozenset({2, 3}) and design.share == 0.2
