@@ -25,6 +25,7 @@ from modelling.leaderboard import stats
 from modelling.leaderboard.designs import Design, design_of
 from modelling.leaderboard.population import ALL_ANSWERS, Population, population_check
 from modelling.leaderboard.selectors import ACTIVE, ROUTED, LeaderboardData
+from modelling.leaderboard.verdicts import rated_in_another_design
 from modelling.orca.data import normalise_rating
 from modelling.services.routing_policy import audit_member
 
@@ -176,15 +177,12 @@ def _view(data: LeaderboardData, ids: list[int], design: Design) -> tuple[list[i
     """(answers kept, the view of their valid ratings, answers left out because ratings of another design touch
     them) — :mod:`modelling.leaderboard.designs`."""
     raters = getattr(data, "raters", None) or None
-    epochs = getattr(data, "rating_epoch", None) or {}
     kept, scores, who, dropped = [], {}, ({} if raters is not None else None), 0
     for c in ids:
         s = data.scores.get(c) or []
-        if design.epochs is not None and s:
-            marks = epochs.get(c) or []
-            if len(marks) == len(s) and any(int(e) not in design.epochs for e in marks):
-                dropped += 1
-                continue
+        if rated_in_another_design(data, c, design):
+            dropped += 1
+            continue
         kept.append(c)
         if s:
             scores[c] = list(s)

@@ -394,14 +394,15 @@ def _countable_rule(data, ids: Sequence[int], *, audit_first: bool, designs: Map
     return rules, shares
 
 
-def _other_design(data, c: int, designs: Mapping | None) -> bool:
-    """True when a rating of answer ``c`` was given in a design epoch its benchmark's design leaves out
-    (``designs[bench].epochs``; :mod:`modelling.leaderboard.designs`): the answer does not count."""
-    design = (designs or {}).get(data.answers[c]["benchmark_id"])
-    if design is None or design.epochs is None or not data.scores.get(c):
+def rated_in_another_design(data, c: int, design) -> bool:
+    """True when a valid rating of answer ``c`` was given in a design epoch that ``design`` (the benchmark's
+    ``modelling.leaderboard.designs.Design``, or None: every epoch) leaves out: the answer counts for neither the
+    row nor the verdicts. Reads ``data.scores`` and ``data.rating_epoch`` (aligned lists; without epochs, False)."""
+    scores = data.scores.get(c) or []
+    if design is None or design.epochs is None or not scores:
         return False
     marks = (getattr(data, "rating_epoch", None) or {}).get(c) or []
-    return len(marks) == len(data.scores[c]) and any(int(e) not in design.epochs for e in marks)
+    return len(marks) == len(scores) and any(int(e) not in design.epochs for e in marks)
 
 
 def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
@@ -426,7 +427,8 @@ def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
         questions.add(answer["question"])
         if data.scores.get(c):
             scores.append(len(data.scores[c]))
-        if not rules[answer["benchmark_id"]](c) or _other_design(data, c, designs):
+        if not rules[answer["benchmark_id"]](c) or rated_in_another_design(
+                data, c, (designs or {}).get(answer["benchmark_id"])):
             continue
         lalm, q = answer["lalm"], answer["question"]
         out.countable.setdefault(lalm, set()).add(q)
