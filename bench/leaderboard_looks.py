@@ -406,18 +406,46 @@ def _rate(pairs) -> float | None:
     return round(hits / n, 4) if n else None
 
 
+def clustered_se(pairs) -> float | None:
+    """Monte-Carlo standard error of the pooled rate Σ hits / Σ n over replays, with the replay as the cluster
+    (a replay's rows, pairs and looks share its annotators and questions, so they are not independent):
+    √(R/(R − 1) · Σ_r (hits_r − p̂ n_r)²) / Σ_r n_r (the ratio estimator's linearised variance). ``pairs``:
+    [(hits_r, n_r)] per replay. None with fewer than 2 replays that have any n."""
+    rows = [(h, n) for h, n in pairs if n]
+    if len(rows) < 2:
+        return None
+    hits, n = np.array(rows, dtype=np.float64).T
+    p = hits.sum() / n.sum()
+    r = len(rows)
+    return round(float(math.sqrt(r / (r - 1) * np.sum((hits - p * n) ** 2)) / n.sum()), 4)
+
+
+def share_upper(k: int, n: int, level: float = 0.95) -> float | None:
+    """One-sided Clopper–Pearson upper confidence bound of a share from k of n independent replays (the fwer's:
+    0 false replays of 10 only says fwer ≤ 0.26). None for n = 0."""
+    from scipy.stats import beta
+
+    if n == 0:
+        return None
+    return 1.0 if k >= n else round(float(beta.ppf(level, k + 1, n - k)), 4)
+
+
 def coverage_summary(outcomes: list[Outcome]) -> dict:
     """``coverage_min``: the worst coverage over interval kinds (row_human, row_with_orca, pair) × windows of
     :data:`WINDOW` consecutive looks, pooled over replays; ``coverage_min_look``: the worst single look (noisier);
-    ``coverage``: each kind over every look; ``coverage_min_at``: where the minimum is, and how many intervals it
-    rests on."""
+    ``coverage``: each kind over every look; ``coverage_min_at``: where the minimum is, and how many intervals and
+    replays it rests on; ``coverage_min_se`` and ``coverage_se``: their Monte-Carlo standard errors with the replay
+    as the cluster (:func:`clustered_se`: a replay's annotators shift all its rows, so the replays, not the
+    intervals, are the independent units)."""
     pooled: dict = {}
     by_look: dict = {}
+    per_replay: dict = {}  # {key: [(covered, shown) of each replay]}
     for o in outcomes:
         for key, (c, n) in o.coverage.items():
             pooled.setdefault(key, [0, 0])
             pooled[key][0] += c
             pooled[key][1] += n
+            per_replay.setdefault(key, []).append((c, n))
         for key, (c, n) in o.coverage_look.items():
             by_look.setdefault(key, [0, 0])
             by_look[key][0] += c
@@ -426,18 +454,24 @@ def coverage_summary(outcomes: list[Outcome]) -> dict:
         return {"coverage_min": None, "coverage_min_look": None, "coverage": {}}
     worst = min(pooled, key=lambda k: pooled[k][0] / pooled[k][1])
     kinds = sorted({k for k, _ in pooled})
+    kind_rows = {k: [(sum(c for (kk, _), (c, _n) in o.coverage.items() if kk == k),
+                      sum(n for (kk, _), (_c, n) in o.coverage.items() if kk == k)) for o in outcomes]
+                 for k in kinds}
     return {
         "coverage_min": round(pooled[worst][0] / pooled[worst][1], 4),
+        "coverage_min_se": clustered_se(per_replay[worst]),
         "coverage_min_at": {"kind": worst[0], "looks": [worst[1] * WINDOW + 1, (worst[1] + 1) * WINDOW],
-                            "intervals": pooled[worst][1]},
+                            "intervals": pooled[worst][1], "replays": len(per_replay[worst])},
         "coverage_min_look": round(min(c / n for c, n in by_look.values()), 4),
         "coverage": {k: _rate([v for (kk, _), v in pooled.items() if kk == k]) for k in kinds},
+        "coverage_se": {k: clustered_se(kind_rows[k]) for k in kinds},
     }
 
 
 def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
     """The figures of one scenario (and policy) over its replays (``bench/leaderboard.py``'s docstring)."""
-    out = {"fwer": round(float(np.mean([o.false for o in outcomes])), 4),
+    false = sum(bool(o.false) for o in outcomes)
+    out = {"fwer": round(false / len(outcomes), 4), "fwer_upper95": share_upper(false, len(outcomes)),
            "naive_fwer": round(float(np.mean([o.naive_false for o in outcomes])), 4)}
     power: dict = {}
     for o in outcomes:
@@ -446,10 +480,13 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
                 power.setdefault(at, {}).setdefault(d, []).append(hn)
     out["power"] = {at: {d: _rate(v) for d, v in sorted(diffs.items(), key=lambda x: float(x[0]))}
                     for at, diffs in sorted(power.items())}
+    out["power_se"] = {at: {d: clustered_se(v) for d, v in sorted(diffs.items(), key=lambda x: float(x[0]))}
+                       for at, diffs in sorted(power.items())}
     out.update(coverage_summary(outcomes))
     if planner:
         hits = [h for o in outcomes for h in o.plans["hits"]]
         out["planner_power"] = round(float(np.mean(hits)), 4) if hits else None
+        out["planner_power_se"] = clustered_se([(sum(o.plans["hits"]), len(o.plans["hits"])) for o in outcomes])
         out["planner_plans"] = {"realised": len(hits), **{k: sum(o.plans[k] for o in outcomes)
                                                           for k in ("declined", "unreachable", "beyond")}}
     out["decided_share_0.2"] = _rate([o.decided_02 for o in outcomes])
