@@ -210,7 +210,9 @@ _PAIR_FIELDS = {
     "p_holm": serializers.FloatField(help_text="Anytime p, Holm-adjusted over all pairs."),
     "verdict": serializers.ChoiceField(choices=["a>b", "b>a", "undecided"]),
     "method": serializers.CharField(help_text="The verdict's method: betting_holm (anytime-valid betting test "
-                                              "of equal means, Waudby-Smith & Ramdas 2024, Holm over all pairs)."),
+                                              "of equal means, Waudby-Smith & Ramdas 2024, Holm over all pairs) or "
+                                              "betting_ppi_holm (the same test on prediction-powered differences: "
+                                              "cross-fitted ORCA on the questions the design never counts)."),
     "pairs": serializers.IntegerField(help_text="Pairs Holm's correction runs over."),
     "note": serializers.CharField(help_text="Why a pair cannot have a verdict yet ('' otherwise)."),
 }

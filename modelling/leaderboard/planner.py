@@ -19,6 +19,10 @@ question costs (answers per question × ratings per answer) ratings, divided by 
 queue serves next that count for verdicts (:attr:`modelling.leaderboard.verdicts.VerdictInputs.counted_share`:
 1 under the uniform policy; under routing the audit share, or 1 when audit answers have the queue's top priority
 and are served first; under the active design the draw share among drawn questions).
+
+A pair whose verdict is prediction-powered (:mod:`modelling.leaderboard.verdicts_ppi`) is planned with the
+human-only test above: ORCA's share of the evidence is not simulated, so where ORCA tracks the humans the plan asks
+for more ratings than the verdict turns out to need (the plans' realised power is then above the 80 % aimed at).
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from modelling.leaderboard import planner, stats, verdicts
+from modelling.leaderboard import planner, stats, verdicts, verdicts_ppi
 from modelling.leaderboard.population import Population, population_load, population_state
 from modelling.leaderboard.rows import (  # noqa: F401 (LeaderboardRow, _round re-exported)
     LeaderboardRow,
@@ -159,8 +159,12 @@ class Leaderboard:
     @property
     def verdict_method(self) -> str:
         """The verdicts' method in words, with the number of pairs Holm's correction runs over."""
-        return (f"anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024), Holm over "
-                f"{_count(len(self.pairwise), 'pair')}")
+        methods = {p.method for p in self.pairwise}
+        text = "anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024)"
+        if verdicts_ppi.METHOD in methods:
+            text += (", prediction-powered with the cross-fitted ORCA on the questions the design never counts "
+                     f"(PPI++){' for the pairs marked PPI' if len(methods) > 1 else ''}")
+        return f"{text}, Holm over {_count(len(self.pairwise), 'pair')}"
 
     @property
     def sampling_note(self) -> str:
@@ -246,7 +250,12 @@ def pair_title(p: verdicts.PairwiseVerdict, sign: int) -> str:
         return ""
     low, high = (p.ci[0], p.ci[1]) if sign > 0 else (-p.ci[1], -p.ci[0])
     return (f"; {1 - p.level:.4g} confidence sequence [{low:+.3f}, {high:+.3f}], e-value {p.e_value:.3g}, "
-            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} (betting test, Holm over {_count(p.pairs, 'pair')})")
+            f"anytime p {p.p_anytime:.3g}, Holm p {p.p_holm:.3g} ({pair_test(p)}, Holm over {_count(p.pairs, 'pair')})")
+
+
+def pair_test(p: verdicts.PairwiseVerdict) -> str:
+    """The pair's test in words: the human-only betting test or the prediction-powered one (with ORCA, PPI)."""
+    return "betting test with ORCA (PPI)" if p.method == verdicts_ppi.METHOD else "betting test, human only"
 
 
 def _pair_json(p: verdicts.PairwiseVerdict) -> dict:
@@ -286,10 +295,12 @@ def leaderboard_build(*, data: LeaderboardData, preds: PredictionSet, config: Le
     ``population``: the store's population checks (:mod:`modelling.leaderboard.population`; None: none)."""
     ids = sorted(data.answers)
     rows = _rows(data, ids, preds, config=config, population=population)
-    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first(), designs=benchmark_designs(data, ids))
+    inputs = verdicts.verdict_inputs(data, ids, audit_first=_audit_first(), designs=benchmark_designs(data, ids),
+                                     predictions=preds.mu if preds.ppi_allowed else None)
     rated_order = [r.lalm for r in rows if inputs.values.get(r.lalm)]
     pairwise = verdicts.pairwise_verdicts({name: inputs.values[name] for name in rated_order}, order=inputs.order,
-                                          min_shared=config.min_shared)
+                                          min_shared=config.min_shared, predictions=inputs.predictions,
+                                          held=inputs.held)
     human = {r.lalm: r.mean_correctness for r in rows if r.mean_correctness is not None}
     agreement = {}
     if preds.mu:

@@ -41,6 +41,10 @@ then on; an answer rated again after it counted moves to its new completion time
 rejection (p_t ≤ the level of its Holm step) *and* the confidence sequence at that level entirely above 0
 (``b>a``: below), and at least ``min_shared`` counted questions; no Monte Carlo, so no p-value floor (40 LALMs,
 780 pairs, are decidable).
+
+Where the design leaves questions out of the count for good (routing, the active design) and a cross-fitted ORCA
+predicts them, a pair's test is the prediction-powered version of the same test
+(:mod:`modelling.leaderboard.verdicts_ppi`): same estimand, hypothesis, Holm step and verdict rule.
 """
 from __future__ import annotations
 
@@ -245,7 +249,8 @@ class PairwiseVerdict:
     Attributes:
         a, b: the two LALMs (a first: the better in the table's order).
         n_questions: counted shared questions (rated for both, chosen at random: module docstring).
-        diff: mean of a's value − b's value over them, in [−1, 1]; None with none.
+        diff: mean of a's value − b's value over them, in [−1, 1] (the prediction-powered estimate for a
+            ``betting_ppi_holm`` pair: :class:`modelling.leaderboard.verdicts_ppi.PpiPair`); None with none.
         ci: the confidence sequence for the difference at this look at the pair's Holm level (``level``), in
             [−1, 1]; None below ``min_shared`` counted questions (not shown where no verdict can be).
         level: α of ``ci``: the level of the pair's Holm step (rejected) or of Holm's next step (not rejected).
@@ -255,7 +260,8 @@ class PairwiseVerdict:
         verdict: ``a>b`` / ``b>a`` where Holm rejects and ``ci`` lies above / below 0 (and n_questions ≥
             min_shared), else ``undecided``.
         note: why a pair is undecided ('' when it is not, or only not yet significant).
-        method: :data:`METHOD`.
+        method: :data:`METHOD` (human-only) or ``betting_ppi_holm`` (prediction-powered,
+            :mod:`modelling.leaderboard.verdicts_ppi`).
         pairs: how many pairs Holm's correction ran over.
     """
 
@@ -282,17 +288,35 @@ class PairwiseVerdict:
                 "method": self.method, "pairs": self.pairs}
 
 
-def pair_sequence(values: Mapping[object, Mapping[object, float]], order: Mapping | None, a, b) -> np.ndarray:
-    """(n,) the differences a − b over the two LALMs' shared questions in verdict order: by completion
-    max(order[a][q], order[b][q]) (``rated_at`` times or question keys), ties and ``order=None`` by the question's
-    string."""
+def pair_questions(values: Mapping[object, Mapping[object, float]], order: Mapping | None, a, b) -> list:
+    """The two LALMs' shared counted questions in verdict order: by completion max(order[a][q], order[b][q])
+    (``rated_at`` times or question keys), ties and ``order=None`` by the question's string."""
     shared = set(values[a]) & set(values[b])
     if order is None:
-        keys = sorted(shared, key=str)
-    else:
-        oa, ob = order.get(a, {}), order.get(b, {})
-        keys = sorted(shared, key=lambda q: (max(oa.get(q, 0.0), ob.get(q, 0.0)), str(q)))
-    return np.array([values[a][q] - values[b][q] for q in keys], dtype=np.float64)
+        return sorted(shared, key=str)
+    oa, ob = order.get(a, {}), order.get(b, {})
+    return sorted(shared, key=lambda q: (max(oa.get(q, 0.0), ob.get(q, 0.0)), str(q)))
+
+
+def pair_sequence(values: Mapping[object, Mapping[object, float]], order: Mapping | None, a, b) -> np.ndarray:
+    """(n,) the differences a − b over the two LALMs' shared questions in verdict order (:func:`pair_questions`)."""
+    return np.array([values[a][q] - values[b][q] for q in pair_questions(values, order, a, b)], dtype=np.float64)
+
+
+def _ppi_of(a, b, questions: list, predictions: Mapping | None, held: Mapping | None):
+    """The pair's :class:`modelling.leaderboard.verdicts_ppi.PhiEvidence` and (n,) predicted differences of its
+    counted ``questions`` when a prediction-powered verdict applies (every counted question predicted for both, at
+    least ``MIN_HELD`` held-out questions predicted for both), else None."""
+    from modelling.leaderboard import verdicts_ppi
+
+    if not predictions or not held:
+        return None
+    mu_a, mu_b = predictions.get(a) or {}, predictions.get(b) or {}
+    population = sorted((set(held.get(a, ())) & set(held.get(b, ()))) & set(mu_a) & set(mu_b), key=str)
+    if len(population) < verdicts_ppi.MIN_HELD or any(q not in mu_a or q not in mu_b for q in questions):
+        return None
+    f = np.array([mu_a[q] - mu_b[q] for q in questions], dtype=np.float64)
+    return verdicts_ppi.phi_evidence([mu_a[q] - mu_b[q] for q in population]), f
 
 
 def _pair_state(d: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -306,10 +330,12 @@ def _pair_state(d: np.ndarray) -> tuple[float, float, np.ndarray]:
 
 def pairwise_verdicts(
     values: Mapping[object, Mapping[object, float]], *, order: Mapping[object, Mapping[object, float]] | None = None,
-    confidence: float = CONFIDENCE, min_shared: int = MIN_SHARED_QUESTIONS,
+    confidence: float = CONFIDENCE, min_shared: int = MIN_SHARED_QUESTIONS, predictions: Mapping | None = None,
+    held: Mapping | None = None,
 ) -> list[PairwiseVerdict]:
     """Every pair of LALMs: the anytime-valid betting test of equal means over the counted shared questions,
-    Holm over all pairs, the confidence sequence at each pair's Holm level (module docstring).
+    Holm over all pairs, the confidence sequence at each pair's Holm level (module docstring); prediction-powered
+    (:mod:`modelling.leaderboard.verdicts_ppi`) for the pairs whose held-out questions allow it.
 
     Args:
         values: {LALM: {question: the answer's human value in [0, 1]}} of counted questions only; LALMs in the
@@ -318,24 +344,40 @@ def pairwise_verdicts(
             None: by question.
         confidence: 1 − the family-wise error rate over all pairs and all looks.
         min_shared: fewest counted shared questions for a verdict.
+        predictions: {LALM: {question: cross-fitted ORCA μ in [0, 1]}} (None: human-only verdicts).
+        held: {LALM: {question}} the questions the design never counts (:attr:`VerdictInputs.held`).
 
     Returns:
-        [PairwiseVerdict] in pair order (a before b as listed). Raises ValueError for values outside [0, 1].
+        [PairwiseVerdict] in pair order (a before b as listed); ``method`` names each pair's test. Raises
+        ValueError for values outside [0, 1].
     """
+    from modelling.leaderboard import verdicts_ppi
+
     names = list(values)
     alpha = 1.0 - confidence
     raw = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            d = pair_sequence(values, order, a, b)
+            questions = pair_questions(values, order, a, b)
+            d = np.array([values[a][q] - values[b][q] for q in questions], dtype=np.float64)
             if d.size and (np.abs(d) > 1 + 1e-9).any():
                 raise ValueError(f"values of {a!r} or {b!r} lie outside [0, 1]")
-            raw.append((a, b, d, *_pair_state(d)))
+            ppi = _ppi_of(a, b, questions, predictions, held)
+            if ppi is None:
+                raw.append((a, b, d, *_pair_state(d)))
+                continue
+            state = verdicts_ppi.ppi_pair(d, ppi[1], ppi[0])
+            raw.append((a, b, d, state.e_value, state.p_anytime, state))
     adjusted, rejected, levels = holm_levels([r[4] for r in raw], alpha=alpha)
     shown = [i for i, r in enumerate(raw) if r[2].size >= min_shared]
-    sequences = dict(zip(shown, confidence_sequences([raw[i][5] for i in shown], [levels[i] for i in shown])))
+    plain = [i for i in shown if not isinstance(raw[i][5], verdicts_ppi.PpiPair)]
+    powered = [i for i in shown if isinstance(raw[i][5], verdicts_ppi.PpiPair)]
+    sequences = dict(zip(plain, confidence_sequences([raw[i][5] for i in plain], [levels[i] for i in plain])))
+    sequences.update(zip(powered, verdicts_ppi.ppi_confidence_sequences([raw[i][5] for i in powered],
+                                                                         [levels[i] for i in powered])))
     out = []
-    for i, ((a, b, d, e_value, p_any, _x), p_holm, reject, level) in enumerate(zip(raw, adjusted, rejected, levels)):
+    for i, ((a, b, d, e_value, p_any, state), p_holm, reject, level) in enumerate(
+            zip(raw, adjusted, rejected, levels)):
         n = int(d.size)
         ci = sequences.get(i)
         verdict, note = "undecided", ""
@@ -343,8 +385,10 @@ def pairwise_verdicts(
             note = f"{n} counted shared questions (a verdict needs {min_shared})"
         elif reject and ci is not None and (ci[0] > 0 or ci[1] < 0):
             verdict = "a>b" if ci[0] > 0 else "b>a"
-        out.append(PairwiseVerdict(a, b, n, float(d.mean()) if n else None, ci, float(level), e_value, p_any,
-                                   float(p_holm), verdict, note, METHOD, len(raw)))
+        powered_pair = isinstance(state, verdicts_ppi.PpiPair)
+        diff = state.estimate if powered_pair else (float(d.mean()) if n else None)
+        out.append(PairwiseVerdict(a, b, n, diff, ci, float(level), e_value, p_any, float(p_holm), verdict, note,
+                                   verdicts_ppi.METHOD if powered_pair else METHOD, len(raw)))
     return out
 
 
@@ -359,11 +403,20 @@ class VerdictInputs:
         counted_share: share of the questions the queue serves next that count (planner), in (0, 1].
         answers_per_question: mean answers per question in scope (the queue serves a question's answers together).
         ratings_per_answer: mean valid ratings per rated answer.
+        predictions: {LALM: {question: cross-fitted ORCA μ}} of every answer in scope ({} without cross-fitted
+            predictions: human-only verdicts).
+        held: {LALM: {question}} questions the design never counts, whatever their ratings — question key ≥ the
+            audit share under routing, draw u ≥ the smallest π under the active design (none under the uniform
+            policy): a random sample of the questions independent of the counted ones, which bounds the mean
+            predicted difference of the prediction-powered verdicts. Empty when the scope spans several
+            benchmarks (their held-out shares differ, so together they are no random sample of the scope).
     """
 
     values: dict = field(default_factory=dict)
     order: dict = field(default_factory=dict)
     countable: dict = field(default_factory=dict)
+    predictions: dict = field(default_factory=dict)
+    held: dict = field(default_factory=dict)
     counted_share: float = 1.0
     answers_per_question: float = 1.0
     ratings_per_answer: float = 1.0
@@ -405,8 +458,8 @@ def rated_in_another_design(data, c: int, design) -> bool:
     return len(marks) == len(scores) and any(int(e) not in design.epochs for e in marks)
 
 
-def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
-                   designs: Mapping | None = None) -> VerdictInputs:
+def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True, designs: Mapping | None = None,
+                   predictions: Mapping[int, float] | None = None) -> VerdictInputs:
     """The counted answers of ``ids`` in ``data`` (a ``modelling.leaderboard.selectors.LeaderboardData``; read
     only through its attributes, no database): under the uniform policy every rated answer; under routing those
     with question key < the benchmark's audit share; under the active design those whose draw u is below the
@@ -417,7 +470,8 @@ def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
     ``designs``: {benchmark pk: the design its estimates use} (``modelling.leaderboard.designs.Design``: sampling,
     audit share, the design epochs whose ratings count), so verdicts count what the rows count: an answer rated in
     a left-out epoch (another policy, a smaller audit share) does not count; None: ``data.sampling`` and every
-    rating."""
+    rating. ``predictions``: {candidate id: cross-fitted ORCA μ} (None: human-only verdicts), kept with the
+    held-out questions (:class:`VerdictInputs`) for the prediction-powered verdicts."""
     rules, shares = _countable_rule(data, ids, audit_first=audit_first, designs=designs)
     rated_at = getattr(data, "rated_at", None) or {}
     out = VerdictInputs()
@@ -427,10 +481,14 @@ def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
         questions.add(answer["question"])
         if data.scores.get(c):
             scores.append(len(data.scores[c]))
-        if not rules[answer["benchmark_id"]](c) or rated_in_another_design(
-                data, c, (designs or {}).get(answer["benchmark_id"])):
-            continue
         lalm, q = answer["lalm"], answer["question"]
+        if predictions and c in predictions:
+            out.predictions.setdefault(lalm, {})[q] = float(predictions[c])
+        if not rules[answer["benchmark_id"]](c):  # never counted under this design (uniform: every answer counts)
+            out.held.setdefault(lalm, set()).add(q)
+            continue
+        if rated_in_another_design(data, c, (designs or {}).get(answer["benchmark_id"])):
+            continue
         out.countable.setdefault(lalm, set()).add(q)
         if data.scores.get(c):
             out.values.setdefault(lalm, {})[q] = float(np.mean([(s - 1) / 4.0 for s in data.scores[c]]))
@@ -440,6 +498,8 @@ def verdict_inputs(data, ids: Sequence[int], *, audit_first: bool = True,
     for c in ids:
         b = data.answers[c]["benchmark_id"]
         counts[b] = counts.get(b, 0) + 1
+    if len(counts) > 1:  # held-out questions of some benchmarks are no sample of the whole scope's questions
+        out.held = {}
     total = sum(counts.values())
     out.counted_share = sum(shares[b] * n for b, n in counts.items()) / total if total else 1.0
     out.answers_per_question = len(ids) / len(questions) if questions else 1.0

@@ -540,4 +540,4 @@ def test_a_clear_difference_over_enough_shared_questions_is_a_verdict_in_the_mat
     assert "strong beats weak" in html and "1 of 1 pairs decided by the anytime-valid betting test" in html
     title = next(c["title"] for row in board.verdict_matrix() for c in row["cells"] if c["verdict"] == "better")
     assert "0.95 confidence sequence [+" in title and "e-value" in title
-    assert "(betting test, Holm over 1 pair)" in title
+    assert "(betting test, human only, Holm over 1 pair)" in title
