@@ -54,13 +54,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from modelling.leaderboard import verdicts_ppi
+from modelling.leaderboard.betting import BET_CAP, betting_process  # noqa: F401 (part of this module's interface)
+
 #: Default confidence level (family-wise, over all pairs).
 CONFIDENCE = 0.95
 #: Fewest counted shared questions for a verdict (``LEADERBOARD_MIN_SHARED_QUESTIONS``).
 MIN_SHARED_QUESTIONS = 10
-#: Truncation c of the bets (Waudby-Smith & Ramdas 2024 use 1/2 or 3/4; 3/4 decided a 0.10 difference of
-#: low-spread values from 200 questions with power 1.00 where 1/2 had 0.87, and cost 0.37 -> 0.33 on bimodal ones).
-BET_CAP = 0.75
 #: The method's name (``PairwiseVerdict.method``) and what it is, in words.
 METHOD = "betting_holm"
 METHOD_TEXT = ("anytime-valid betting test of equal means (hedged aGRAPA capital process, Waudby-Smith & Ramdas "
@@ -69,39 +69,6 @@ METHOD_TEXT = ("anytime-valid betting test of equal means (hedged aGRAPA capital
 _COARSE = np.linspace(0.025, 0.975, 20)
 _GRID = np.linspace(0.0025, 0.9975, 399)
 
-
-def betting_process(x: Sequence[float], m: Sequence[float] | float, *, cap: float = BET_CAP) -> np.ndarray:
-    """log K_t(m), t = 1..n, of the hedged aGRAPA capital process (module docstring) for each candidate mean.
-
-    Args:
-        x: (n,) observations in [0, 1], in the order they arrived.
-        m: candidate means in (0, 1): a float or (g,) array.
-        cap: the truncation c of the bets, in (0, 1).
-
-    Returns:
-        (n, g) array of log capital (n rows, one per look; (n, 1) for a float ``m``). Raises ValueError for
-        observations outside [0, 1] or means outside (0, 1).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    grid = np.atleast_1d(np.asarray(m, dtype=np.float64))
-    if x.size and (x.min() < 0 or x.max() > 1):
-        raise ValueError("betting observations must lie in [0, 1]")
-    if (grid <= 0).any() or (grid >= 1).any():
-        raise ValueError("candidate means must lie in (0, 1)")
-    n = x.size
-    t = np.arange(1, n + 1, dtype=np.float64)
-    mu_after = (0.5 + np.cumsum(x)) / (t + 1)
-    var_after = (0.25 + np.cumsum((x - mu_after) ** 2)) / (t + 1)
-    mu_prev = np.concatenate([[0.5], mu_after[:-1]])[:, None]
-    var_prev = np.concatenate([[0.25], var_after[:-1]])[:, None]
-    delta = mu_prev - grid[None, :]
-    lam = delta / (var_prev + delta * delta)
-    lam_up = np.clip(lam, 0.0, cap / grid)
-    lam_down = np.clip(-lam, 0.0, cap / (1.0 - grid))
-    step = x[:, None] - grid[None, :]
-    log_up = np.cumsum(np.log1p(lam_up * step), axis=0)
-    log_down = np.cumsum(np.log1p(-lam_down * step), axis=0)
-    return np.logaddexp(log_up, log_down) - math.log(2.0)
 
 
 def _log_sup(x: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -307,8 +274,6 @@ def _ppi_of(a, b, questions: list, predictions: Mapping | None, held: Mapping | 
     """The pair's :class:`modelling.leaderboard.verdicts_ppi.PhiEvidence` and (n,) predicted differences of its
     counted ``questions`` when a prediction-powered verdict applies (every counted question predicted for both, at
     least ``MIN_HELD`` held-out questions predicted for both), else None."""
-    from modelling.leaderboard import verdicts_ppi
-
     if not predictions or not held:
         return None
     mu_a, mu_b = predictions.get(a) or {}, predictions.get(b) or {}
@@ -351,8 +316,6 @@ def pairwise_verdicts(
         [PairwiseVerdict] in pair order (a before b as listed); ``method`` names each pair's test. Raises
         ValueError for values outside [0, 1].
     """
-    from modelling.leaderboard import verdicts_ppi
-
     names = list(values)
     alpha = 1.0 - confidence
     raw = []

@@ -20,11 +20,11 @@ inference", *Statistical Science* 38(4), 2023, section 6: the infimum over the n
 * **λ_i is predictable**: the regression slope Cov(d, f)/Var(f) of the pair's *earlier* counted questions (0 before
   :data:`LAMBDA_HISTORY` of them), clipped to [0, 1]; r_i = d_i − λ_i f_i ∈ [−1 − λ_i, 1 + λ_i] is scaled to
   x_i = (r_i + 1 + λ_i)/(2 + 2λ_i) ∈ [0, 1], whose mean given the past is m_i(δ, φ) = (δ − λ_iφ + 1 + λ_i)/(2 + 2λ_i).
-* **φ's e-value** E(φ): the hedged betting capital (:func:`modelling.leaderboard.verdicts.betting_process`,
+* **φ's e-value** E(φ): the hedged betting capital (:func:`modelling.leaderboard.betting.betting_process`,
   Waudby-Smith & Ramdas, *JRSS-B* 86(1), 2024) of the held-out questions' (f + 1)/2 at the end of their fixed
   sequence (by question), so E[E(φ)] ≤ 1 at the true φ; computed on a grid of φ (:func:`phi_evidence`).
 * **One-sided capital processes** on the counted questions, with aGRAPA bets on z_i = x_i − m_i split by sign and
-  capped at c/m_i and c/(1 − m_i) (c = :data:`modelling.leaderboard.verdicts.BET_CAP`): K⁺ bets that δ exceeds the
+  capped at c/m_i and c/(1 − m_i) (c = :data:`modelling.leaderboard.betting.BET_CAP`): K⁺ bets that δ exceeds the
   hypothesis, K⁻ that it falls short. If δ ≤ 0, at the true φ the product ½K⁺_t(0, φ)·E(φ) is a non-negative
   supermartingale starting at ½E(φ) (E(φ) is fixed before the first counted question; the two samples are
   independent), so by Ville's inequality P(sup_t M⁺_t ≥ 1/α) ≤ α/2 for M⁺_t = min_φ ½K⁺_t(0, φ)·E(φ) ≤ that
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelling.leaderboard.verdicts import BET_CAP, betting_process
+from modelling.leaderboard.betting import BET_CAP, betting_process
 
 #: Counted questions before the power-tuning weight λ leaves 0.
 LAMBDA_HISTORY = 5
