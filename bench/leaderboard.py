@@ -57,6 +57,10 @@ Figures (per scenario, and per policy in ``synthetic``):
   are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
   the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``
   counts the plans realised, declined (no plan), unreachable and beyond the budget;
+* Monte-Carlo uncertainty beside them: ``fwer_upper95`` (one-sided 95 % Clopper–Pearson bound from the replays:
+  0 false replays of 10 says only fwer ≤ 0.26), ``power_se``, ``coverage_min_se``, ``coverage_se`` and
+  ``planner_power_se`` (standard errors with the replay as the cluster: a replay's annotators and questions are
+  shared by all its rows, pairs and looks);
 * ``decided_share_0.2`` (``many_lalms``): at the last look, share of pairs 0.2 apart decided the right way;
 * ``naive.fwer``: the ``fwer`` of a paired t-test at p < 0.05 without multiplicity, applied at every look to the
   same shared questions on the same ``synthetic`` runs (all policies; ``by_policy`` per policy, ``naive_fwer``
