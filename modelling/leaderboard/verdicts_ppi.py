@@ -11,8 +11,9 @@ question has a predicted difference f = μ_a − μ_b, and δ = λφ + E[d − �
 counted questions (rated for both, chosen at random, in the order they became complete) give human differences
 d_i; the *held-out* questions — those the design never counts (question key ≥ the audit share under routing; draw
 u ≥ the smallest π under the active design) — are an independent random sample of the same questions, fixed once
-the design is, and their f bound φ. Where ORCA's differences track the humans', d − λf varies less than d, so fewer
-counted questions decide the pair.
+the design and the benchmark's questions are, and their f bound φ (answers added later change φ's evidence: the
+guarantee across looks is for a fixed set of questions, as the human-only test's is for a fixed set of LALMs).
+Where ORCA's differences track the humans', d − λf varies less than d, so fewer counted questions decide the pair.
 
 Method (an e-process for a composite null, Ramdas et al., "Game-theoretic statistics and safe anytime-valid
 inference", *Statistical Science* 38(4), 2023, section 6: the infimum over the nuisance of valid e-processes).
@@ -39,8 +40,8 @@ held-out mean, 10 more on each side out to ±0.999), an approximation between gr
 predictions (a question's prediction from a model that never trained on its ratings): the leaderboard uses this
 test only then, and only for pairs with at least :data:`MIN_HELD` held-out questions; other pairs get the human-only
 test. Seeded simulations (``tests/modelling/test_leaderboard_verdicts_ppi.py``; 400 counted of 2,000 questions, the
-rest held out, ORCA-like predictions with ρ ≈ 0.6 on differences): a 0.10 difference decided at level 0.005 in 0.89
-of runs against 0.76 for the human-only test, no skewed mean-zero pair decided.
+rest held out, ORCA-like predictions with ρ ≈ 0.6 on differences; 400 runs): a 0.10 difference decided at level 0.005
+in 0.79 of runs against 0.69 for the human-only test (0.70 against 0.59 at 0.05/28), no skewed mean-zero pair decided.
 """
 from __future__ import annotations
 
