@@ -47,12 +47,15 @@ Figures (per scenario, and per policy in ``synthetic``):
   or of the wrong sign;
 * ``power``: at the 30 % and 50 % looks, share of (replay, pair) with a true difference of 0.05, 0.10 or 0.20
   decided the right way;
-* ``coverage_min``: coverage against the generating truth of every interval shown (each row's human-only and
-  ORCA-assisted interval, each verdict's interval of the difference a − b), pooled over replays per interval kind
+* ``coverage_min``: coverage of every interval shown against the estimand the page states for it (each row's
+  human-only and ORCA-assisted interval against the row's estimand: the mean over the LALM's answers in this
+  benchmark of what the annotator pool would rate each; each verdict's interval of the difference a − b against
+  the generating difference, the verdicts' superpopulation estimand), pooled over replays per interval kind
   (``row_human``, ``row_with_orca``, ``pair``) and window of 10 consecutive looks; the worst (kind, window).
   ``coverage_min_at`` names it and its number of intervals, ``coverage_min_look`` is the worst single look
   (noisier), ``coverage`` each kind over all looks. A replay's annotators shift all its rows alike, so the figure
-  rests on about as many independent units as replays;
+  rests on about as many independent units as replays. ``coverage_rows_vs_generating_mean``: the rows' intervals
+  against the generating mean T_m instead (not their estimand: beside, not in ``coverage_min``);
 * ``planner_power`` (``synthetic``): at the 10, 20 and 30 % looks up to two undecided pairs with a true difference
   are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
   the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``

@@ -75,3 +75,6 @@ def test_intervals_are_scored_against_the_truth_of_rows_and_of_differences():
     assert scored == [("pair", True), ("row_human", False), ("row_human", True)]
     scored = sorted(looks._intervals(board, {"a": 0.6, "b": 0.6}))
     assert scored == [("pair", False), ("row_human", False), ("row_human", True)]
+    # rows against their own estimand (the benchmark's answers), pairs still against the generating difference
+    scored = sorted(looks._intervals(board, {"a": 0.6, "b": 0.45}, {"a": 0.8, "b": 0.15}))
+    assert scored == [("pair", True), ("row_human", False), ("row_human", True)]
