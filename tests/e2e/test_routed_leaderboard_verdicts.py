@@ -20,7 +20,11 @@ scale), the two 0.55 LALMs stay undecided against each other, no verdict points 
 drawn by the platform at import, so the counted questions differ between runs: the decided pairs had e-values of
 1e6–1e14 against the ≈ 120 Holm's first step needs, and a verdict between the equal pair has probability ≤ 0.05
 by the method's own guarantee (its e-value stayed below 1 in every run).
-Screenshots: ``var/screenshots/{expert,admin}/routed-leaderboard-verdicts.png``.
+Then a finished cross-fit (a stand-in with fresh noise) makes every pair's verdict prediction-powered (ORCA's
+predictions of the questions the audit never counts; the pairs table says "with ORCA (PPI)"): the equal pair stays
+undecided, nothing points the wrong way, and the 0.85 LALM still beats both 0.55 LALMs.
+Screenshots: ``var/screenshots/{expert,admin}/routed-leaderboard-verdicts.png`` and
+``var/screenshots/admin/routed-leaderboard-verdicts-ppi.png``.
 """
 import csv
 import io
@@ -93,6 +97,33 @@ def _predictions(truth: dict, rng) -> None:
         variance = float(min(rng.uniform(0.01, 0.12), 0.9 * mu * (1 - mu)))
         nu = mu * (1 - mu) / variance - 1
         rows.append(Prediction(candidate_id=cid, model_version=version, mu=mu, variance=variance,
+                               alpha=mu * nu, beta=(1 - mu) * nu))
+    Prediction.objects.bulk_create(rows, batch_size=2000)
+
+
+def _crossfit(truth: dict, rng) -> None:
+    """A finished 2-fold cross-fit standing in for ``crossfit_start``'s: each fold's model version predicts the
+    answers to its half of the questions (fresh noise, so not the routing model's μ), as out-of-sample predictions;
+    the leaderboard then uses it for PPI++ and the prediction-powered verdicts."""
+    from django.utils import timezone
+
+    from annotation.models import CandidateAnswer
+    from modelling.models import CrossFitFold, CrossFitRun, ModelVersion, Prediction, TrainingRun
+
+    run = CrossFitRun.objects.create(folds=2, status=CrossFitRun.Status.DONE, finished_at=timezone.now())
+    versions = []
+    for fold in range(2):
+        training = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x")
+        versions.append(ModelVersion.objects.create(training_run=training, name=f"crossfit-fold-{fold}",
+                                                    artifact_path="/x"))
+        CrossFitFold.objects.create(crossfit=run, fold=fold, model_version=versions[fold])
+    rows = []
+    for cid, qid, lalm in CandidateAnswer.objects.values_list(
+            "pk", "question_version__question__external_id", "lalm__name"):
+        mu = float(np.clip(0.2 + 0.6 * truth[(qid, lalm)] + rng.normal(0, 0.12), 0.03, 0.97))
+        variance = float(min(rng.uniform(0.01, 0.12), 0.9 * mu * (1 - mu)))
+        nu = mu * (1 - mu) / variance - 1
+        rows.append(Prediction(candidate_id=cid, model_version=versions[int(qid[1:]) % 2], mu=mu, variance=variance,
                                alpha=mu * nu, beta=(1 - mu) * nu))
     Prediction.objects.bulk_create(rows, batch_size=2000)
 
@@ -211,3 +242,28 @@ def test_a_routed_half_rated_imported_benchmark_shows_decided_pairs_with_the_met
     assert "betting" in api["verdict_method"]
     for p in pairs.values():
         assert 0.15 * N_QUESTIONS <= p["n_questions"] <= 0.25 * N_QUESTIONS, p
+
+    # A cross-fit finishes: ORCA's predictions of the 80 % the audit never counts now power the verdicts (PPI).
+    _crossfit(truth, rng)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    try:
+        login(page, live_server.url, "adm")
+        page.goto(url)
+        page.get_by_role("heading", name=f"LALM leaderboard: {BENCHMARK}").wait_for()
+        powered = _matrix(page)
+        page.locator("details.leaderboard-pairs-details summary").click()
+        assert page.locator("table.leaderboard-pairs").get_by_text("with ORCA (PPI)").first.is_visible()
+        api = page.request.get(f"{live_server.url}/api/leaderboard/?benchmark={quote(BENCHMARK)}").json()
+        page_clean(page, axe_path, "admin", "routed-leaderboard-verdicts-ppi")
+    finally:
+        context.close()
+    assert all(p["method"] == "betting_ppi_holm" for p in api["pairwise"])
+    assert "prediction-powered" in api["verdict_method"]
+    assert powered[("Charlie-55", "Delta-55")] == "undecided"
+    for (row, col), verdict in powered.items():
+        if verdict == "better":
+            assert TRUTH[row] > TRUTH[col], (row, col)
+    for worse in ("Charlie-55", "Delta-55"):
+        assert powered[("Alpha-85", worse)] == "better"
