@@ -345,7 +345,8 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
     """About how many more ratings, under the benchmark's queue and policy, decide ``a`` against ``b`` with 80 %
     power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
     else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
-    spread of this table's estimates (:func:`_difference_spread`).
+    spread of this table's estimates (:func:`_difference_spread`). A prediction-powered pair is planned with the
+    human-only test (:mod:`modelling.leaderboard.planner`), and its note says so.
 
     Raises ValueError when either LALM has no counted rated answer or a == b.
     """
@@ -357,12 +358,17 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
         raise ValueError(f"{a} and {b} are not a pair of this leaderboard")
     d = verdicts.pair_sequence(inputs.values, inputs.order, a, b)
     countable = inputs.countable.get(a, set()) & inputs.countable.get(b, set())
-    return planner.plan_pair(
+    plan = planner.plan_pair(
         d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
         answers_per_question=inputs.answers_per_question, ratings_per_answer=inputs.ratings_per_answer,
         counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
         prior_sd=_difference_spread(board),
     )
+    if pair.method == verdicts_ppi.METHOD and not plan.decided:
+        plan = dataclasses.replace(plan, note=(plan.note + "; " if plan.note else "") + (
+            "planned with the human-only test: this pair's verdict is prediction-powered (ORCA on the questions the "
+            "design never counts), which usually needs fewer"))
+    return plan
 
 
 def leaderboard_data_state(*, benchmark: str | None, by: str | None) -> tuple:

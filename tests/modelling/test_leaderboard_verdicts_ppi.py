@@ -89,14 +89,14 @@ def test_bad_input_is_refused():
         verdicts_ppi.ppi_pair([0.1, 0.2], [0.1], phi)
 
 
-def _routed(*, share: float, n_questions: int = 400, seed: int = 2) -> tuple[LeaderboardData, dict]:
+def _routed(*, share: float, n_questions: int = 400, seed: int = 2, p_a: float = 0.7) -> tuple[LeaderboardData, dict]:
     """Two LALMs on one routed benchmark, every answer rated 3 times, and a prediction for each answer."""
     rng = np.random.default_rng(seed)
     data = LeaderboardData(sampling={1: "routed"}, audit_share={1: share})
     mu = {}
     for q in range(n_questions):
         key = float(rng.random())
-        for j, (lalm, p) in enumerate((("A", 0.7), ("B", 0.5))):
+        for j, (lalm, p) in enumerate((("A", p_a), ("B", 0.5))):
             cid = 2 * q + j
             data.answers[cid] = {"lalm": lalm, "question": q, "benchmark_id": 1, "key": key}
             data.scores[cid] = list(1 + rng.binomial(4, p, size=3))
@@ -152,3 +152,25 @@ def test_the_routed_board_names_each_pairs_test():
     active = PredictionSet(model_version="v1", source="active", mu=mu, var={c: 0.02 for c in mu})
     (pair,) = leaderboard_build(data=data, preds=active, config=LeaderboardConfig()).pairwise
     assert pair.method == verdicts.METHOD  # in-sample predictions: the human-only test
+
+
+def test_the_planner_says_a_prediction_powered_pair_is_planned_with_the_human_only_test():
+    from modelling.leaderboard.services import (
+        LeaderboardConfig,
+        PredictionSet,
+        leaderboard_budget_plan,
+        leaderboard_build,
+    )
+
+    data, mu = _routed(share=0.2, seed=4, p_a=0.55)
+    for cid, answer in data.answers.items():
+        answer.update(benchmark="Routed", modality="speech", category="", words=5, metadata={})
+        if answer["key"] < 0.2 and answer["key"] > 0.1:  # half the audit still to rate
+            data.scores.pop(cid, None)
+    crossfit = PredictionSet(model_version="cross-fit 1", source="crossfit", mu=mu,
+                             var={c: 0.02 for c in mu}, ppi_allowed=True)
+    board = leaderboard_build(data=data, preds=crossfit, config=LeaderboardConfig())
+    (pair,) = board.pairwise
+    assert pair.method == verdicts_ppi.METHOD
+    plan = leaderboard_budget_plan(board=board, a="A", b="B")
+    assert not plan.decided and "planned with the human-only test" in plan.note
