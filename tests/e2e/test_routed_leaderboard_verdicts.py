@@ -110,7 +110,7 @@ def _crossfit(truth: dict, rng) -> None:
     from annotation.models import CandidateAnswer
     from modelling.models import CrossFitFold, CrossFitRun, ModelVersion, Prediction, TrainingRun
 
-    run = CrossFitRun.objects.create(folds=2, status=CrossFitRun.Status.DONE, finished_at=timezone.now())
+    run = CrossFitRun.objects.create(folds=2, folds_done=2, status=CrossFitRun.Status.DONE, finished_at=timezone.now())
     versions = []
     for fold in range(2):
         training = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x")
@@ -126,6 +126,7 @@ def _crossfit(truth: dict, rng) -> None:
         rows.append(Prediction(candidate_id=cid, model_version=versions[int(qid[1:]) % 2], mu=mu, variance=variance,
                                alpha=mu * nu, beta=(1 - mu) * nu))
     Prediction.objects.bulk_create(rows, batch_size=2000)
+    CrossFitRun.objects.filter(pk=run.pk).update(n_predictions=len(rows))
 
 
 def _score(correct: int, rng) -> int:
