@@ -82,23 +82,32 @@ def _table(tmp_path, rng) -> tuple:
     return path, audio, truth
 
 
-def _predictions(truth: dict, rng) -> None:
-    """An active ORCA model version with a prediction for every answer: μ correlated with the truth, σ² spread
-    over [0.01, 0.12] (Beta α/β moment-matched), as a trained model would leave them."""
+def _planted(truth: dict, rng, version_of) -> int:
+    """A prediction for every answer, by the model version ``version_of(question id)``: μ correlated with the
+    truth, σ² spread over [0.01, 0.12] (Beta α/β moment-matched), as a trained model would leave them. Returns how
+    many."""
     from annotation.models import CandidateAnswer
-    from modelling.models import ModelVersion, Prediction, TrainingRun
+    from modelling.models import Prediction
 
-    run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x")
-    version = ModelVersion.objects.create(training_run=run, name="orca-planted", artifact_path="/x", is_active=True)
     rows = []
     for cid, qid, lalm in CandidateAnswer.objects.values_list(
             "pk", "question_version__question__external_id", "lalm__name"):
         mu = float(np.clip(0.2 + 0.6 * truth[(qid, lalm)] + rng.normal(0, 0.12), 0.03, 0.97))
         variance = float(min(rng.uniform(0.01, 0.12), 0.9 * mu * (1 - mu)))
         nu = mu * (1 - mu) / variance - 1
-        rows.append(Prediction(candidate_id=cid, model_version=version, mu=mu, variance=variance,
+        rows.append(Prediction(candidate_id=cid, model_version=version_of(qid), mu=mu, variance=variance,
                                alpha=mu * nu, beta=(1 - mu) * nu))
     Prediction.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
+
+
+def _predictions(truth: dict, rng) -> None:
+    """An active ORCA model version with a planted prediction for every answer (:func:`_planted`)."""
+    from modelling.models import ModelVersion, TrainingRun
+
+    run = TrainingRun.objects.create(status=TrainingRun.Status.DONE, artifact_path="/x")
+    version = ModelVersion.objects.create(training_run=run, name="orca-planted", artifact_path="/x", is_active=True)
+    _planted(truth, rng, lambda qid: version)
 
 
 def _crossfit(truth: dict, rng) -> None:
@@ -107,8 +116,7 @@ def _crossfit(truth: dict, rng) -> None:
     the leaderboard then uses it for PPI++ and the prediction-powered verdicts."""
     from django.utils import timezone
 
-    from annotation.models import CandidateAnswer
-    from modelling.models import CrossFitFold, CrossFitRun, ModelVersion, Prediction, TrainingRun
+    from modelling.models import CrossFitFold, CrossFitRun, ModelVersion, TrainingRun
 
     run = CrossFitRun.objects.create(folds=2, folds_done=2, status=CrossFitRun.Status.DONE, finished_at=timezone.now())
     versions = []
@@ -117,16 +125,8 @@ def _crossfit(truth: dict, rng) -> None:
         versions.append(ModelVersion.objects.create(training_run=training, name=f"crossfit-fold-{fold}",
                                                     artifact_path="/x"))
         CrossFitFold.objects.create(crossfit=run, fold=fold, model_version=versions[fold])
-    rows = []
-    for cid, qid, lalm in CandidateAnswer.objects.values_list(
-            "pk", "question_version__question__external_id", "lalm__name"):
-        mu = float(np.clip(0.2 + 0.6 * truth[(qid, lalm)] + rng.normal(0, 0.12), 0.03, 0.97))
-        variance = float(min(rng.uniform(0.01, 0.12), 0.9 * mu * (1 - mu)))
-        nu = mu * (1 - mu) / variance - 1
-        rows.append(Prediction(candidate_id=cid, model_version=versions[int(qid[1:]) % 2], mu=mu, variance=variance,
-                               alpha=mu * nu, beta=(1 - mu) * nu))
-    Prediction.objects.bulk_create(rows, batch_size=2000)
-    CrossFitRun.objects.filter(pk=run.pk).update(n_predictions=len(rows))
+    predicted = _planted(truth, rng, lambda qid: versions[int(qid[1:]) % 2])
+    CrossFitRun.objects.filter(pk=run.pk).update(n_predictions=predicted)
 
 
 def _score(correct: int, rng) -> int:
