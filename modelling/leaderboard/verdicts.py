@@ -70,7 +70,6 @@ _COARSE = np.linspace(0.025, 0.975, 20)
 _GRID = np.linspace(0.0025, 0.9975, 399)
 
 
-
 def _log_sup(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     """(g,) max_{0≤s≤t} log K_s(m) (K_0 = 1) of the observations ``x`` for each candidate mean in ``m``."""
     return np.maximum(betting_process(x, m).max(axis=0), 0.0)
