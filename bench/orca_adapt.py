@@ -94,6 +94,8 @@ def settings_of(a) -> dict:
     values = preset("cpu-minilm") | {"device": a.device}
     if a.epochs:
         values["epochs"] = a.epochs
+    if getattr(a, "max_length", 0):
+        values["max_length"] = a.max_length
     return values
 
 
@@ -257,6 +259,8 @@ def main(argv=None) -> int:
     p.add_argument("--weight", type=float, default=4.0, help="loss weight of the benchmark's answers")
     p.add_argument("--epochs", type=int, default=0, help="epochs of the base and scratch models (0: the preset's)")
     p.add_argument("--adapt-epochs", type=int, default=0, help="epochs of an adaptation (0: as --epochs)")
+    p.add_argument("--max-length", type=int, default=0,
+                   help="input tokens of the base and scratch models (0: the preset's; an adaptation keeps its base's)")
     p.add_argument("--seed-items", type=int, default=0,
                    help="use only this many seed-108 train items, and dev in proportion (0: all; a smoke test)")
     p.add_argument("--replay", type=int, default=0,
