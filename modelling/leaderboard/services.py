@@ -37,7 +37,7 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from modelling.leaderboard import planner, stats, verdicts, verdicts_ppi
+from modelling.leaderboard import planner, stats, verdicts
 from modelling.leaderboard.population import Population, population_load, population_state
 from modelling.leaderboard.rows import (  # noqa: F401 (LeaderboardRow, _round re-exported)
     LeaderboardRow,
@@ -159,11 +159,11 @@ class Leaderboard:
     @property
     def verdict_method(self) -> str:
         """The verdicts' method in words, with the number of pairs Holm's correction runs over."""
-        methods = {p.method for p in self.pairwise}
+        powered = {p.powered for p in self.pairwise}
         text = "anytime-valid betting test of equal means (Waudby-Smith & Ramdas 2024)"
-        if verdicts_ppi.METHOD in methods:
+        if True in powered:
             text += (", prediction-powered with the cross-fitted ORCA on the questions the design never counts "
-                     f"(PPI++){' for the pairs marked PPI' if len(methods) > 1 else ''}")
+                     f"(PPI++){' for the pairs marked PPI' if len(powered) > 1 else ''}")
         return f"{text}, Holm over {_count(len(self.pairwise), 'pair')}"
 
     @property
@@ -255,7 +255,7 @@ def pair_title(p: verdicts.PairwiseVerdict, sign: int) -> str:
 
 def pair_test(p: verdicts.PairwiseVerdict) -> str:
     """The pair's test in words: the human-only betting test or the prediction-powered one (with ORCA, PPI)."""
-    return "betting test with ORCA (PPI)" if p.method == verdicts_ppi.METHOD else "betting test, human only"
+    return "betting test with ORCA (PPI)" if p.powered else "betting test, human only"
 
 
 def _pair_json(p: verdicts.PairwiseVerdict) -> dict:
@@ -364,7 +364,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
         counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
         prior_sd=_difference_spread(board),
     )
-    if pair.method == verdicts_ppi.METHOD and not plan.decided:
+    if pair.powered and not plan.decided:
         plan = dataclasses.replace(plan, note=(plan.note + "; " if plan.note else "") + (
             "planned with the human-only test: this pair's verdict is prediction-powered (ORCA on the questions the "
             "design never counts), which usually needs fewer"))

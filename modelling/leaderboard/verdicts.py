@@ -245,6 +245,11 @@ class PairwiseVerdict:
     method: str = METHOD
     pairs: int = 1
 
+    @property
+    def powered(self) -> bool:
+        """True for a prediction-powered verdict (:mod:`modelling.leaderboard.verdicts_ppi`)."""
+        return self.method == verdicts_ppi.METHOD
+
     def as_dict(self) -> dict:
         """{"a", "b", "n_questions", "diff", "ci", "level", "e_value", "p_anytime", "p_holm", "verdict", "note",
         "method", "pairs"}."""
