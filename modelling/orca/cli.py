@@ -6,7 +6,8 @@
   explicitly win. The saved folder is reloaded and checked before ``done`` (:func:`~modelling.orca.saving.save_orca`),
   and the dev metrics ``done`` reports (and ``config.json`` records) are the reloaded folder's. ``--init-from DIR``
   fine-tunes a saved ORCA folder instead of a base LM; ``--group-weight benchmark=NAME=4`` (repeatable) weights the
-  loss of a group's items (an item's weight: the product of its groups' weights).
+  loss of a group's items (an item's weight: the product of its groups' weights); ``--mu-weight W`` adds W × the
+  soft-label cross-entropy of μ against each item's mean rating (``TrainConfig.mu_weight``).
 * ``evaluate --model DIR --data X [--json]``: metrics unclamped and clamped (the post-processing with the saved
   dev-tuned clamp threshold and concentration scale), and per group (``per_group``: per benchmark and per benchmark
   and answer type, when the file's items carry ``groups``; :mod:`modelling.orca.quality`).
@@ -85,7 +86,10 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     t.add_argument("--max-length", type=int)
     t.add_argument("--reduction", choices=["rating", "item"], default=TrainConfig.reduction)
     t.add_argument("--rating-eps", type=float, default=OrcaConfig.rating_eps)
-    t.add_argument("--var-weight", type=float)
+    t.add_argument("--var-weight", type=float, help="weight of the |σ² − s²| penalty (items with ≥ 2 ratings)")
+    t.add_argument("--mu-weight", type=float, default=TrainConfig.mu_weight,
+                   help="weight of the mean loss: soft-label cross-entropy of μ against each item's mean rating "
+                        "(every item; 0 = off, the default; for one aggregated label per answer)")
     t.add_argument("--no-bucket", action="store_true", help="plain shuffling instead of length buckets")
     t.add_argument("--device", choices=["cpu", "cuda"])
     t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
@@ -175,8 +179,8 @@ def train_configs(a: argparse.Namespace) -> tuple[OrcaConfig, TrainConfig]:
                      batch_size=a.batch_size, warmup_frac=a.warmup, schedule=a.schedule,
                      reduction=a.reduction, freeze_layers=a.freeze_layers, freeze_embeddings=a.freeze_embeddings,
                      cache_frozen=not a.no_cache_frozen, lora_rank=a.lora_rank,
-                     var_weight=a.var_weight, bucket=not a.no_bucket, seed=a.seed, device=a.device,
-                     threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every,
+                     var_weight=a.var_weight, mu_weight=a.mu_weight, bucket=not a.no_bucket, seed=a.seed,
+                     device=a.device, threads=a.threads, time_budget_s=a.time_budget, log_every=a.log_every,
                      select_epoch=a.select_epoch, init_from=a.init_from,
                      group_weights=parse_group_weights(a.group_weight))
     return mc, tc

@@ -123,6 +123,32 @@ def reduce_nll(nll: torch.Tensor, ratings: torch.Tensor, reduction: str = "ratin
     raise ValueError(f"unknown reduction {reduction!r}; choose rating, item or sum")
 
 
+def mean_bce(mu: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None = None,
+             eps: float = 1e-6) -> torch.Tensor:
+    """Soft-label cross-entropy of predicted means against mean ratings, a weighted mean over items:
+    Σ_i w_i·(−[ȳ_i log μ_i + (1−ȳ_i) log(1−μ_i)]) / Σ_i w_i.
+
+    The fractional-response (Bernoulli quasi-likelihood) loss of Papke & Wooldridge (1996, J. Applied Econometrics
+    11(6)) for a mean ȳ in [0, 1]: it is minimised over μ at μ = ȳ (its minimum is the binary entropy H(ȳ), not 0),
+    so it is proper for the mean whatever the spread of the ratings, and its gradient in μ, (μ − ȳ)/(μ(1 − μ)),
+    does not vanish for a single rating at 0 or 1 (where the Beta NLL of one clamped rating can be lowered by a
+    U-shaped Beta instead of a better μ).
+
+    Args:
+        mu: (B,) predicted means in (0, 1) (``predict_moments(out, head)["mu"]``); clamped to [eps, 1−eps].
+        target: (B,) mean normalised ratings ȳ = mean((r−1)/4) in [0, 1].
+        weights: (B,) item weights > 0 (None: all 1).
+
+    Returns:
+        Scalar, nats per item.
+    """
+    mu = mu.float().clamp(eps, 1.0 - eps)
+    target = target.to(mu.dtype)
+    bce = -(target * torch.log(mu) + (1.0 - target) * torch.log1p(-mu))
+    w = torch.ones_like(bce) if weights is None else weights.to(bce.dtype)
+    return (bce * w).sum() / w.sum().clamp(min=1e-12)
+
+
 def beta_moments(alpha: torch.Tensor, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean μ = α/(α+β) (Eq. 3) and variance σ² = αβ/((α+β)²(α+β+1)) (Eq. 4) of Beta(α, β).
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .data import OrcaItem, group_names, item_targets, load_items
-from .losses import predict_moments, rating_nll, reduce_nll
+from .losses import mean_bce, predict_moments, rating_nll, reduce_nll
 from .metrics import evaluate_predictions, tune_clamp_threshold, tune_concentration_scale
 from .model import (
     SCORE_BATCH_SIZE,
@@ -68,6 +68,11 @@ class TrainConfig:
         lora_rank: LoRA rank (0 = full fine-tuning); lora_alpha = 2 × rank; dropout 0.05. Merged into the weights
             before saving.
         var_weight: weight of an auxiliary |σ² − s²| term on items with ≥ 2 ratings (0 = paper loss only).
+        mu_weight: weight of an auxiliary mean loss on every item, the soft-label cross-entropy of μ against the
+            item's mean normalised rating ȳ (:func:`~modelling.orca.losses.mean_bce`, nats per item, weighted by
+            the item weights; fractional-response loss, Papke & Wooldridge 1996). ≥ 0; 0 = off (the paper loss and
+            the σ² penalty only). Added for benchmarks with one aggregated label per answer (AQEval), where the Beta
+            NLL of a single rating at 0 or 1 teaches μ little (bench/orca_experiments.md, issue 36).
         bucket: length-bucketed shuffling (batches of similar length; fewer pad tokens).
         seed: RNG seed (python, torch).
         device: ``cpu`` or ``cuda``; threads: torch CPU threads (0 = leave torch's default).
@@ -105,6 +110,7 @@ class TrainConfig:
     cache_frozen: bool = True
     lora_rank: int = 0
     var_weight: float = 5.0
+    mu_weight: float = 0.0
     bucket: bool = True
     seed: int = 0
     device: str = "cpu"
@@ -253,6 +259,8 @@ def _check_inputs(tc: TrainConfig, train_items: list[OrcaItem], out_dir) -> None
     if any(not it.ratings for it in train_items):
         raise ValueError("every training item needs at least one rating")
     item_weights([], tc.group_weights)  # a bad weight fails now
+    if not (math.isfinite(tc.mu_weight) and tc.mu_weight >= 0):
+        raise ValueError(f"mu_weight must be a finite number >= 0, not {tc.mu_weight!r}")
     if tc.init_from is not None and not Path(tc.init_from).is_dir():
         raise ValueError(f"init_from {tc.init_from!r} is not a folder (a saved ORCA model)")
     if out_dir is not None:
@@ -311,6 +319,7 @@ class _Run:
     dev_ids: list = field(default_factory=list)
     ratings: torch.Tensor | None = None
     s2: torch.Tensor | None = None
+    ybar: torch.Tensor | None = None
     weights: torch.Tensor | None = None
     use_cache: bool = False
     train_h: list = field(default_factory=list)
@@ -332,7 +341,9 @@ def _prepare(run: _Run) -> None:
         k, pad = tc.freeze_layers, tok.pad_token_id
         run.train_h = lower_hidden(run.model.backbone, run.train_ids, k, pad, tc.eval_batch_size, tc.device)
         run.dev_h = lower_hidden(run.model.backbone, run.dev_ids, k, pad, tc.eval_batch_size, tc.device)
-    run.s2 = torch.tensor([v if v == v else -1.0 for v in item_targets(run.train_items)[1]], dtype=torch.float32)
+    means, variances = item_targets(run.train_items)
+    run.s2 = torch.tensor([v if v == v else -1.0 for v in variances], dtype=torch.float32)
+    run.ybar = torch.tensor(means, dtype=torch.float32)
     weights = item_weights(run.train_items, tc.group_weights)
     run.weights = None if all(w == 1.0 for w in weights) else torch.tensor(weights, dtype=torch.float32)
 
@@ -375,7 +386,8 @@ def _optimizer(run: _Run):
 
 
 def _batch_loss(run: _Run, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, per-rating NLL (B, R), ratings (B, R)) of one batch: the (weighted) rating NLL plus the σ² penalty."""
+    """(loss, per-rating NLL (B, R), ratings (B, R)) of one batch: the (weighted) rating NLL plus the σ² penalty
+    (items with ≥ 2 ratings) plus the mean loss (every item)."""
     tc, mc, model = run.tc, run.mc, run.model
     r = run.ratings[batch]
     r = r[:, : int((r > 0).sum(1).max())].to(tc.device)
@@ -388,13 +400,16 @@ def _batch_loss(run: _Run, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor
     w = None if run.weights is None else run.weights[batch].to(tc.device)
     nll = rating_nll(out, r, mc.head, eps=mc.rating_eps)
     loss = reduce_nll(nll, r, tc.reduction, weights=w)
+    moments = predict_moments(out, mc.head) if tc.var_weight > 0 or tc.mu_weight > 0 else {}
     if tc.var_weight > 0:
         tv = run.s2[batch].to(tc.device)
         ok = tv >= 0
         if ok.any():
-            gap = (predict_moments(out, mc.head)["var"][ok] - tv[ok]).abs()
+            gap = (moments["var"][ok] - tv[ok]).abs()
             wv = torch.ones_like(gap) if w is None else w[ok]
             loss = loss + tc.var_weight * (gap * wv).sum() / wv.sum()
+    if tc.mu_weight > 0:
+        loss = loss + tc.mu_weight * mean_bce(moments["mu"], run.ybar[batch].to(tc.device), w)
     return loss, nll, r
 
 
@@ -526,7 +541,7 @@ def train(
 
     Raises:
         OrcaDataError: malformed input files; OrcaModelError: base model or ``init_from`` folder not loadable;
-        ValueError: bad settings (unknown head, pooling, reduction, select_epoch; a group weight ≤ 0).
+        ValueError: bad settings (unknown head, pooling, reduction, select_epoch; a group weight ≤ 0; mu_weight < 0).
     """
     tc = copy.deepcopy(train_config) if train_config is not None else TrainConfig()
     if tc.threads > 0:
