@@ -8,7 +8,11 @@ the model trained on seed-108 train alone (the ``cpu-minilm`` preset; trained on
 folds) with the new benchmark's loss weighted up (``--weight``, group ``benchmark=AQEval``), and the held-out fold
 is scored. n = 0 is that seed-108 model itself (the naive baseline: ORCA as a team gets it today). "scratch" trains
 the base LM from scratch on seed-108 train and all in-domain answers of the 4 folds (same weight). Figures per n:
-Spearman ρ, Kendall τ-b and MAE_μ of μ (unclamped) against the human label on the held-out fold, mean over folds.
+Spearman ρ, Kendall τ-b and MAE_μ of μ (unclamped) against the human label on the held-out fold, mean over folds;
+for a trained cell also ``seed108_dev`` (ρ, MAE_μ of the same model on seed-108 dev: what adapting costs there).
+``--mu-weight W`` adds the mean loss (``TrainConfig.mu_weight``: soft-label cross-entropy of μ against the label) to
+the adaptations and scratch models; the cached seed-108 model (n = 0) stays the preset's. ``--sizes scratch`` runs
+scratch alone.
 
 ``ppi_width_ratio_0.2``: the cross-fitted μ of the n = all models (each fold scored by the model that never saw it)
 in the platform's PPI++ estimator (``modelling.leaderboard.stats.ppi_mean``) against its classical interval
@@ -135,9 +139,10 @@ def score(model, tok, items, device) -> dict:
     return {"rho": m["rho"], "tau": m["tau"], "mae_mu": m["mae_mu"], "mu": pred["mu"]}
 
 
-def run_task(a, fold: int, size: str, base: str, seed_train, items, folds) -> dict:
-    """One (fold, n) cell: train (n = 0: none; "scratch": from the base LM) and score the held-out fold. Returns
-    {fold, size, rho, tau, mae_mu, mu (per held-out item), ids, n_in_domain, train_s}."""
+def run_task(a, fold: int, size: str, base: str, seed_train, items, folds, seed_dev=()) -> dict:
+    """One (fold, n) cell: train (n = 0: none; "scratch": from the base LM) and score the held-out fold (and, for a
+    trained cell, ``seed_dev``). Returns {fold, size, rho, tau, mae_mu, mu (per held-out item), ids, n_in_domain,
+    train_s, seed108_dev ({rho, tau, mae_mu}; trained cells with ``seed_dev`` only)}."""
     import torch
 
     from modelling.orca import load_orca, train
@@ -155,19 +160,23 @@ def run_task(a, fold: int, size: str, base: str, seed_train, items, folds) -> di
         chosen = in_domain_sample(pool, None if size in ("all", "scratch") else int(size), seed=fold)
         start = {} if size == "scratch" else {"init_from": base, "epochs": a.adapt_epochs or settings_of(a)["epochs"]}
         replay = list(seed_train) if size == "scratch" or not a.replay else list(seed_train)[: a.replay]
-        res = train(replay + chosen, None, None, *configs(a, group_weights=weights, **start))
+        res = train(replay + chosen, None, None,
+                    *configs(a, group_weights=weights, mu_weight=getattr(a, "mu_weight", 0.0), **start))
         model, tok = res["model"], res["tokenizer"]
-    return score(model, tok, test, a.device) | {"fold": fold, "size": size, "ids": [it.id for it in test],
-                                               "n_in_domain": len(chosen),
-                                               "train_s": round(time.perf_counter() - t0, 1)}
+    train_s = round(time.perf_counter() - t0, 1)
+    out = score(model, tok, test, a.device) | {"fold": fold, "size": size, "ids": [it.id for it in test],
+                                              "n_in_domain": len(chosen), "train_s": train_s}
+    if chosen and seed_dev:
+        out["seed108_dev"] = {k: v for k, v in score(model, tok, list(seed_dev), a.device).items() if k != "mu"}
+    return out
 
 
 def tasks_of(a) -> list[tuple[int, str]]:
     """(fold, size) cells, the figures the targets need first (0, all, 500, scratch, then the rest), so that a run
     cut short still holds whole rows."""
     first = [s for s in ("0", "all", "500") if s in a.sizes]
-    rest = [s for s in a.sizes if s not in first]
-    order = first + ([] if a.no_scratch else ["scratch"]) + rest
+    rest = [s for s in a.sizes if s not in first and s != "scratch"]
+    order = first + (["scratch"] if "scratch" in a.sizes or not a.no_scratch else []) + rest
     return [(f, s) for s in order for f in range(a.folds)]
 
 
@@ -209,9 +218,11 @@ def summarise(results: list[dict], items, lalms, a) -> dict:
     def mean_of(rows):
         return {k: float(sum(r[k] for r in rows) / len(rows)) for k in keys} | {
             "n_folds": len(rows), "folds": [{k: round(r[k], 4) for k in keys} for r in rows],
-            "n_in_domain": [r["n_in_domain"] for r in rows], "train_s": [r["train_s"] for r in rows]}
+            "n_in_domain": [r["n_in_domain"] for r in rows], "train_s": [r["train_s"] for r in rows]} | (
+            {"seed108_dev": [{k: round(v, 4) for k, v in r["seed108_dev"].items()} for r in rows]}
+            if all("seed108_dev" in r for r in rows) else {})
 
-    out = {"curve": {s: mean_of(by_size[s]) for s in a.sizes if s in by_size}}
+    out = {"curve": {s: mean_of(by_size[s]) for s in a.sizes if s in by_size and s != "scratch"}}
     if "scratch" in by_size:
         out["scratch"] = mean_of(by_size["scratch"])
     if all(len(by_size.get(s, [])) == 5 for s in ("all", "0")):
@@ -257,6 +268,8 @@ def main(argv=None) -> int:
     p.add_argument("--folds", type=int, default=5, help="folds evaluated (of 5)")
     p.add_argument("--sizes", default=",".join(SIZES), help="in-domain sizes, comma-separated (0, N, all)")
     p.add_argument("--weight", type=float, default=4.0, help="loss weight of the benchmark's answers")
+    p.add_argument("--mu-weight", type=float, default=0.0,
+                   help="mean-loss weight (TrainConfig.mu_weight) of adaptations and scratch (the base: the preset's)")
     p.add_argument("--epochs", type=int, default=0, help="epochs of the base and scratch models (0: the preset's)")
     p.add_argument("--adapt-epochs", type=int, default=0, help="epochs of an adaptation (0: as --epochs)")
     p.add_argument("--max-length", type=int, default=0,
@@ -300,13 +313,13 @@ def main(argv=None) -> int:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as pool:
-                futures = [pool.submit(run_task, a, f, s, base, seed_train, items, folds) for f, s in tasks]
+                futures = [pool.submit(run_task, a, f, s, base, seed_train, items, folds, seed_dev) for f, s in tasks]
                 for fut in as_completed(futures):
                     results.append(fut.result())
                     out = _write(a, head | summarise(results, items, lalms, a), t0)
         else:
             for f, s in tasks:
-                results.append(run_task(a, f, s, base, seed_train, items, folds))
+                results.append(run_task(a, f, s, base, seed_train, items, folds, seed_dev))
                 out = _write(a, head | summarise(results, items, lalms, a), t0)
         out["targets"] = TARGETS | {"rho_0_today": 0.53}
     out = _write(a, out, t0)
