@@ -11,8 +11,9 @@ the base LM from scratch on seed-108 train and all in-domain answers of the 4 fo
 Spearman ρ, Kendall τ-b and MAE_μ of μ (unclamped) against the human label on the held-out fold, mean over folds;
 for a trained cell also ``seed108_dev`` (ρ, MAE_μ of the same model on seed-108 dev: what adapting costs there).
 ``--mu-weight W`` adds the mean loss (``TrainConfig.mu_weight``: soft-label cross-entropy of μ against the label) to
-the adaptations and scratch models; the cached seed-108 model (n = 0) stays the preset's. ``--sizes scratch`` runs
-scratch alone.
+the adaptations and scratch models; the cached seed-108 model (n = 0) stays the preset's; ``--no-single-nll`` drops
+the Beta NLL of items with one rating there (``TrainConfig.single_rating_nll``). ``--sizes scratch`` runs scratch
+alone.
 
 ``ppi_width_ratio_0.2``: the cross-fitted μ of the n = all models (each fold scored by the model that never saw it)
 in the platform's PPI++ estimator (``modelling.leaderboard.stats.ppi_mean``) against its classical interval
@@ -161,7 +162,8 @@ def run_task(a, fold: int, size: str, base: str, seed_train, items, folds, seed_
         start = {} if size == "scratch" else {"init_from": base, "epochs": a.adapt_epochs or settings_of(a)["epochs"]}
         replay = list(seed_train) if size == "scratch" or not a.replay else list(seed_train)[: a.replay]
         res = train(replay + chosen, None, None,
-                    *configs(a, group_weights=weights, mu_weight=getattr(a, "mu_weight", 0.0), **start))
+                    *configs(a, group_weights=weights, mu_weight=getattr(a, "mu_weight", 0.0),
+                             single_rating_nll=not getattr(a, "no_single_nll", False), **start))
         model, tok = res["model"], res["tokenizer"]
     train_s = round(time.perf_counter() - t0, 1)
     out = score(model, tok, test, a.device) | {"fold": fold, "size": size, "ids": [it.id for it in test],
@@ -270,6 +272,8 @@ def main(argv=None) -> int:
     p.add_argument("--weight", type=float, default=4.0, help="loss weight of the benchmark's answers")
     p.add_argument("--mu-weight", type=float, default=0.0,
                    help="mean-loss weight (TrainConfig.mu_weight) of adaptations and scratch (the base: the preset's)")
+    p.add_argument("--no-single-nll", action="store_true",
+                   help="adaptations and scratch: no rating NLL for items with one rating (the mean loss only)")
     p.add_argument("--epochs", type=int, default=0, help="epochs of the base and scratch models (0: the preset's)")
     p.add_argument("--adapt-epochs", type=int, default=0, help="epochs of an adaptation (0: as --epochs)")
     p.add_argument("--max-length", type=int, default=0,

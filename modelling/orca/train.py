@@ -73,6 +73,8 @@ class TrainConfig:
             the item weights; fractional-response loss, Papke & Wooldridge 1996). ≥ 0; 0 = off (the paper loss and
             the σ² penalty only). Added for benchmarks with one aggregated label per answer (AQEval), where the Beta
             NLL of a single rating at 0 or 1 teaches μ little (bench/orca_experiments.md, issue 36).
+        single_rating_nll: False: items with exactly one rating get no rating NLL (only the mean loss, when
+            ``mu_weight`` > 0); True (default): every rating is scored (Eq. 5).
         bucket: length-bucketed shuffling (batches of similar length; fewer pad tokens).
         seed: RNG seed (python, torch).
         device: ``cpu`` or ``cuda``; threads: torch CPU threads (0 = leave torch's default).
@@ -111,6 +113,7 @@ class TrainConfig:
     lora_rank: int = 0
     var_weight: float = 5.0
     mu_weight: float = 0.0
+    single_rating_nll: bool = True
     bucket: bool = True
     seed: int = 0
     device: str = "cpu"
@@ -397,9 +400,13 @@ def _batch_loss(run: _Run, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor
     else:
         inp, mask = collate([run.train_ids[i] for i in batch], run.tok.pad_token_id)
         out = model(inp.to(tc.device), mask.to(tc.device))
-    w = None if run.weights is None else run.weights[batch].to(tc.device)
+    w = w_nll = None if run.weights is None else run.weights[batch].to(tc.device)
+    if not tc.single_rating_nll:  # items with one rating: no NLL term (ratings masked as padding, weight 0)
+        multi = (r > 0).sum(1) > 1
+        r = torch.where(multi[:, None], r, torch.zeros_like(r))
+        w_nll = multi.float() if w is None else w * multi
     nll = rating_nll(out, r, mc.head, eps=mc.rating_eps)
-    loss = reduce_nll(nll, r, tc.reduction, weights=w)
+    loss = reduce_nll(nll, r, tc.reduction, weights=w_nll)
     moments = predict_moments(out, mc.head) if tc.var_weight > 0 or tc.mu_weight > 0 else {}
     if tc.var_weight > 0:
         tv = run.s2[batch].to(tc.device)

@@ -59,9 +59,10 @@ def _loss(monkeypatch, head, table, **tc_kw) -> float:
     return float(_batch_loss(run, [0, 1, 2])[0].detach())
 
 
-def _hand(head, table, var_weight, mu_weight) -> float:
+def _hand(head, table, var_weight, mu_weight, single_rating_nll=True) -> float:
     out = torch.tensor(table)
     w, ybar = [1.0, 3.0, 1.0], [1.0, 0.0, 0.5]
+    w_nll = w if single_rating_nll else [0.0, 0.0, 1.0]
     if head == "beta":
         a, b = out[:, 0].exp().tolist(), out[:, 1].exp().tolist()
         lp = [[stats.beta.logpdf(min(max((r - 1) / 4, 0.01), 0.99), a[i], b[i]) for r in it.ratings]
@@ -69,7 +70,7 @@ def _hand(head, table, var_weight, mu_weight) -> float:
     else:
         logp = torch.log_softmax(out, -1).tolist()
         lp = [[logp[i][r - 1] for r in it.ratings] for i, it in enumerate(ITEMS)]
-    nll = -sum(wi * sum(x) for wi, x in zip(w, lp)) / sum(wi * len(it.ratings) for wi, it in zip(w, ITEMS))
+    nll = -sum(wi * sum(x) for wi, x in zip(w_nll, lp)) / sum(wi * len(it.ratings) for wi, it in zip(w_nll, ITEMS))
     moments = predict_moments(out, head)
     mu, var = moments["mu"].tolist(), moments["var"].tolist()
     var_term = abs(var[2] - 0.125)  # the only item with ≥ 2 ratings (its weight 1 / 1)
@@ -86,6 +87,10 @@ def test_batch_loss_is_nll_plus_variance_penalty_plus_weighted_mean_loss(monkeyp
     off, on = _loss(monkeypatch, head, table, mu_weight=0.0), _loss(monkeypatch, head, table, mu_weight=1.0)
     assert on - off == pytest.approx(_hand(head, table, 0.0, 1.0) - _hand(head, table, 0.0, 0.0), rel=1e-5)
     assert on - off > 0.1
+    # the variant: items with one rating bring only the mean term (and keep their weight there)
+    got = _loss(monkeypatch, head, table, mu_weight=2.0, single_rating_nll=False)
+    assert got == pytest.approx(_hand(head, table, 5.0, 2.0, single_rating_nll=False), rel=1e-5)
+    assert got != pytest.approx(_hand(head, table, 5.0, 2.0), rel=1e-3)
 
 
 def test_mean_loss_moves_mu_of_a_single_rating_towards_it(monkeypatch):
