@@ -8,7 +8,8 @@ the model trained on seed-108 train alone (the ``cpu-minilm`` preset; trained on
 folds) with the new benchmark's loss weighted up (``--weight``, group ``benchmark=AQEval``), and the held-out fold
 is scored. n = 0 is that seed-108 model itself (the naive baseline: ORCA as a team gets it today). "scratch" trains
 the base LM from scratch on seed-108 train and all in-domain answers of the 4 folds (same weight). Figures per n:
-Spearman ρ, Kendall τ-b and MAE_μ of μ (unclamped) against the human label on the held-out fold, mean over folds;
+Spearman ρ, Kendall τ-b and MAE_μ of μ (unclamped) against the human label on the held-out fold, mean over folds,
+and ``u_shaped``, the share of held-out answers given a U-shaped Beta (α < 1 and β < 1);
 for a trained cell also ``seed108_dev`` (ρ, MAE_μ of the same model on seed-108 dev: what adapting costs there).
 ``--mu-weight W`` adds the mean loss (``TrainConfig.mu_weight``: soft-label cross-entropy of μ against the label) to
 the adaptations and scratch models; the cached seed-108 model (n = 0) stays the preset's; ``--no-single-nll`` drops
@@ -137,7 +138,8 @@ def score(model, tok, items, device) -> dict:
     pred = predict(model, tok, items, device=device)
     hm, hv = item_targets(items)
     m = evaluate_predictions(pred["mu"], pred["var"], hm, hv)
-    return {"rho": m["rho"], "tau": m["tau"], "mae_mu": m["mae_mu"], "mu": pred["mu"]}
+    u_shaped = sum(1 for a_, b_ in zip(pred["alpha"], pred["beta"]) if a_ < 1 and b_ < 1) / max(1, len(items))
+    return {"rho": m["rho"], "tau": m["tau"], "mae_mu": m["mae_mu"], "u_shaped": u_shaped, "mu": pred["mu"]}
 
 
 def run_task(a, fold: int, size: str, base: str, seed_train, items, folds, seed_dev=()) -> dict:
@@ -212,7 +214,7 @@ def ppi_ratio(y, mu, lalms, budget: float, draws: int, seed: int = 0) -> dict:
 def summarise(results: list[dict], items, lalms, a) -> dict:
     """The JSON figures of the finished cells: per n the mean over the folds done (and each fold's), scratch, and
     the PPI width ratio once n = all and n = 0 cover every fold."""
-    keys = ("rho", "tau", "mae_mu")
+    keys = ("rho", "tau", "mae_mu", "u_shaped")
     by_size: dict[str, list[dict]] = {}
     for r in sorted(results, key=lambda r: r["fold"]):
         by_size.setdefault(r["size"], []).append(r)
