@@ -548,14 +548,17 @@ def scenarios(quick: bool) -> dict[str, tuple[Scenario, tuple]]:
 
 
 def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, seed: int, log,
-                      minutes: float | None = None) -> dict:
+                      minutes: float | None = None, policies: tuple[str, ...] | None = None) -> dict:
     """{"scenarios": {...}, "naive": {...}} of the scenarios in ``only`` (``bench/leaderboard.py``'s docstring):
-    up to ``replays`` (else the defaults) replays each, round-robin, stopping at ``minutes`` (:func:`run_all`)."""
+    up to ``replays`` (else the defaults) replays each, round-robin, stopping at ``minutes`` (:func:`run_all`);
+    ``policies``: only these of ``synthetic``'s (None: all; the seeds stay those of the full run)."""
     chosen = {n: s for n, s in scenarios(quick).items() if n in only}
     counts = {**(QUICK_REPLAYS if quick else FULL_REPLAYS), **{k: v for k, v in replays.items() if v}}
-    tasks = []
+    tasks, chosen_policies = [], policies
     for s_index, (name, (scenario, policies)) in enumerate(chosen.items()):
         for p_index, policy in enumerate(policies):
+            if name == "synthetic" and chosen_policies is not None and policy not in chosen_policies:
+                continue
             for r in range(counts[name]):
                 tasks.append(((name, policy), r, scenario, policy, [seed, 35, s_index, p_index, r]))
     tasks.sort(key=lambda t: (t[1], -t[2].questions * len(t[2].truths) * t[2].horizon))  # rounds, long ones first
@@ -564,7 +567,8 @@ def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, se
     results = run_all(tasks, workers=workers, log=log, minutes=minutes)
     out: dict = {}
     if "synthetic" in chosen:
-        out["synthetic"] = {"policies": {p: summarise(results[("synthetic", p)]) for p in chosen["synthetic"][1]}}
+        out["synthetic"] = {"policies": {p: summarise(results[("synthetic", p)]) for p in chosen["synthetic"][1]
+                                         if ("synthetic", p) in results}}
     if "many_lalms" in chosen:
         figures = summarise(results[("many_lalms", "default")], planner=False)
         out["many_lalms"] = {"decided_share_0.2": figures.pop("decided_share_0.2"), "fwer": figures.pop("fwer"),

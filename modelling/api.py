@@ -144,8 +144,9 @@ _ESTIMATE = {
     "ci_method": serializers.CharField(allow_null=True, help_text="The interval method (see ci_methods)."),
     "n": serializers.IntegerField(help_text="Labelled answers used."),
     "annotators": serializers.IntegerField(allow_null=True, help_text=(
-        "Distinct annotators of the labels when known: the interval then adds their share, two-way clustered over "
-        "answers and annotators (null: annotators unknown, each rating its own cluster).")),
+        "Distinct annotators of the labels when known: the interval then adds their share, from the severity "
+        "variance of the benchmark's annotators fitted to all its ratings (null: annotators unknown, each rating its "
+        "own cluster).")),
 }
 _ROW_FIELDS = {
     "lalm": serializers.CharField(),

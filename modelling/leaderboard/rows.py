@@ -24,6 +24,7 @@ import numpy as np
 from modelling.leaderboard import stats
 from modelling.leaderboard.designs import Design, design_of
 from modelling.leaderboard.population import ALL_ANSWERS, Population, population_check
+from modelling.leaderboard.raters import Severity, severity_of
 from modelling.leaderboard.selectors import ACTIVE, ROUTED, LeaderboardData
 from modelling.leaderboard.verdicts import rated_in_another_design
 from modelling.orca.data import normalise_rating
@@ -213,7 +214,7 @@ def _too_few(n: int, config) -> str:
 
 
 def _part_active(part: _Part, data: LeaderboardData, ids: list[int], view: _View, preds, config,
-                 crossfit_missing: int) -> _Part:
+                 crossfit_missing: int, severity: Severity | None) -> _Part:
     """The active estimates (leaderboard precision: fixed draws (π, u), labels weighted 1/π)."""
     undecided = [c for c in ids if c not in data.design]
     if undecided:
@@ -231,7 +232,7 @@ def _part_active(part: _Part, data: LeaderboardData, ids: list[int], view: _View
     y = np.array([view.y(c) if s else np.nan for c, s in zip(ids, sampled)])
     common = dict(y=y, pi=pi, sampled=sampled, drawn=drawn, within=_within_variances(view, ids, sampled),
                   min_questions=config.min_questions, ratings=view.normalised(part.labels),
-                  raters=view.who(part.labels))
+                  raters=view.who(part.labels), severity=severity)
     part.notes.append(f"answers drawn ∝ ORCA's σ (leaderboard precision): {len(part.labels)} of "
                       f"{int(drawn.sum())} drawn answers rated, each weighted 1/π")
     part.human = stats.active_mean(**common)
@@ -258,8 +259,9 @@ def _queue_keys(data: LeaderboardData, ids: list[int], design: Design) -> dict[i
 
 
 def _part(data: LeaderboardData, ids: list[int], preds, *, design: Design, config,
-          population: Population | None = None) -> _Part:
-    """The estimates of one LALM's answers ``ids`` on one benchmark under ``design`` (module docstring)."""
+          population: Population | None = None, severity: Severity | None = None) -> _Part:
+    """The estimates of one LALM's answers ``ids`` on one benchmark under ``design`` (module docstring);
+    ``severity``: the benchmark's pooled annotator severity (:func:`benchmark_severities`)."""
     ids, view, dropped = _view(data, ids, design)
     ids, pop_notes, estimand = population_check(population, ids=ids, rated=set(view.scores),
                                                 keys=_queue_keys(data, ids, design))
@@ -275,7 +277,7 @@ def _part(data: LeaderboardData, ids: list[int], preds, *, design: Design, confi
     part.notes += pop_notes
     crossfit_missing = sum(c not in preds.mu for c in ids) if preds.ppi_allowed else len(ids)
     if design.sampling == ACTIVE:
-        return _part_active(part, data, ids, view, preds, config, crossfit_missing)
+        return _part_active(part, data, ids, view, preds, config, crossfit_missing, severity)
     rated = [c for c in ids if c in view.scores]
     if design.sampling == ROUTED:
         part.labels = [c for c in rated if audit_member(random_key=data.answers[c]["key"], share=design.share)]
@@ -288,7 +290,7 @@ def _part(data: LeaderboardData, ids: list[int], preds, *, design: Design, confi
     if not part.labels:
         return part
     y = [view.y(c) for c in part.labels]
-    by_rater = dict(ratings=view.normalised(part.labels), raters=view.who(part.labels))
+    by_rater = dict(ratings=view.normalised(part.labels), raters=view.who(part.labels), severity=severity)
     part.human = stats.classical_mean(y, min_questions=config.min_questions, **by_rater)
     if part.human.ci is None:
         part.notes.append(_too_few(len(part.labels), config))
@@ -344,13 +346,14 @@ def _displayed(data: LeaderboardData, parts: list[_Part], ids: list[int]) -> tup
 
 
 def _row(data: LeaderboardData, lalm: str, strata: dict[int, list[int]], preds, config,
-         population: Population | None, epochs_rated: dict[int, set[int]]) -> tuple[LeaderboardRow, list[_Part]]:
+         population: Population | None, epochs_rated: dict[int, set[int]],
+         severities: dict[int, Severity]) -> tuple[LeaderboardRow, list[_Part]]:
     """One LALM's row from its answers grouped by benchmark (``strata``)."""
     ids = [c for group in strata.values() for c in group]
     designs = {bench: design_of(data, bench, epochs_with_ratings=epochs_rated.get(bench, set()))
                for bench in strata}
-    parts = [_part(data, group, preds, design=designs[bench], config=config, population=population)
-             for bench, group in sorted(strata.items())]
+    parts = [_part(data, group, preds, design=designs[bench], config=config, population=population,
+                   severity=severities.get(bench)) for bench, group in sorted(strata.items())]
     notes = list(dict.fromkeys([n for p in parts for n in p.notes]
                                + [d.text for _, d in sorted(designs.items()) if d.text]))
     if len(parts) > 1 and any(p.human is not None and p.human.ci is None for p in parts):
@@ -395,6 +398,21 @@ def benchmark_designs(data: LeaderboardData, answer_ids) -> dict[int, Design]:
             for bench in {data.answers[c]["benchmark_id"] for c in answer_ids}}
 
 
+def benchmark_severities(data: LeaderboardData, answer_ids) -> dict[int, Severity]:
+    """{benchmark pk: the annotators' severity spread estimated from all valid ratings of its answers among
+    ``answer_ids``, every LALM's} (:func:`modelling.leaderboard.raters.severity_of`); empty when the annotators of
+    the ratings are unknown. One estimate per benchmark, shared by its rows: the same annotators rate every LALM,
+    and a row's own ratings (5 annotators, unequal weights) estimate it far less well."""
+    raters = getattr(data, "raters", None) or None
+    if raters is None:
+        return {}
+    by_bench: dict[int, dict[int, list[float]]] = defaultdict(dict)
+    for c in answer_ids:
+        if data.scores.get(c):
+            by_bench[data.answers[c]["benchmark_id"]][c] = [normalise_rating(s) for s in data.scores[c]]
+    return {bench: severity_of(scores, raters) for bench, scores in by_bench.items()}
+
+
 def _rows(data: LeaderboardData, answer_ids: list[int], preds, *, config, labels_out: dict | None = None,
           population: Population | None = None) -> list[LeaderboardRow]:
     """One row per LALM with answers among ``answer_ids``, best headline estimate first, unrated rows last.
@@ -405,9 +423,10 @@ def _rows(data: LeaderboardData, answer_ids: list[int], preds, *, config, labels
         a = data.answers[cid]
         by_lalm[a["lalm"]][a["benchmark_id"]].append(cid)
     epochs_rated = _epochs_rated(data, answer_ids)
+    severities = benchmark_severities(data, answer_ids)
     rows = []
     for lalm, strata in by_lalm.items():
-        row, parts = _row(data, lalm, strata, preds, config, population, epochs_rated)
+        row, parts = _row(data, lalm, strata, preds, config, population, epochs_rated, severities)
         if labels_out is not None:
             labels_out[lalm] = {c: (p.weights or {}).get(c, 1.0) for p in parts for c in p.labels}
         rows.append(row)

@@ -72,9 +72,9 @@ CI_METHODS = {
     STRATIFIED_T: "per-benchmark intervals combined by answer share, Student t with the smallest df",
 }
 #: Added to every interval when the annotators of the ratings are known (:mod:`modelling.leaderboard.raters`).
-RATERS_TEXT = ("with annotators known: plus their share, two-way clustered over answers and annotators (Cameron, "
-               "Gelbach & Miller 2011), Student t with at most annotators − 1 df when their share is material, else "
-               "Satterthwaite's df")
+RATERS_TEXT = ("with annotators known: plus their share, from the severity variance of the benchmark's annotators "
+               "fitted to all its ratings (crossed random effects, method of moments), Student t with at most "
+               "annotators − 1 df when their share is material, else Satterthwaite's df")
 CI_METHODS = {key: text if key == STRATIFIED_T else f"{text}; {RATERS_TEXT}" for key, text in CI_METHODS.items()}
 
 
@@ -122,12 +122,15 @@ def _t(confidence: float, df: int) -> float:
 
 def _raters_part(
     se: float, df: float, *, ratings, raters, answer_weights: np.ndarray, fitted: np.ndarray, centre: float,
+    severity=None,
 ) -> tuple[float, float, int]:
     """(se, df, annotators) with the annotators' share added (:func:`modelling.leaderboard.raters.with_raters`).
 
     ``ratings``: n lists of each label's normalised ratings; ``raters``: n aligned lists of annotator ids or None;
     ``answer_weights``: (n,) each label's share of the estimate (summing to 1); ``fitted``: (n,) the part of each
-    label the estimator subtracts (λμ, 0 for the human-only mean); ``centre``: the estimate's residual mean."""
+    label the estimator subtracts (λμ, 0 for the human-only mean); ``centre``: the estimate's residual mean;
+    ``severity``: the benchmark's pooled :class:`modelling.leaderboard.raters.Severity` (None: the estimate's own
+    two-way clustered share)."""
     from modelling.leaderboard.raters import rating_layout, with_raters
 
     if ratings is None or raters is None:
@@ -135,7 +138,7 @@ def _raters_part(
     values, answers, ks, who = rating_layout(ratings, raters)
     residuals = values - fitted[answers] - centre
     return with_raters(se=se, df=df, residuals=residuals, weights=answer_weights[answers] / ks, answers=answers,
-                       raters=who)
+                       raters=who, severity=severity)
 
 
 #: How many times each pseudo-label (y = 0 and y = 1) counts in the ``ppi_t`` interval: ORCA explains part of the
@@ -147,6 +150,7 @@ PPI_PSEUDO_WEIGHT = 0.25
 def classical_mean(
     y: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE, min_questions: int = MIN_QUESTIONS,
     ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
+    severity=None,
 ) -> Estimate:
     """Human-only mean of ``y`` (n,), one value per question (an LALM answers a question once), with the
     ``t_adjusted`` interval (module docstring): the mean and standard deviation of y plus the two pseudo-values 0
@@ -155,8 +159,9 @@ def classical_mean(
     The estimate is the plain mean of ``y``; ``ci`` is None below ``min_questions`` values (>= 2). Assumes ``y``
     is a uniform random sample of the LALM's answers. With ``ratings`` (n lists: each value's normalised ratings,
     y_i their mean) and ``raters`` (n aligned lists of annotator ids, None where unknown) the interval adds the
-    annotators' share, two-way clustered over answers and annotators (:mod:`modelling.leaderboard.raters`).
-    Raises ValueError when ``y`` is empty.
+    annotators' share (:mod:`modelling.leaderboard.raters`): from the benchmark's pooled ``severity`` when given (what
+    the leaderboard passes), else two-way clustered over answers and annotators. Raises ValueError when ``y`` is
+    empty.
     """
     y = np.asarray(y, dtype=np.float64)
     if y.size == 0:
@@ -166,7 +171,7 @@ def classical_mean(
         return Estimate(mean, None, int(y.size), T_ADJUSTED)
     centre, se, df = adjusted_t_parts(y, low=0.0, high=1.0)
     se, df, g = _raters_part(se, df, ratings=ratings, raters=raters, answer_weights=np.full(y.size, 1.0 / y.size),
-                             fitted=np.zeros(y.size), centre=mean)
+                             fitted=np.zeros(y.size), centre=mean, severity=severity)
     half = _t(confidence, df) * se
     return Estimate(mean, _clip_ci(centre - half, centre + half), int(y.size), T_ADJUSTED, CLASSICAL, centre, se, df,
                     g)
@@ -198,6 +203,7 @@ def ppi_mean(
     *, y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float], confidence: float = CONFIDENCE,
     power_tuning: bool = True, min_questions: int = MIN_QUESTIONS,
     ratings: Sequence[Sequence[float]] | None = None, raters: Sequence[Sequence[int | None]] | None = None,
+    severity=None,
 ) -> Estimate:
     """Prediction-powered mean over the N answers of ``yhat_all`` (PPI++ with power tuning by default).
 
@@ -239,7 +245,7 @@ def ppi_mean(
     se = math.sqrt(float(np.sum(f * (r - centre_r) ** 2)) / (f.sum() - ddof) / f.sum())
     centre = lam * float(yhat_all.mean()) + centre_r
     se, df, g = _raters_part(se, n - ddof, ratings=ratings, raters=raters, answer_weights=np.full(n, 1.0 / n),
-                             fitted=lam * yhat, centre=float(np.mean(y - lam * yhat)))
+                             fitted=lam * yhat, centre=float(np.mean(y - lam * yhat)), severity=severity)
     half = _t(confidence, df) * se
     return Estimate(estimate, _clip_ci(centre - half, centre + half), int(n), PPI_T, PPI, centre, se, df, g)
 
@@ -294,7 +300,7 @@ def active_mean(
     *, y: Sequence[float], pi: Sequence[float], sampled: Sequence[bool], yhat: Sequence[float] | None = None,
     drawn: Sequence[bool] | None = None, within: Sequence[float] | None = None, confidence: float = CONFIDENCE,
     min_questions: int = MIN_QUESTIONS, ratings: Sequence[Sequence[float]] | None = None,
-    raters: Sequence[Sequence[int | None]] | None = None,
+    raters: Sequence[Sequence[int | None]] | None = None, severity=None,
 ) -> Estimate:
     """Active estimate of the mean over N answers drawn by a fixed Poisson design (module docstring).
 
@@ -358,7 +364,8 @@ def active_mean(
     se = math.sqrt(max(var, 0.0))
     centre = (0.0 if f is None else lam * float(f.mean())) + centre_e
     se, df, g = _raters_part(se, m - ddof, ratings=ratings, raters=raters, answer_weights=w / w.sum(),
-                             fitted=np.zeros(n) if f is None else lam * f[mask], centre=hajek)
+                             fitted=np.zeros(n) if f is None else lam * f[mask], centre=hajek,
+                             severity=severity)
     half = _t(confidence, df) * se
     return Estimate(estimate, _clip_ci(centre - half, centre + half), n, DESIGN_T, ACTIVE, centre, se, df, g)
 

@@ -15,6 +15,7 @@ from scipy import stats as sps
 from annotation.models import CandidateAnswer, Judge, JudgeRating, QuestionVersion
 from annotation.services.exports import dataset_export
 from modelling.leaderboard import stats
+from modelling.leaderboard.rows import benchmark_severities
 from modelling.leaderboard.selectors import leaderboard_data_load
 from modelling.leaderboard.services import leaderboard_budget_plan, leaderboard_compute
 from modelling.models import (
@@ -462,7 +463,8 @@ def test_answers_drawn_by_the_leaderboard_precision_policy_are_weighted_by_one_o
     data = leaderboard_data_load(benchmark="B1")
     labels = [answers[("good", 0)].pk, answers[("good", 1, "v2")].pk, answers[("good", 2)].pk]
     crossed = {"ratings": [[(s - 1) / 4 for s in data.scores[c]] for c in labels],
-               "raters": [data.raters[c] for c in labels] if getattr(data, "raters", None) else None}
+               "raters": [data.raters[c] for c in labels] if getattr(data, "raters", None) else None,
+               "severity": benchmark_severities(data, list(data.answers))[data.answers[labels[0]]["benchmark_id"]]}
     expected = stats.active_mean(y=[0.875, 1.0, 0.5], yhat=[0.8, 0.9, 0.6], pi=[0.5, 0.8, 0.4],
                                  sampled=[True, True, True], within=within, min_questions=3, **crossed)
     assert (good.sampling, good.estimator, good.ci_method) == ("active", "active", "design_t")
