@@ -36,7 +36,8 @@ from modelling.models import CrossFitFold, CrossFitRun, SplitKind, TrainingRun
 from modelling.services.orca_evaluation import crossfit_quality
 from modelling.services.predictions import predictions_score
 from modelling.services.registry import artifact_root
-from modelling.services.training import model_version_register, orca_configs, scored_items, training_config_clean
+from modelling.services.training import model_version_register, orca_configs, training_config_clean
+from modelling.services.training_split import scored_items
 from modelling.services.workers import orca_device, orca_enqueue
 
 #: The job kind of a cross-fit (``ModellingConfig.ready`` registers its task).

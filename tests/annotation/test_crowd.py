@@ -139,7 +139,7 @@ def test_gold_and_attention_ratings_never_reach_alpha_training_or_exports(tmp_pa
         c.pk for c in real}
     # ORCA training reads its splits through the same export.
     from modelling.models import TrainingRun
-    from modelling.services.training import training_split_export
+    from modelling.services.training_split import training_split_export
 
     paths = training_split_export(run=TrainingRun.objects.create(), data_dir=tmp_path / "split")
     trained = {json.loads(line)["candidate"] for path in paths.values() for line in path.read_text().splitlines()}

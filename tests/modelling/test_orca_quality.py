@@ -46,8 +46,8 @@ from modelling.services.training import (
     training_retrain_if_due,
     training_run_promote_if_not_worse,
     training_run_start,
-    training_split_parts,
 )
+from modelling.services.training_split import training_split_parts
 from tests.factories import (
     BenchmarkFactory,
     CandidateAnswerFactory,
