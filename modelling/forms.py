@@ -189,7 +189,10 @@ class BenchmarkRoutingForm(forms.Form):
     budget = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.3,
                               help_text="Leaderboard precision: expected share of each LALM's answers drawn.")
     floor = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.2,
-                             help_text="Leaderboard precision: share of the budget spread uniformly.")
+                             help_text="Leaderboard precision: share of the budget spread uniformly. Verdicts "
+                                       "between LALMs count only questions drawn by that uniform part (about floor × "
+                                       "budget of them; ORCA's predictions help with the rest): raise it when "
+                                       "deciding pairs matters more than the rows' precision.")
     audit_share = forms.FloatField(min_value=0.0, max_value=1.0, required=False,
                                    help_text="Share of answers routing never stops early; empty: the default.")
 
