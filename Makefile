@@ -31,9 +31,12 @@ setup: $(VENV)/.installed node_modules/.package-lock.json
 
 # The llama.cpp OpenAI-compatible server of the judge integration tests (tests/annotation/test_judging_llama_server.py).
 # pip builds llama.cpp from source: about 5 minutes on 2 idle cores (much longer on a busy machine), so only
-# `make test` installs it, once; `make setup`/`make run` do not need it.
+# `make test` installs it, once; `make setup`/`make run` do not need it. Built portable (GGML_NATIVE=OFF: AVX2, no
+# AVX-512/AMX), never from pip's wheel cache: a -march=native build on a VM whose CPU advertises AMX died with SIGILL
+# at the first completion where the hypervisor does not enable AMX's register state.
 $(VENV)/.llama-installed: $(VENV)/.installed
-	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} $(PY) -m pip install --quiet 'llama-cpp-python[server]>=0.3'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF $${LLAMA_CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+		$(PY) -m pip install --quiet --no-cache-dir 'llama-cpp-python[server]>=0.3'
 	touch $@
 
 migrate: setup
