@@ -33,8 +33,9 @@ McCulloch, *Variance Components*, 1992, ch. 4). Seeded simulations of 100–200 
 annotators, k = 3; ``tests/modelling/test_leaderboard_raters.py`` repeats the first): leaderboard precision's
 unequal π with severity sd 0.2 / 0.4 rating points covered 0.96 / 0.97 (per-row two-way: 0.93 / 0.95) at
 1.04–1.08× the width; uniform samples of 100 / 300 labels with sd 0.2 covered 0.96 / 0.965, with sd 0 0.99 at
-0.98× the width. Without a benchmark estimate (an estimator called on
-its own) the per-row two-way share below is used.
+0.98× the width. The degrees-of-freedom rule below stays: Satterthwaite's df alone with the pooled share (0.8× the
+width) covered only 0.875 under leaderboard precision in ``bench/leaderboard.py``. Without a benchmark estimate
+(an estimator called on its own) the per-row two-way share below is used.
 
 Seeded simulation (5 annotators, k = 3, 300 replays; ``tests/modelling/test_leaderboard_raters.py`` repeats a part):
 severity sd 0 / 0.1 / 0.2 rating points at 30, 100 and 300 labels covered 0.947–0.987 (0.953 at 300 labels and sd
