@@ -340,6 +340,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replays", type=int, default=0, help="seed-108 queue replays per policy (0: 100, --quick 3)")
     p.add_argument("--policies", default="default,disagreement,model_vote,leaderboard_precision",
                    help="policies of the seed-108 replay and of the synthetic scenario")
+    p.add_argument("--floor", type=float, default=None,
+                   help="the synthetic scenario's uniform floor under leaderboard precision (default: the platform's)")
     p.add_argument("--annotators", type=int, default=5)
     p.add_argument("--studies", type=int, default=10, help="simulated studies per planned pair")
     p.add_argument("--draws", type=int, default=0, help="draws per budget of the uniform replay (0: 200, --quick 20)")
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             minutes=args.minutes if args.minutes is not None else None if args.quick else (
                 31.0 if "seed108" in only else 36.0),
             replays={"synthetic": args.synthetic_replays, "many_lalms": args.many_lalms_replays,
-                     "raters": args.raters_replays}, policies=tuple(args.policies.split(","))))
+                     "raters": args.raters_replays}, policies=tuple(args.policies.split(",")), floor=args.floor))
     if "seed108" in only:
         code = seed108(args, result)
         if code is not None:

@@ -28,6 +28,7 @@ the last board stands for every later look.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import math
@@ -56,6 +57,8 @@ class Scenario:
         name: scenario name; truths: {LALM: planted mean (normalised)}; questions: questions in the benchmark.
         horizon: the last look, as a share of the budget; step: share between looks.
         planner_at: budget shares whose looks plan pairs; annotators: simulated annotators.
+        floor: the active design's uniform floor under ``leaderboard_precision`` (share of the budget spread
+            uniformly; None: the platform's default, ``modelling.services.routing_policy.DEFAULT_ACTIVE_FLOOR``).
     """
 
     name: str
@@ -65,6 +68,7 @@ class Scenario:
     step: float = 0.01
     planner_at: tuple = ()
     annotators: int = 5
+    floor: float | None = None
 
 
 def synthetic_truths() -> dict[str, float]:
@@ -100,7 +104,9 @@ class Outcome:
     coverage: dict = field(default_factory=dict)  # {(kind, window): [covered, shown]}
     coverage_look: dict = field(default_factory=dict)  # {(kind, look): [covered, shown]}
     coverage_generating: dict = field(default_factory=dict)  # {row kind: [covered, shown]} against T_m
-    plans: dict = field(default_factory=lambda: {"hits": [], "declined": 0, "unreachable": 0, "beyond": 0})
+    widths: dict = field(default_factory=dict)  # {"0.3": {row kind: [sum of widths, rows]}}
+    plans: dict = field(default_factory=lambda: {"hits": [], "gained": [], "declined": 0, "unreachable": 0,
+                                                 "beyond": 0})
     decided_02: list = field(default_factory=lambda: [0, 0])
     looks: int = 0
     ratings: int = 0
@@ -122,8 +128,11 @@ class LookRun:
         qkey, qu = self.rng.random(scenario.questions), self.rng.random(scenario.questions)
         self.keys, self.u = qkey[pop.question], qu[pop.question]
         severity = self.rng.normal(0.0, syn.SEVERITY_SD, scenario.annotators)
+        from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
+
         self.replay = syn.RatedReplay(pop=pop, keys=self.keys, u=self.u, severity=severity, rng=self.rng,
-                                      policy=policy, rules=RoutingRules(), budget=scenario.horizon, audit_share=0.2)
+                                      policy=policy, rules=RoutingRules(), budget=scenario.horizon, audit_share=0.2,
+                                      floor=DEFAULT_ACTIVE_FLOOR if scenario.floor is None else scenario.floor)
         self.total = pop.n * syn.K
         self.config = LeaderboardConfig()
         self.preds = PredictionSet("synthetic", "crossfit", dict(enumerate(pop.mu.tolist())),
@@ -203,7 +212,15 @@ class LookRun:
             self._verdicts(board)
             for p in [p for p in self.pending if p["target"] == target or dry]:
                 self.pending.remove(p)
-                self.out.plans["hits"].append(self._decided_right(board, p["a"], p["b"]))
+                hit = self._decided_right(board, p["a"], p["b"])
+                self.out.plans["hits"].append(hit)
+                self.out.plans["gained"].append((self._counted(board, p["a"], p["b"]) - p["counted"], p["needed"],
+                                                 hit))
+
+    @staticmethod
+    def _counted(board, a, b) -> int:
+        """The pair's counted shared questions on ``board`` (what its verdict uses)."""
+        return next((p.n_questions for p in board.pairwise if {p.a, p.b} == {a, b}), 0)
 
     def _decided_right(self, board, a, b) -> bool:
         truth = self.scenario.truths
@@ -246,6 +263,7 @@ class LookRun:
             self.out.coverage_look[(kind, look)][1] += 1
         for at in POWER_AT:
             if abs(share - at) < _EPS:
+                add_widths(self.out, board, f"{at:g}")
                 slot = self.out.power.setdefault(f"{at:g}", {})
                 for p in board.pairwise:
                     gap = abs(truth[p.a] - truth[p.b])
@@ -284,7 +302,8 @@ class LookRun:
             elif now + more > self.total:
                 self.out.plans["beyond"] += 1
             else:
-                self.pending.append({"a": p.a, "b": p.b, "target": now + max(1, int(more))})
+                self.pending.append({"a": p.a, "b": p.b, "target": now + max(1, int(more)),
+                                     "needed": int(plan.needed_questions or 0), "counted": int(plan.n_counted)})
 
 
 def _intervals(board, truth, row_truth=None):
@@ -307,6 +326,18 @@ def _intervals(board, truth, row_truth=None):
         if p.ci is not None:
             diff = truth[p.a] - truth[p.b]
             yield "pair", p.ci[0] - 1e-4 <= diff <= p.ci[1] + 1e-4
+
+
+def add_widths(outcome: Outcome, board, at: str) -> None:
+    """Add the width of each row's human-only and ORCA-assisted interval on ``board`` (kinds ``row_human``,
+    ``row_with_orca``) to ``outcome.widths[at]`` (sum of widths, rows), for the look at budget share ``at``."""
+    for row in board.rows:
+        for attr in ("human", "with_orca"):
+            e = getattr(row, attr, None)
+            if e is not None and e.ci is not None:
+                cell = outcome.widths.setdefault(at, {}).setdefault(f"row_{attr}", [0.0, 0])
+                cell[0] += float(e.ci[1] - e.ci[0])
+                cell[1] += 1
 
 
 def naive_false(board, truth: dict, min_shared: int) -> bool:
@@ -499,6 +530,15 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
     out["power_se"] = {at: {d: clustered_se(v) for d, v in sorted(diffs.items(), key=lambda x: float(x[0]))}
                        for at, diffs in sorted(power.items())}
     out.update(coverage_summary(outcomes))
+    widths: dict = {}
+    for o in outcomes:
+        for at, kinds in o.widths.items():
+            for kind, (total, rows) in kinds.items():
+                cell = widths.setdefault(at, {}).setdefault(kind, [0.0, 0])
+                cell[0] += total
+                cell[1] += rows
+    out["row_width"] = {at: {k: round(t / n, 4) for k, (t, n) in sorted(kinds.items()) if n}
+                        for at, kinds in sorted(widths.items())}
     generating: dict = {}
     for o in outcomes:
         for kind, hn in o.coverage_generating.items():
@@ -511,6 +551,13 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
         out["planner_power_se"] = clustered_se([(sum(o.plans["hits"]), len(o.plans["hits"])) for o in outcomes])
         out["planner_plans"] = {"realised": len(hits), **{k: sum(o.plans[k] for o in outcomes)
                                                           for k in ("declined", "unreachable", "beyond")}}
+        gained = [g for o in outcomes for g in o.plans["gained"]]
+        if gained:  # counted shared questions the plan's ratings brought ÷ the questions the plan said it needed
+            ratio = [g / max(1, n) for g, n, _ in gained]
+            out["planner_counted_ratio"] = {"median": round(float(np.median(ratio)), 3),
+                                            "share_below_1": round(float(np.mean([r < 1 for r in ratio])), 3),
+                                            "power_if_delivered": _rate([(h, 1) for g, n, h in gained if g >= n]),
+                                            "power_if_short": _rate([(h, 1) for g, n, h in gained if g < n])}
     out["decided_share_0.2"] = _rate([o.decided_02 for o in outcomes])
     dry = [o.dry_at for o in outcomes if o.dry_at is not None]
     out.update({"replays": len(outcomes), "looks_per_replay": round(float(np.mean([o.looks for o in outcomes])), 1),
@@ -548,11 +595,13 @@ def scenarios(quick: bool) -> dict[str, tuple[Scenario, tuple]]:
 
 
 def scenarios_section(*, quick: bool, only: set, replays: dict, workers: int, seed: int, log,
-                      minutes: float | None = None, policies: tuple[str, ...] | None = None) -> dict:
+                      minutes: float | None = None, policies: tuple[str, ...] | None = None,
+                      floor: float | None = None) -> dict:
     """{"scenarios": {...}, "naive": {...}} of the scenarios in ``only`` (``bench/leaderboard.py``'s docstring):
     up to ``replays`` (else the defaults) replays each, round-robin, stopping at ``minutes`` (:func:`run_all`);
-    ``policies``: only these of ``synthetic``'s (None: all; the seeds stay those of the full run)."""
-    chosen = {n: s for n, s in scenarios(quick).items() if n in only}
+    ``policies``: only these of ``synthetic``'s (None: all; the seeds stay those of the full run); ``floor``: the
+    active design's uniform floor (None: the platform's default)."""
+    chosen = {n: (dataclasses.replace(s, floor=floor), p) for n, (s, p) in scenarios(quick).items() if n in only}
     counts = {**(QUICK_REPLAYS if quick else FULL_REPLAYS), **{k: v for k, v in replays.items() if v}}
     tasks, chosen_policies = [], policies
     for s_index, (name, (scenario, policies)) in enumerate(chosen.items()):

@@ -6,6 +6,7 @@ from django.conf import settings
 from modelling.models import SplitKind
 from modelling.orca.presets import DEFAULT_PRESET, GPU_PRESETS, PRESETS, preset
 from modelling.services.orca_evaluation import group_key
+from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
 from modelling.services.training import DEFAULT_CONFIG, DEVICES, HEADS, POOLINGS
 
 #: What each preset is, for the recipe chooser.
@@ -188,7 +189,7 @@ class BenchmarkRoutingForm(forms.Form):
     policy = forms.ChoiceField(choices=[])
     budget = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.3,
                               help_text="Leaderboard precision: expected share of each LALM's answers drawn.")
-    floor = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.2,
+    floor = forms.FloatField(min_value=0.0, max_value=1.0, initial=DEFAULT_ACTIVE_FLOOR,
                              help_text="Leaderboard precision: share of the budget spread uniformly. Verdicts "
                                        "between LALMs count only questions drawn by that uniform part (about floor × "
                                        "budget of them; ORCA's predictions help with the rest): raise it when "

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
+
 # --- Routing annotation by predicted disagreement (modelling/services/routing.py) ------------------------
 
 
@@ -123,7 +125,8 @@ class BenchmarkRouting(models.Model):
         default=0.3, help_text="Leaderboard precision: expected share (0–1] of each LALM's answers drawn for rating."
     )
     floor = models.FloatField(
-        default=0.2, help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ)."
+        default=DEFAULT_ACTIVE_FLOOR,
+        help_text="Leaderboard precision: share (0–1] of the budget spread uniformly (the rest ∝ σ).",
     )
     audit_share = models.FloatField(
         null=True, blank=True,

@@ -36,6 +36,7 @@ import numpy as np
 from sortedcontainers import SortedList
 
 from modelling.services.routing_policy import (
+    DEFAULT_ACTIVE_FLOOR,
     RoutingRules,
     RoutingThresholds,
     active_decide,
@@ -94,7 +95,7 @@ class QueueReplay:
     def __init__(self, *, keys: Sequence[float], lalm: Sequence, ratings: Sequence[Sequence[int]],
                  mu: Sequence[float], variance: Sequence[float], policy: str, annotators: int, k: int = 3,
                  rules: RoutingRules | None = None, audit_share: float = 0.2, budget: float = 0.3,
-                 floor: float = 0.2, u: Sequence[float] | None = None):
+                 floor: float = DEFAULT_ACTIVE_FLOOR, u: Sequence[float] | None = None):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
         self.n = len(keys)

@@ -34,6 +34,7 @@ from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the
     CONFIDENT_DISAGREEING,
     CONFIDENT_MODEL_AGREES,
     DEFAULT,
+    DEFAULT_ACTIVE_FLOOR,
     OBSERVED_AGREEMENT,
     OBSERVED_DISAGREEMENT,
     PREDICTED_DISAGREEMENT,
@@ -52,7 +53,7 @@ from modelling.services.routing_policy import (  # noqa: F401  (re-exported: the
 )
 
 
-def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor: float = 0.2,
+def benchmark_routing_set(*, benchmark, policy: str, budget: float = 0.3, floor: float = DEFAULT_ACTIVE_FLOOR,
                           audit_share: float | None = None, user=None):
     """Choose ``benchmark``'s routing policy (``BenchmarkRouting.Policy``), its leaderboard-precision budget and
     floor and its audit share (None: ``ROUTING_AUDIT_SHARE``), and re-evaluate routing; returns the row.

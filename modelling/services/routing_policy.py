@@ -273,6 +273,13 @@ def routing_replay(
 # (u < π) get the default k and ``ACTIVE_PRIORITY``; the others get target 0 ("not to be rated") and priority −1.
 
 
+#: The leaderboard-precision design's default uniform floor: the share of the budget spread uniformly over a
+#: benchmark's answers (the rest ∝ ORCA's σ). Pair verdicts count only questions drawn by this uniform part (about
+#: floor × budget of them), rows gain from the σ-proportional rest; the default is the bench's trade-off between the
+#: two (README, "Statistics"; bench/leaderboard.py --floor).
+DEFAULT_ACTIVE_FLOOR = 0.2
+
+
 def active_probabilities(
     *, groups: dict[int, object], variances: dict[int, float], budget: float, floor: float
 ) -> dict[int, float]:

@@ -78,3 +78,37 @@ def test_intervals_are_scored_against_the_truth_of_rows_and_of_differences():
     # rows against their own estimand (the benchmark's answers), pairs still against the generating difference
     scored = sorted(looks._intervals(board, {"a": 0.6, "b": 0.45}, {"a": 0.8, "b": 0.15}))
     assert scored == [("pair", True), ("row_human", False), ("row_human", True)]
+
+
+def test_the_scenarios_active_floor_reaches_the_replay():
+    """``--floor`` sets the uniform part of the leaderboard-precision draw: every π is at least floor × budget, and
+    the platform's default applies when the scenario sets none."""
+    from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
+
+    scenario = looks.Scenario("t", looks.rater_truths(), 200, horizon=0.5, step=0.25, floor=0.8)
+    raised = looks.LookRun(scenario, "leaderboard_precision", [0, 1]).replay.state.pi
+    default = looks.LookRun(looks.Scenario("t", looks.rater_truths(), 200, horizon=0.5, step=0.25),
+                            "leaderboard_precision", [0, 1]).replay.state.pi
+    assert raised.min() >= 0.8 * 0.5 - 1e-9
+    assert DEFAULT_ACTIVE_FLOOR * 0.5 - 1e-9 <= default.min() < 0.8 * 0.5
+    assert np.ptp(raised) < np.ptp(default)  # less of the budget follows σ
+
+
+def test_row_widths_at_the_power_looks_are_averaged_over_replays():
+    first, second = looks.Outcome(), looks.Outcome()
+    looks.add_widths(first, _board({"a": {}, "b": {}}, [], truths_ci={"a": (0.5, 0.7), "b": (0.1, 0.2)}), "0.5")
+    looks.add_widths(second, _board({"a": {}}, [], truths_ci={"a": (0.4, 0.7)}), "0.5")
+    looks.add_widths(second, _board({"a": {}}, [], truths_ci={"a": (0.4, 0.5)}), "0.3")
+    assert first.widths == {"0.5": {"row_human": [pytest.approx(0.3), 2]}}
+    assert looks.summarise([first, second], planner=False)["row_width"] == {"0.3": {"row_human": 0.1},
+                                                                             "0.5": {"row_human": 0.2}}
+
+
+def test_the_planner_figures_say_whether_the_plans_ratings_brought_the_questions_they_promised():
+    outcome = looks.Outcome()
+    outcome.plans["hits"] = [True, False, False]
+    outcome.plans["gained"] = [(12, 10, True), (5, 10, False), (10, 10, False)]  # (gained, needed, decided right)
+    figures = looks.summarise([outcome])
+    assert figures["planner_power"] == pytest.approx(1 / 3, abs=1e-4)
+    assert figures["planner_counted_ratio"] == {"median": 1.0, "share_below_1": pytest.approx(1 / 3, abs=1e-3),
+                                                "power_if_delivered": 0.5, "power_if_short": 0.0}
