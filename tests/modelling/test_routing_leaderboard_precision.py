@@ -117,6 +117,19 @@ def test_the_policy_draws_about_the_budget_logs_pi_and_leaves_other_benchmarks_a
 
 
 @pytest.mark.django_db
+def test_without_a_floor_the_default_half_of_the_budget_is_spread_uniformly(two_benchmarks):
+    """The default floor (0.5, bench/leaderboard.py --floor): every answer's π is at least floor × budget, so pair
+    verdicts count about that share of the questions; the σ-proportional rest still favours uncertain answers."""
+    version, bench, cands = two_benchmarks
+    routing_policy_set(enabled=True)
+    row = benchmark_routing_set(benchmark=bench, policy=BenchmarkRouting.Policy.LEADERBOARD_PRECISION, budget=0.3)
+    assert row.floor == 0.5
+    pis = np.array([d.pi for d in ActiveDraw.objects.filter(candidate__in=cands["LP"])])
+    assert pis.min() >= 0.5 * 0.3 - 1e-9
+    assert pis.max() > 0.3 and pis.sum() == pytest.approx(0.3 * len(pis))
+
+
+@pytest.mark.django_db
 def test_a_new_active_model_changes_no_draw_no_weight_and_no_target(two_benchmarks):
     """Beat activates a new model after every ORCA_RETRAIN_EVERY ratings: the design must not move with it."""
     version, bench, cands = two_benchmarks
