@@ -143,7 +143,8 @@ would have there.
 
 Uniform replay (``budgets``, the earlier bench kept beside): for each budget and each of ``--draws`` draws, a
 uniform sample without replacement of max(5, round(b · N_L)) answers of each LALM for ``classical`` and ``ppi``, and
-an independent Poisson sample with π ∝ σ (uniform floor 0.2) for ``active``; coverage, width, τ and ratings used.
+an independent Poisson sample with π ∝ σ (the platform's default uniform floor) for ``active``; coverage, width, τ
+and ratings used.
 """
 from __future__ import annotations
 

@@ -52,10 +52,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
+
 #: Default confidence level of every interval.
 CONFIDENCE = 0.95
-#: Default share of the inclusion probability spread uniformly in the active policy (the rest ∝ σ).
-UNIFORM_FLOOR = 0.2
 #: Fewest rated questions (answers of one LALM) for any interval (``LEADERBOARD_MIN_QUESTIONS``).
 MIN_QUESTIONS = 5
 
@@ -251,7 +251,7 @@ def ppi_mean(
 
 
 def inclusion_probabilities(
-    sigma: Sequence[float], *, budget: float, floor: float = UNIFORM_FLOOR
+    sigma: Sequence[float], *, budget: float, floor: float = DEFAULT_ACTIVE_FLOOR
 ) -> np.ndarray:
     """Inclusion probabilities π (N,) of the active policy: ∝ σ mixed with a uniform floor, summing to ``budget``.
 
