@@ -14,7 +14,9 @@ for a trained cell also ``seed108_dev`` (ρ, MAE_μ of the same model on seed-10
 ``--mu-weight W`` adds the mean loss (``TrainConfig.mu_weight``: soft-label cross-entropy of μ against the label) to
 the adaptations and scratch models; the cached seed-108 model (n = 0) stays the preset's; ``--no-single-nll`` drops
 the Beta NLL of items with one rating there (``TrainConfig.single_rating_nll``). ``--sizes scratch`` runs scratch
-alone.
+alone. ``--adapt-freeze N`` freezes the lowest N layers in the adaptations (6: the head only), ``--no-replay``
+adapts on the in-domain answers alone, and ``--probes`` instead fits ridge probes on frozen features over the 5 folds
+(:func:`probes`: what a linear read-out of the seed-108 ORCA or of sentence embeddings gains).
 
 ``ppi_width_ratio_0.2``: the cross-fitted μ of the n = all models (each fold scored by the model that never saw it)
 in the platform's PPI++ estimator (``modelling.leaderboard.stats.ppi_mean``) against its classical interval
@@ -162,7 +164,11 @@ def run_task(a, fold: int, size: str, base: str, seed_train, items, folds, seed_
     else:
         chosen = in_domain_sample(pool, None if size in ("all", "scratch") else int(size), seed=fold)
         start = {} if size == "scratch" else {"init_from": base, "epochs": a.adapt_epochs or settings_of(a)["epochs"]}
+        if size != "scratch" and getattr(a, "adapt_freeze", None) is not None:
+            start["freeze_layers"] = a.adapt_freeze
         replay = list(seed_train) if size == "scratch" or not a.replay else list(seed_train)[: a.replay]
+        if size != "scratch" and getattr(a, "no_replay", False):
+            replay = []
         res = train(replay + chosen, None, None,
                     *configs(a, group_weights=weights, mu_weight=getattr(a, "mu_weight", 0.0),
                              single_rating_nll=not getattr(a, "no_single_nll", False), **start))
@@ -240,6 +246,68 @@ def summarise(results: list[dict], items, lalms, a) -> dict:
     return out
 
 
+def _sentence_embeddings(model, tok, texts: list[str]):
+    """(N, H) L2-normalised mean-pooled last hidden states of ``texts`` (each on its own, 128 tokens)."""
+    import numpy as np
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for s0 in range(0, len(texts), 64):
+            batch = tok(texts[s0 : s0 + 64], padding=True, truncation=True, max_length=128, return_tensors="pt")
+            h = model.backbone(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).float()
+            out.append(torch.nn.functional.normalize((h * mask).sum(1) / mask.sum(1), dim=-1).numpy())
+    return np.concatenate(out)
+
+
+def probes(a, items, folds, base) -> dict:
+    """Ridge probes on frozen features (``--probes``): for each feature set, Spearman ρ of a ridge regression
+    (``sklearn.linear_model.RidgeCV``, α ∈ [0.01, 1000]) fitted on 4 folds' labels and scored on the 5th, per fold
+    and mean. Feature sets: the seed-108 ORCA's μ (no fit), its head's input (mean-pooled last hidden state of
+    the ORCA input), the base LM's same, and separate sentence embeddings of reference, answer and question
+    (products, distances, cosine), alone and with the seed-108 μ and log answer length."""
+    import numpy as np
+    import torch
+    from scipy.stats import spearmanr
+    from sklearn.linear_model import RidgeCV
+
+    from modelling.orca import OrcaConfig, build_orca, load_orca, predict
+    from modelling.orca.model import encode_items, lower_hidden
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    folds = np.asarray(folds)
+    y = np.array([(it.ratings[0] - 1) / 4 for it in items])
+
+    def pooled(model, tok):
+        ids = encode_items(tok, items, model.config)
+        hs = lower_hidden(model.backbone, ids, model.backbone.config.num_hidden_layers, tok.pad_token_id, 64, "cpu")
+        return np.stack([h.mean(0).numpy() for h in hs])
+
+    orca, otok = load_orca(base, "cpu")
+    orca.eval()
+    mu = np.array(predict(orca, otok, items)["mu"])
+    lm, ltok = build_orca(OrcaConfig(pooling="auto"))
+    lm.eval()
+    er, ea, eq = (_sentence_embeddings(lm, ltok, [getattr(it, f) for it in items])
+                  for f in ("reference", "candidate", "question"))
+    cos = (er * ea).sum(1)
+    pair = np.c_[er * ea, np.abs(er - ea), cos]
+    sets = {"orca_hidden": pooled(orca, otok), "base_lm_hidden": pooled(lm, ltok), "sentence_pair": pair,
+            "sentence_pair+mu": np.c_[pair, mu],
+            "sentence_pair+question+length+mu": np.c_[pair, eq * ea, mu,
+                                                      np.log1p([len(it.candidate.split()) for it in items])]}
+    out = {"mu_n0": [float(spearmanr(mu[folds == f], y[folds == f])[0]) for f in range(5)],
+           "cosine_ref_answer": [float(spearmanr(cos[folds == f], y[folds == f])[0]) for f in range(5)]}
+    for name, x in sets.items():
+        out[name] = []
+        for f in range(5):
+            fit = RidgeCV(alphas=np.logspace(-2, 3, 12)).fit(x[folds != f], y[folds != f])
+            out[name].append(float(spearmanr(fit.predict(x[folds == f]), y[folds == f])[0]))
+    return {k: {"mean": round(float(np.mean(v)), 4), "folds": [round(r, 4) for r in v]} for k, v in out.items()}
+
+
 def recorded_check(a, seed_train, seed_dev) -> dict:
     """Train with LoRA on the device; compare the recorded dev metrics with ``evaluate`` of the saved folder."""
     import tempfile
@@ -284,6 +352,11 @@ def main(argv=None) -> int:
                    help="use only this many seed-108 train items, and dev in proportion (0: all; a smoke test)")
     p.add_argument("--replay", type=int, default=0,
                    help="seed-108 train items replayed in an adaptation (the first N; 0: all of them)")
+    p.add_argument("--adapt-freeze", type=int, default=None,
+                   help="lowest layers frozen in an adaptation (default: the preset's 2; 6 = the head only)")
+    p.add_argument("--no-replay", action="store_true", help="adapt on the in-domain answers alone")
+    p.add_argument("--probes", action="store_true",
+                   help="instead: ridge probes of frozen features, 5 folds (what a linear read-out gains)")
     p.add_argument("--no-scratch", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="folds trained at once (processes)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (0: default)")
@@ -307,6 +380,9 @@ def main(argv=None) -> int:
     head = {"device": a.device, "settings": {k: v for k, v in vars(a).items() if k not in ("out",)}}
     if a.recorded_check:
         out = head | {"recorded_check": recorded_check(a, seed_train, seed_dev)}
+    elif a.probes:
+        items, _ = aqeval_items(DATA / "aqeval_val" / "val.csv")
+        out = head | {"probes": probes(a, items, folds_of(items, 5), base_model(a, seed_train, seed_dev))}
     else:
         items, lalms = aqeval_items(DATA / "aqeval_val" / "val.csv")
         folds = folds_of(items, 5)
