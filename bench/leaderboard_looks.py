@@ -105,8 +105,8 @@ class Outcome:
     coverage_look: dict = field(default_factory=dict)  # {(kind, look): [covered, shown]}
     coverage_generating: dict = field(default_factory=dict)  # {row kind: [covered, shown]} against T_m
     widths: dict = field(default_factory=dict)  # {"0.3": {row kind: [sum of widths, rows]}}
-    plans: dict = field(default_factory=lambda: {"hits": [], "gained": [], "declined": 0, "unreachable": 0,
-                                                 "beyond": 0})
+    plans: dict = field(default_factory=lambda: {"hits": [], "gained": [], "detail": [], "declined": 0,
+                                                 "unreachable": 0, "beyond": 0})
     decided_02: list = field(default_factory=lambda: [0, 0])
     looks: int = 0
     ratings: int = 0
@@ -216,6 +216,12 @@ class LookRun:
                 self.out.plans["hits"].append(hit)
                 self.out.plans["gained"].append((self._counted(board, p["a"], p["b"]) - p["counted"], p["needed"],
                                                  hit))
+                now = next((q for q in board.pairwise if {q.a, q.b} == {p["a"], p["b"]}), None)
+                self.out.plans["detail"].append({
+                    "gap": round(abs(self.scenario.truths[p["a"]] - self.scenario.truths[p["b"]]), 4),
+                    "observed": p["observed"], "n": p["counted"], "needed": p["needed"], "level": p["level"],
+                    "n_target": now and now.n_questions, "level_target": now and now.level,
+                    "p_target": now and now.p_anytime, "method": now and now.method, "hit": hit})
 
     @staticmethod
     def _counted(board, a, b) -> int:
@@ -303,7 +309,8 @@ class LookRun:
                 self.out.plans["beyond"] += 1
             else:
                 self.pending.append({"a": p.a, "b": p.b, "target": now + max(1, int(more)),
-                                     "needed": int(plan.needed_questions or 0), "counted": int(plan.n_counted)})
+                                     "needed": int(plan.needed_questions or 0), "counted": int(plan.n_counted),
+                                     "observed": plan.mean_diff, "level": plan.level})
 
 
 def _intervals(board, truth, row_truth=None):
@@ -551,6 +558,12 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
         out["planner_power_se"] = clustered_se([(sum(o.plans["hits"]), len(o.plans["hits"])) for o in outcomes])
         out["planner_plans"] = {"realised": len(hits), **{k: sum(o.plans[k] for o in outcomes)
                                                           for k in ("declined", "unreachable", "beyond")}}
+        by_gap: dict = {}
+        for plan in (d for o in outcomes for d in o.plans["detail"]):
+            by_gap.setdefault(f"{plan['gap']:g}", []).append(plan["hit"])
+        out["planner_power_by_gap"] = {g: {"plans": len(h), "realised": round(float(np.mean(h)), 3)}
+                                       for g, h in sorted(by_gap.items(), key=lambda x: float(x[0]))}
+        out["planner_detail"] = [d for o in outcomes for d in o.plans["detail"]]
         gained = [g for o in outcomes for g in o.plans["gained"]]
         if gained:  # counted shared questions the plan's ratings brought ÷ the questions the plan said it needed
             ratio = [g / max(1, n) for g, n, _ in gained]
