@@ -59,7 +59,13 @@ Figures (per scenario, and per policy in ``synthetic``):
 * ``planner_power`` (``synthetic``): at the 10, 20 and 30 % looks up to two undecided pairs with a true difference
   are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
   the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``
-  counts the plans realised, declined (no plan), unreachable and beyond the budget;
+  counts the plans realised, declined (no plan), unreachable and beyond the budget; ``planner_counted_ratio``
+  compares the counted shared questions the plan's ratings brought with those it said it needed (median, share
+  short, the realised power of plans delivered and short); ``planner_power_by_gap`` the realised power by the
+  pair's true difference; ``planner_detail`` each plan (true difference, observed difference, counted questions
+  then and at the look, the needed ones, the Holm level then and at the look, the anytime p at the look, the test);
+* ``row_width``: the rows' mean interval width (``row_human``, ``row_with_orca``) at the 30 % and 50 % looks, what
+  the design buys the rows (``--floor`` sets leaderboard precision's uniform floor, default the platform's);
 * Monte-Carlo uncertainty beside them: ``fwer_upper95`` (one-sided 95 % Clopper–Pearson bound from the replays:
   0 false replays of 10 says only fwer ≤ 0.26), ``power_se``, ``coverage_min_se``, ``coverage_se`` and
   ``planner_power_se`` (standard errors with the replay as the cluster: a replay's annotators and questions are
