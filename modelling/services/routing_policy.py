@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from modelling.leaderboard.stats import DEFAULT_ACTIVE_FLOOR, inclusion_probabilities  # noqa: F401  (the floor is re-exported)
+
 #: Reasons a decision can give (stored in ``RoutingDecision.reason``).
 OBSERVED_DISAGREEMENT = "observed_disagreement"
 OBSERVED_AGREEMENT = "observed_agreement"
@@ -273,22 +275,11 @@ def routing_replay(
 # (u < π) get the default k and ``ACTIVE_PRIORITY``; the others get target 0 ("not to be rated") and priority −1.
 
 
-#: The leaderboard-precision design's default uniform floor: the share of the budget spread uniformly over a
-#: benchmark's answers (the rest ∝ ORCA's σ). Pair verdicts count only questions drawn by this uniform part (about
-#: floor × budget of them), rows gain from the σ-proportional rest. 0.5 (was 0.2): in the synthetic replay of
-#: ``bench/leaderboard.py --floor`` (2,000 questions × 8 LALMs, ORCA ρ ≈ 0.7) the power for a difference of 0.10
-#: at the 50 % budget rose from 0.53 to 0.97 while the rows' ORCA-assisted intervals got no wider (README,
-#: "Statistics").
-DEFAULT_ACTIVE_FLOOR = 0.5
-
-
 def active_probabilities(
     *, groups: dict[int, object], variances: dict[int, float], budget: float, floor: float
 ) -> dict[int, float]:
     """{candidate id: π}: within each group (one LALM on one benchmark) π ∝ σ = √σ² mixed with a uniform floor,
     summing to ``budget`` × the group's size (``modelling.leaderboard.stats.inclusion_probabilities``)."""
-    from modelling.leaderboard.stats import inclusion_probabilities
-
     members: dict[object, list[int]] = defaultdict(list)
     for cid, key in groups.items():
         members[key].append(cid)
