@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench import leaderboard_synthetic as syn
+from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
 
 #: Differences whose power is reported, and the budgets where.
 POWER_DIFFS = (0.05, 0.1, 0.2)
@@ -105,8 +106,8 @@ class Outcome:
     coverage_look: dict = field(default_factory=dict)  # {(kind, look): [covered, shown]}
     coverage_generating: dict = field(default_factory=dict)  # {row kind: [covered, shown]} against T_m
     widths: dict = field(default_factory=dict)  # {"0.3": {row kind: [sum of widths, rows]}}
-    plans: dict = field(default_factory=lambda: {"hits": [], "gained": [], "detail": [], "declined": 0,
-                                                 "unreachable": 0, "beyond": 0})
+    plans: dict = field(default_factory=lambda: {"hits": [], "detail": [], "declined": 0, "unreachable": 0,
+                                                 "beyond": 0})
     decided_02: list = field(default_factory=lambda: [0, 0])
     looks: int = 0
     ratings: int = 0
@@ -128,8 +129,6 @@ class LookRun:
         qkey, qu = self.rng.random(scenario.questions), self.rng.random(scenario.questions)
         self.keys, self.u = qkey[pop.question], qu[pop.question]
         severity = self.rng.normal(0.0, syn.SEVERITY_SD, scenario.annotators)
-        from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
-
         self.replay = syn.RatedReplay(pop=pop, keys=self.keys, u=self.u, severity=severity, rng=self.rng,
                                       policy=policy, rules=RoutingRules(), budget=scenario.horizon, audit_share=0.2,
                                       floor=DEFAULT_ACTIVE_FLOOR if scenario.floor is None else scenario.floor)
@@ -214,19 +213,12 @@ class LookRun:
                 self.pending.remove(p)
                 hit = self._decided_right(board, p["a"], p["b"])
                 self.out.plans["hits"].append(hit)
-                self.out.plans["gained"].append((self._counted(board, p["a"], p["b"]) - p["counted"], p["needed"],
-                                                 hit))
                 now = next((q for q in board.pairwise if {q.a, q.b} == {p["a"], p["b"]}), None)
                 self.out.plans["detail"].append({
                     "gap": round(abs(self.scenario.truths[p["a"]] - self.scenario.truths[p["b"]]), 4),
                     "observed": p["observed"], "n": p["counted"], "needed": p["needed"], "level": p["level"],
-                    "n_target": now and now.n_questions, "level_target": now and now.level,
+                    "n_target": now.n_questions if now else 0, "level_target": now and now.level,
                     "p_target": now and now.p_anytime, "method": now and now.method, "hit": hit})
-
-    @staticmethod
-    def _counted(board, a, b) -> int:
-        """The pair's counted shared questions on ``board`` (what its verdict uses)."""
-        return next((p.n_questions for p in board.pairwise if {p.a, p.b} == {a, b}), 0)
 
     def _decided_right(self, board, a, b) -> bool:
         truth = self.scenario.truths
@@ -558,19 +550,20 @@ def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
         out["planner_power_se"] = clustered_se([(sum(o.plans["hits"]), len(o.plans["hits"])) for o in outcomes])
         out["planner_plans"] = {"realised": len(hits), **{k: sum(o.plans[k] for o in outcomes)
                                                           for k in ("declined", "unreachable", "beyond")}}
+        detail = [d for o in outcomes for d in o.plans["detail"]]
         by_gap: dict = {}
-        for plan in (d for o in outcomes for d in o.plans["detail"]):
+        for plan in detail:
             by_gap.setdefault(f"{plan['gap']:g}", []).append(plan["hit"])
         out["planner_power_by_gap"] = {g: {"plans": len(h), "realised": round(float(np.mean(h)), 3)}
                                        for g, h in sorted(by_gap.items(), key=lambda x: float(x[0]))}
-        out["planner_detail"] = [d for o in outcomes for d in o.plans["detail"]]
-        gained = [g for o in outcomes for g in o.plans["gained"]]
-        if gained:  # counted shared questions the plan's ratings brought ÷ the questions the plan said it needed
-            ratio = [g / max(1, n) for g, n, _ in gained]
-            out["planner_counted_ratio"] = {"median": round(float(np.median(ratio)), 3),
-                                            "share_below_1": round(float(np.mean([r < 1 for r in ratio])), 3),
-                                            "power_if_delivered": _rate([(h, 1) for g, n, h in gained if g >= n]),
-                                            "power_if_short": _rate([(h, 1) for g, n, h in gained if g < n])}
+        out["planner_detail"] = detail
+        if detail:  # counted shared questions the plan's ratings brought ÷ the questions the plan said it needed
+            short = [d["n_target"] - d["n"] < d["needed"] for d in detail]
+            ratio = [(d["n_target"] - d["n"]) / max(1, d["needed"]) for d in detail]
+            out["planner_counted_ratio"] = {
+                "median": round(float(np.median(ratio)), 3), "share_below_1": round(float(np.mean(short)), 3),
+                "power_if_delivered": _rate([(d["hit"], 1) for d, s in zip(detail, short) if not s]),
+                "power_if_short": _rate([(d["hit"], 1) for d, s in zip(detail, short) if s])}
     out["decided_share_0.2"] = _rate([o.decided_02 for o in outcomes])
     dry = [o.dry_at for o in outcomes if o.dry_at is not None]
     out.update({"replays": len(outcomes), "looks_per_replay": round(float(np.mean([o.looks for o in outcomes])), 1),

@@ -107,7 +107,8 @@ def test_row_widths_at_the_power_looks_are_averaged_over_replays():
 def test_the_planner_figures_say_whether_the_plans_ratings_brought_the_questions_they_promised():
     outcome = looks.Outcome()
     outcome.plans["hits"] = [True, False, False]
-    outcome.plans["gained"] = [(12, 10, True), (5, 10, False), (10, 10, False)]  # (gained, needed, decided right)
+    outcome.plans["detail"] = [{"gap": 0.1, "n": n, "n_target": n + gained, "needed": 10, "hit": hit}
+                               for n, gained, hit in ((40, 12, True), (20, 5, False), (30, 10, False))]
     figures = looks.summarise([outcome])
     assert figures["planner_power"] == pytest.approx(1 / 3, abs=1e-4)
     assert figures["planner_counted_ratio"] == {"median": 1.0, "share_below_1": pytest.approx(1 / 3, abs=1e-3),
