@@ -20,9 +20,14 @@ queue serves next that count for verdicts (:attr:`modelling.leaderboard.verdicts
 1 under the uniform policy; under routing the audit share, or 1 when audit answers have the queue's top priority
 and are served first; under the active design the draw share among drawn questions).
 
-A pair whose verdict is prediction-powered (:mod:`modelling.leaderboard.verdicts_ppi`) is planned with the
-human-only test above: ORCA's share of the evidence is not simulated, so where ORCA tracks the humans the plan asks
-for more ratings than the verdict turns out to need (the plans' realised power is then above the 80 % aimed at).
+A pair whose verdict is prediction-powered (:mod:`modelling.leaderboard.verdicts_ppi`: routing, the active design)
+is planned with *that* test (:func:`ppi_hitting_times`): each run continues the pair's counted questions with
+(human difference, ORCA's predicted difference) pairs drawn jointly from Bayesian-bootstrap reweightings of the
+observed ones (so ORCA's agreement with the humans carries over), recomputes the predictable weights λ_i and the
+one-sided capital processes on φ's grid, and stops when max(M⁺, M⁻) reaches 1/level; φ's evidence from the
+held-out questions is fixed, as in the test. (Planning such a pair with the human-only test asked for far more
+ratings than its verdict needed, and for "0 more" when the human-only test had crossed while the verdict's had
+not.)
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelling.leaderboard import verdicts_ppi
 from modelling.leaderboard.verdicts import BET_CAP, MIN_SHARED_QUESTIONS, betting_process
 
 #: Power the planner aims at.
@@ -40,6 +46,8 @@ PLANNER_POWER = 0.8
 SIMULATIONS = 300
 #: Plans above this many more counted questions are not simulated further (they count as not reachable).
 HORIZON_LIMIT = 4_000
+#: Simulated continuations the prediction-powered test takes at once (memory: batch × questions × φ grid floats).
+PPI_BATCH = 10
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,8 @@ class PairPlan:
 
     Attributes:
         n_counted: counted shared questions now (rated for both, chosen at random).
-        mean_diff, sd_diff: mean and standard deviation of their differences (None below 2).
+        mean_diff, sd_diff: mean and standard deviation of their differences (None below 2); for a
+            prediction-powered pair of d − λf, the mean plus λ·(held-out mean predicted difference).
         level: the Holm level the pair's test must reach.
         power: the power planned for.
         p_anytime: the pair's anytime p-value now.
@@ -129,11 +138,46 @@ def hitting_times(d: Sequence[float], *, level: float, horizon: int, simulations
     return out
 
 
+def ppi_hitting_times(d: Sequence[float], f: Sequence[float], phi: verdicts_ppi.PhiEvidence, *, level: float,
+                      horizon: int, simulations: int = SIMULATIONS, seed: int = 0, shift: float = 0.0) -> np.ndarray:
+    """(simulations,) more counted questions until the prediction-powered test of equal means
+    (:mod:`modelling.leaderboard.verdicts_ppi`) reaches ``level`` (``inf`` when not within ``horizon``; 0 when it
+    has already), continuing the observed pairs (d_i, f_i) with pairs drawn jointly from Bayesian-bootstrap
+    reweightings of them, human differences less ``shift`` (module docstring).
+
+    Args:
+        d, f: (n,) the counted questions' human and predicted differences a − b in verdict order, in [−1, 1], n >= 1.
+        phi: the pair's held-out evidence (:func:`modelling.leaderboard.verdicts_ppi.phi_evidence`), fixed.
+        level: the pair's Holm level in (0, 1); horizon: most more counted questions simulated (>= 0).
+    """
+    d, f = np.asarray(d, dtype=np.float64), np.asarray(f, dtype=np.float64)
+    n = d.size
+    threshold = -math.log(level)
+    out = np.full(simulations, np.inf)
+    if verdicts_ppi.null_evidence_paths(d[None, :], f[None, :], phi)[0].max() >= threshold:
+        return np.zeros(simulations)
+    if horizon < 1:
+        return out
+    rng = np.random.default_rng(seed)
+    weights = rng.dirichlet(np.ones(n), size=simulations)
+    future_d = np.clip(d - shift, -1.0, 1.0)
+    for start in range(0, simulations, PPI_BATCH):
+        w = weights[start:start + PPI_BATCH]
+        pick = np.stack([np.minimum(np.searchsorted(np.cumsum(row), rng.random(horizon)), n - 1) for row in w])
+        dd = np.concatenate([np.broadcast_to(d, (len(w), n)), future_d[pick]], axis=1)
+        ff = np.concatenate([np.broadcast_to(f, (len(w), n)), f[pick]], axis=1)
+        hit = verdicts_ppi.null_evidence_paths(dd, ff, phi)[:, n:] >= threshold
+        found = hit.any(axis=1)
+        block = out[start:start + len(w)]
+        block[found] = np.argmax(hit[found], axis=1) + 1
+    return out
+
+
 def plan_pair(
     d: Sequence[float], *, level: float, available_questions: int, answers_per_question: float,
     ratings_per_answer: float, counted_share: float, p_anytime: float = 1.0, power: float = PLANNER_POWER,
     min_shared: int = MIN_SHARED_QUESTIONS, simulations: int = SIMULATIONS, seed: int = 0,
-    prior_sd: float | None = None,
+    prior_sd: float | None = None, f: Sequence[float] | None = None, phi: verdicts_ppi.PhiEvidence | None = None,
 ) -> PairPlan:
     """Plan the ratings that decide a pair with ``power`` at ``level`` (module docstring).
 
@@ -150,6 +194,9 @@ def plan_pair(
             Most pairs differ little, so a difference seen on few questions is partly luck: the planning
             distribution's mean is shrunk towards 0 by the empirical-Bayes factor τ²/(τ² + s²/n) (τ = prior_sd,
             s the differences' sd), which keeps plans from being too optimistic for the pairs that look best.
+        f, phi: for a prediction-powered pair, (n,) ORCA's predicted differences of the same questions and the
+            pair's held-out evidence: the plan simulates that test (:func:`ppi_hitting_times`); its mean and sd
+            are then those of the prediction-powered differences d − λf (λ the last predictable weight) plus λ·φ̂.
 
     Raises ValueError for arguments out of range.
     """
@@ -159,8 +206,15 @@ def plan_pair(
     if ratings_per_answer <= 0 or answers_per_question <= 0 or not 0 < counted_share <= 1:
         raise ValueError("ratings_per_answer and answers_per_question must be positive, counted_share in (0, 1]")
     n = int(d.size)
-    mean = float(d.mean()) if n else None
-    sd = float(d.std(ddof=1)) if n >= 2 else None
+    powered = f is not None and phi is not None
+    if powered:
+        f = np.asarray(f, dtype=np.float64)
+        if f.shape != d.shape:
+            raise ValueError("human and predicted differences must have the same length")
+    lam = float(verdicts_ppi.predictable_lambdas(np.append(d, 0.0), np.append(f, 0.0))[-1]) if powered else 0.0
+    r = d - lam * f if powered else d
+    mean = float(r.mean() + (lam * phi.mean if powered else 0.0)) if n else None
+    sd = float(r.std(ddof=1)) if n >= 2 else None
     base = dict(n_counted=n, mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
                 p_anytime=float(p_anytime), available_questions=int(available_questions),
                 answers_per_question=float(answers_per_question), ratings_per_answer=float(ratings_per_answer),
@@ -174,7 +228,12 @@ def plan_pair(
     shift = 0.0
     if prior_sd is not None and sd:
         shift = mean * (1.0 - prior_sd ** 2 / (prior_sd ** 2 + sd ** 2 / n))
-    times = np.sort(hitting_times(d, level=level, horizon=horizon, simulations=simulations, seed=seed, shift=shift))
+    if powered:
+        times = ppi_hitting_times(d, f, phi, level=level, horizon=horizon, simulations=simulations, seed=seed,
+                                  shift=shift)
+    else:
+        times = hitting_times(d, level=level, horizon=horizon, simulations=simulations, seed=seed, shift=shift)
+    times = np.sort(times)
     needed = times[max(0, math.ceil(power * simulations) - 1)]
     if not math.isfinite(needed) and available_questions <= 0:
         return PairPlan(decided=False, needed_questions=None, more_ratings=None, reachable=False, note=(

@@ -346,7 +346,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
     power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
     else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
     spread of this table's estimates (:func:`_difference_spread`). A prediction-powered pair is planned with the
-    human-only test (:mod:`modelling.leaderboard.planner`), and its note says so.
+    prediction-powered test it is decided by (:mod:`modelling.leaderboard.planner`), and its note says so.
 
     Raises ValueError when either LALM has no counted rated answer or a == b.
     """
@@ -356,18 +356,19 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
     pair = next((p for p in board.pairwise if {p.a, p.b} == {a, b}), None)
     if pair is None:
         raise ValueError(f"{a} and {b} are not a pair of this leaderboard")
-    d = verdicts.pair_sequence(inputs.values, inputs.order, a, b)
+    questions = verdicts.pair_questions(inputs.values, inputs.order, a, b)
+    d = np.array([inputs.values[a][q] - inputs.values[b][q] for q in questions], dtype=np.float64)
+    ppi = verdicts.ppi_evidence(a, b, questions, inputs.predictions, inputs.held) if pair.powered else None
     countable = inputs.countable.get(a, set()) & inputs.countable.get(b, set())
     plan = planner.plan_pair(
         d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
         answers_per_question=inputs.answers_per_question, ratings_per_answer=inputs.ratings_per_answer,
         counted_share=max(inputs.counted_share, 1e-9), min_shared=board.config.min_shared, seed=board.config.seed,
-        prior_sd=_difference_spread(board),
+        prior_sd=_difference_spread(board), **({"f": ppi[1], "phi": ppi[0]} if ppi else {}),
     )
-    if pair.powered and not plan.decided:
+    if ppi and not plan.decided:
         plan = dataclasses.replace(plan, note=(plan.note + "; " if plan.note else "") + (
-            "planned with the human-only test: this pair's verdict is prediction-powered (ORCA on the questions the "
-            "design never counts), which usually needs fewer"))
+            "planned with this pair's prediction-powered test (ORCA on the questions the design never counts)"))
     return plan
 
 

@@ -274,7 +274,7 @@ def pair_sequence(values: Mapping[object, Mapping[object, float]], order: Mappin
     return np.array([values[a][q] - values[b][q] for q in pair_questions(values, order, a, b)], dtype=np.float64)
 
 
-def _ppi_of(a, b, questions: list, predictions: Mapping | None, held: Mapping | None):
+def ppi_evidence(a, b, questions: list, predictions: Mapping | None, held: Mapping | None):
     """The pair's :class:`modelling.leaderboard.verdicts_ppi.PhiEvidence` and (n,) predicted differences of its
     counted ``questions`` when a prediction-powered verdict applies (every counted question predicted for both, at
     least ``MIN_HELD`` held-out questions predicted for both), else None."""
@@ -329,7 +329,7 @@ def pairwise_verdicts(
             d = np.array([values[a][q] - values[b][q] for q in questions], dtype=np.float64)
             if d.size and (np.abs(d) > 1 + 1e-9).any():
                 raise ValueError(f"values of {a!r} or {b!r} lie outside [0, 1]")
-            ppi = _ppi_of(a, b, questions, predictions, held)
+            ppi = ppi_evidence(a, b, questions, predictions, held)
             if ppi is None:
                 raw.append((a, b, d, *_pair_state(d)))
                 continue

@@ -97,14 +97,16 @@ class PpiPair:
 
 
 def predictable_lambdas(d: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """(n,) λ_i = clip(Cov(d, f)/Var(f) over the first i − 1 counted questions, 0, 1); 0 while fewer than
-    :data:`LAMBDA_HISTORY` came before or their Var(f) is 0. ``d``, ``f``: (n,) human and predicted differences."""
-    n = d.size
+    """λ_i = clip(Cov(d, f)/Var(f) over the first i − 1 counted questions, 0, 1); 0 while fewer than
+    :data:`LAMBDA_HISTORY` came before or their Var(f) is 0. ``d``, ``f``: (..., n) human and predicted differences
+    (the last axis is the arrival order; the planner passes (S, n) simulated sequences); returns the same shape."""
+    d, f = np.asarray(d, dtype=np.float64), np.asarray(f, dtype=np.float64)
+    n = d.shape[-1]
     if n == 0:
-        return np.zeros(0)
+        return np.zeros(d.shape)
 
     def before(v):
-        return np.concatenate([[0.0], np.cumsum(v)[:-1]])
+        return np.concatenate([np.zeros(v.shape[:-1] + (1,)), np.cumsum(v, axis=-1)[..., :-1]], axis=-1)
 
     k = np.arange(n, dtype=np.float64)
     s_d, s_f, s_df, s_ff = before(d), before(f), before(d * f), before(f * f)
@@ -156,15 +158,39 @@ def _log_capital(x: np.ndarray, valid: np.ndarray, m: np.ndarray, sign: int) -> 
     return np.cumsum(np.log1p(-bet * z), axis=1) - half
 
 
-def _evidence(x, valid, lam, delta, grid, log_e, sign: int) -> tuple[np.ndarray, np.ndarray]:
-    """((P,) max_t log M^±_t, (P,) log M^±_t at each sequence's end) at the hypothesis δ (P,), with M the minimum
-    over each pair's φ grid (P, g) of ½K^±_t(δ, φ)·E(φ) (module docstring)."""
+def _log_evidence_path(x, valid, lam, delta, grid, log_e, sign: int) -> np.ndarray:
+    """(P, n) log M^±_t at every step t of P padded sequences at the hypothesis δ (P,): the minimum over each pair's
+    φ grid (P, g) of ½K^±_t(δ, φ)·E(φ) (module docstring)."""
     delta = delta.astype(x.dtype)
     m = (delta[:, None, None] - lam[:, :, None] * grid[:, None, :] + 1 + lam[:, :, None]) / (2 + 2 * lam[:, :, None])
     m = np.clip(m, 1e-6, 1 - 1e-6)  # an impossible mean: clipped towards the middle, only more conservative
-    log_m = (_log_capital(x, valid, m, sign) + log_e[:, None, :]).min(axis=2)
+    return (_log_capital(x, valid, m, sign) + log_e[:, None, :]).min(axis=2)
+
+
+def _evidence(x, valid, lam, delta, grid, log_e, sign: int) -> tuple[np.ndarray, np.ndarray]:
+    """((P,) max_t log M^±_t, (P,) log M^±_t at each sequence's end) at the hypothesis δ (P,), with M the minimum
+    over each pair's φ grid (P, g) of ½K^±_t(δ, φ)·E(φ) (module docstring)."""
+    log_m = _log_evidence_path(x, valid, lam, delta, grid, log_e, sign)
     last = np.maximum(valid.sum(axis=1) - 1, 0)
     return log_m.max(axis=1), log_m[np.arange(log_m.shape[0]), last]
+
+
+def null_evidence_paths(d: np.ndarray, f: np.ndarray, phi: PhiEvidence) -> np.ndarray:
+    """(S, n) log max(M⁺_t, M⁻_t) at δ = 0 after each counted question t of S sequences of one pair (module
+    docstring): the pair's anytime p after t questions is min(1, exp(−max_{s≤t} of it)). ``d``, ``f``: (S, n)
+    human and predicted differences in [−1, 1] in arrival order (the planner's simulated continuations); ``phi``:
+    the pair's held-out evidence, shared by all S. Float32 arithmetic (as the confidence sequences')."""
+    d, f = np.atleast_2d(np.asarray(d, dtype=np.float64)), np.atleast_2d(np.asarray(f, dtype=np.float64))
+    lam = predictable_lambdas(d, f)
+    x = np.clip((d - lam * f + 1.0 + lam) / (2.0 + 2.0 * lam), 0.0, 1.0).astype(np.float32)
+    lam = lam.astype(np.float32)
+    valid = np.ones(x.shape, dtype=bool)
+    s = x.shape[0]
+    grid = np.broadcast_to(phi.grid.astype(np.float32), (s, phi.grid.size))
+    log_e = np.broadcast_to(phi.log_e.astype(np.float32), (s, phi.log_e.size))
+    zero = np.zeros(s, dtype=np.float32)
+    return np.maximum(_log_evidence_path(x, valid, lam, zero, grid, log_e, +1),
+                      _log_evidence_path(x, valid, lam, zero, grid, log_e, -1))
 
 
 def _pad(rows: Sequence[np.ndarray], width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
