@@ -24,8 +24,8 @@ Prints ONE JSON object on stdout (progress goes to stderr)::
      "wall_s": s, "load_avg": l, ...}
 
 Synthetic scenarios (``scenarios``; :mod:`bench.leaderboard_synthetic` is the generating model,
-:mod:`bench.leaderboard_looks` the looks). Each replay draws a fresh benchmark from a superpopulation — per LALM a
-planted mean correctness, answers' latent correctness with question difficulty shared across LALMs (skewed paired
+:mod:`bench.leaderboard_looks` the looks, :mod:`bench.leaderboard_figures` the figures). Each replay draws a fresh
+benchmark from a superpopulation — per LALM a planted mean correctness, answers' latent correctness with question difficulty shared across LALMs (skewed paired
 differences; two LALMs of equal mean but different kinds of wrong answers: skewed mean-zero differences), 5
 annotators with severity sd 0.2 rating points, k = 3, ORCA-like predictions with Spearman ρ ≈ 0.7 to the human
 mean — so the **truth is the generating mean**, not the finite sample's. Keys and active draws are question-level
@@ -56,6 +56,11 @@ Figures (per scenario, and per policy in ``synthetic``):
   (noisier), ``coverage`` each kind over all looks. A replay's annotators shift all its rows alike, so the figure
   rests on about as many independent units as replays. ``coverage_rows_vs_generating_mean``: the rows' intervals
   against the generating mean T_m instead (not their estimand: beside, not in ``coverage_min``);
+* ``coverage_min_poststratified``: the same worst window post-stratified on the replay's annotator pool (a pool whose
+  severities' mean lies beyond the t quantile of its 5 annotators, probability 0.05, shifts every row of its replay
+  at every look, so a 20-replay ``coverage_min`` swings with how many such pools it drew: ``extreme_replays`` of
+  ``replays`` against ``extreme_expected``); an unbiased estimate of the same coverage with less Monte-Carlo
+  variance, beside ``coverage_min``, not instead of it;
 * ``planner_power`` (``synthetic``): at the 10, 20 and 30 % looks up to two undecided pairs with a true difference
   are planned by the platform's planner (``leaderboard_budget_plan``); the replay goes on to exactly the ratings
   the plan asks for (now + ``more_ratings``) and looks there: the share decided the right way. ``planner_plans``

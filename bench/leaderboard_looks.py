@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench import leaderboard_synthetic as syn
+from bench.leaderboard_figures import WINDOW, summarise
 from modelling.services.routing_policy import DEFAULT_ACTIVE_FLOOR
 
 #: Differences whose power is reported, and the budgets where.
@@ -45,8 +46,6 @@ POWER_DIFFS = (0.05, 0.1, 0.2)
 POWER_AT = (0.3, 0.5)
 #: Pairs planned per planning look.
 PLANS_PER_LOOK = 2
-#: Looks pooled into one coverage window (coverage_min is the worst window; see :func:`coverage_summary`).
-WINDOW = 10
 _EPS = 1e-9
 
 
@@ -114,6 +113,8 @@ class Outcome:
     dry_at: float | None = None
     orca_rho: float = 0.0
     wall_s: float = 0.0
+    pool_t: float = 0.0  # the annotator pool's mean severity ÷ its standard error (t with annotators − 1 df)
+    pool_size: int = 0
 
 
 class LookRun:
@@ -139,7 +140,8 @@ class LookRun:
         self.answers = {i: {"lalm": str(pop.lalm[i]), "question": int(pop.question[i]), "benchmark": scenario.name,
                             "benchmark_id": 1, "modality": "", "category": "", "words": 0, "key": float(self.keys[i]),
                             "metadata": {}} for i in range(pop.n)}
-        self.out = Outcome(orca_rho=syn.orca_rho(pop, self.rng))
+        self.out = Outcome(orca_rho=syn.orca_rho(pop, self.rng), pool_size=scenario.annotators,
+                           pool_t=float(severity.mean() / (severity.std(ddof=1) / math.sqrt(scenario.annotators))))
         self.pending: list[dict] = []  # plans waiting for their look
         self.names = list(scenario.truths)
         # A row's estimand (README, "Statistics"): the mean over the LALM's answers in this benchmark of what the
@@ -444,136 +446,6 @@ def run_all(tasks: list[tuple], *, workers: int, log, minutes: float | None = No
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 take(*future.result())
-
-
-def _rate(pairs) -> float | None:
-    hits = sum(h for h, _ in pairs)
-    n = sum(n for _, n in pairs)
-    return round(hits / n, 4) if n else None
-
-
-def clustered_se(pairs) -> float | None:
-    """Monte-Carlo standard error of the pooled rate Σ hits / Σ n over replays, with the replay as the cluster
-    (a replay's rows, pairs and looks share its annotators and questions, so they are not independent):
-    √(R/(R − 1) · Σ_r (hits_r − p̂ n_r)²) / Σ_r n_r (the ratio estimator's linearised variance). ``pairs``:
-    [(hits_r, n_r)] per replay. None with fewer than 2 replays that have any n."""
-    rows = [(h, n) for h, n in pairs if n]
-    if len(rows) < 2:
-        return None
-    hits, n = np.array(rows, dtype=np.float64).T
-    p = hits.sum() / n.sum()
-    r = len(rows)
-    return round(float(math.sqrt(r / (r - 1) * np.sum((hits - p * n) ** 2)) / n.sum()), 4)
-
-
-def share_upper(k: int, n: int, level: float = 0.95) -> float | None:
-    """One-sided Clopper–Pearson upper confidence bound of a share from k of n independent replays (the fwer's:
-    0 false replays of 10 only says fwer ≤ 0.26). None for n = 0."""
-    from scipy.stats import beta
-
-    if n == 0:
-        return None
-    return 1.0 if k >= n else round(float(beta.ppf(level, k + 1, n - k)), 4)
-
-
-def coverage_summary(outcomes: list[Outcome]) -> dict:
-    """``coverage_min``: the worst coverage over interval kinds (row_human, row_with_orca, pair) × windows of
-    :data:`WINDOW` consecutive looks, pooled over replays; ``coverage_min_look``: the worst single look (noisier);
-    ``coverage``: each kind over every look; ``coverage_min_at``: where the minimum is, and how many intervals and
-    replays it rests on; ``coverage_min_se`` and ``coverage_se``: their Monte-Carlo standard errors with the replay
-    as the cluster (:func:`clustered_se`: a replay's annotators shift all its rows, so the replays, not the
-    intervals, are the independent units)."""
-    pooled: dict = {}
-    by_look: dict = {}
-    per_replay: dict = {}  # {key: [(covered, shown) of each replay]}
-    for o in outcomes:
-        for key, (c, n) in o.coverage.items():
-            pooled.setdefault(key, [0, 0])
-            pooled[key][0] += c
-            pooled[key][1] += n
-            per_replay.setdefault(key, []).append((c, n))
-        for key, (c, n) in o.coverage_look.items():
-            by_look.setdefault(key, [0, 0])
-            by_look[key][0] += c
-            by_look[key][1] += n
-    if not pooled:
-        return {"coverage_min": None, "coverage_min_look": None, "coverage": {}}
-    worst = min(pooled, key=lambda k: pooled[k][0] / pooled[k][1])
-    kinds = sorted({k for k, _ in pooled})
-    kind_rows = {k: [(sum(c for (kk, _), (c, _n) in o.coverage.items() if kk == k),
-                      sum(n for (kk, _), (_c, n) in o.coverage.items() if kk == k)) for o in outcomes]
-                 for k in kinds}
-    return {
-        "coverage_min": round(pooled[worst][0] / pooled[worst][1], 4),
-        "coverage_min_se": clustered_se(per_replay[worst]),
-        "coverage_min_at": {"kind": worst[0], "looks": [worst[1] * WINDOW + 1, (worst[1] + 1) * WINDOW],
-                            "intervals": pooled[worst][1], "replays": len(per_replay[worst])},
-        "coverage_min_look": round(min(c / n for c, n in by_look.values()), 4),
-        "coverage": {k: _rate([v for (kk, _), v in pooled.items() if kk == k]) for k in kinds},
-        "coverage_se": {k: clustered_se(kind_rows[k]) for k in kinds},
-    }
-
-
-def summarise(outcomes: list[Outcome], *, planner: bool = True) -> dict:
-    """The figures of one scenario (and policy) over its replays (``bench/leaderboard.py``'s docstring)."""
-    false = sum(bool(o.false) for o in outcomes)
-    out = {"fwer": round(false / len(outcomes), 4), "fwer_upper95": share_upper(false, len(outcomes)),
-           "naive_fwer": round(float(np.mean([o.naive_false for o in outcomes])), 4)}
-    power: dict = {}
-    for o in outcomes:
-        for at, diffs in o.power.items():
-            for d, hn in diffs.items():
-                power.setdefault(at, {}).setdefault(d, []).append(hn)
-    out["power"] = {at: {d: _rate(v) for d, v in sorted(diffs.items(), key=lambda x: float(x[0]))}
-                    for at, diffs in sorted(power.items())}
-    out["power_se"] = {at: {d: clustered_se(v) for d, v in sorted(diffs.items(), key=lambda x: float(x[0]))}
-                       for at, diffs in sorted(power.items())}
-    out.update(coverage_summary(outcomes))
-    widths: dict = {}
-    for o in outcomes:
-        for at, kinds in o.widths.items():
-            for kind, (total, rows) in kinds.items():
-                cell = widths.setdefault(at, {}).setdefault(kind, [0.0, 0])
-                cell[0] += total
-                cell[1] += rows
-    out["row_width"] = {at: {k: round(t / n, 4) for k, (t, n) in sorted(kinds.items()) if n}
-                        for at, kinds in sorted(widths.items())}
-    generating: dict = {}
-    for o in outcomes:
-        for kind, hn in o.coverage_generating.items():
-            generating.setdefault(kind, []).append(hn)
-    out["coverage_rows_vs_generating_mean"] = {k: {"coverage": _rate(v), "se": clustered_se(v)}
-                                               for k, v in sorted(generating.items())}
-    if planner:
-        hits = [h for o in outcomes for h in o.plans["hits"]]
-        out["planner_power"] = round(float(np.mean(hits)), 4) if hits else None
-        out["planner_power_se"] = clustered_se([(sum(o.plans["hits"]), len(o.plans["hits"])) for o in outcomes])
-        out["planner_plans"] = {"realised": len(hits), **{k: sum(o.plans[k] for o in outcomes)
-                                                          for k in ("declined", "unreachable", "beyond")}}
-        detail = [d for o in outcomes for d in o.plans["detail"]]
-        by_gap: dict = {}
-        for plan in detail:
-            by_gap.setdefault(f"{plan['gap']:g}", []).append(plan["hit"])
-        out["planner_power_by_gap"] = {g: {"plans": len(h), "realised": round(float(np.mean(h)), 3)}
-                                       for g, h in sorted(by_gap.items(), key=lambda x: float(x[0]))}
-        out["planner_detail"] = detail
-        if detail:  # counted shared questions the plan's ratings brought ÷ the questions the plan said it needed
-            short = [d["n_target"] - d["n"] < d["needed"] for d in detail]
-            ratio = [(d["n_target"] - d["n"]) / max(1, d["needed"]) for d in detail]
-            out["planner_counted_ratio"] = {
-                "median": round(float(np.median(ratio)), 3), "share_below_1": round(float(np.mean(short)), 3),
-                "power_if_delivered": _rate([(d["hit"], 1) for d, s in zip(detail, short) if not s]),
-                "power_if_short": _rate([(d["hit"], 1) for d, s in zip(detail, short) if s])}
-    out["decided_share_0.2"] = _rate([o.decided_02 for o in outcomes])
-    dry = [o.dry_at for o in outcomes if o.dry_at is not None]
-    out.update({"replays": len(outcomes), "looks_per_replay": round(float(np.mean([o.looks for o in outcomes])), 1),
-                "ratings_per_replay": round(float(np.mean([o.ratings for o in outcomes])), 1),
-                "queue_dry_at": round(float(np.mean(dry)), 3) if dry else None,
-                "orca_rho": round(float(np.mean([o.orca_rho for o in outcomes])), 3),
-                "wall_s_per_replay": round(float(np.mean([o.wall_s for o in outcomes])), 1)})
-    if math.isnan(out["orca_rho"]):
-        out["orca_rho"] = None
-    return out
 
 
 #: Replays per scenario (per policy in ``synthetic``) of the full run (at most: ``--minutes`` stops it) and of

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from bench import leaderboard_figures as bench_figures
 from bench import leaderboard_looks as looks
 from bench import leaderboard_synthetic as syn
 from modelling.services.routing_policy import RoutingRules
@@ -100,7 +101,7 @@ def test_row_widths_at_the_power_looks_are_averaged_over_replays():
     looks.add_widths(second, _board({"a": {}}, [], truths_ci={"a": (0.4, 0.7)}), "0.5")
     looks.add_widths(second, _board({"a": {}}, [], truths_ci={"a": (0.4, 0.5)}), "0.3")
     assert first.widths == {"0.5": {"row_human": [pytest.approx(0.3), 2]}}
-    assert looks.summarise([first, second], planner=False)["row_width"] == {"0.3": {"row_human": 0.1},
+    assert bench_figures.summarise([first, second], planner=False)["row_width"] == {"0.3": {"row_human": 0.1},
                                                                              "0.5": {"row_human": 0.2}}
 
 
@@ -109,7 +110,33 @@ def test_the_planner_figures_say_whether_the_plans_ratings_brought_the_questions
     outcome.plans["hits"] = [True, False, False]
     outcome.plans["detail"] = [{"gap": 0.1, "n": n, "n_target": n + gained, "needed": 10, "hit": hit}
                                for n, gained, hit in ((40, 12, True), (20, 5, False), (30, 10, False))]
-    figures = looks.summarise([outcome])
+    figures = bench_figures.summarise([outcome])
     assert figures["planner_power"] == pytest.approx(1 / 3, abs=1e-4)
     assert figures["planner_counted_ratio"] == {"median": 1.0, "share_below_1": pytest.approx(1 / 3, abs=1e-3),
                                                 "power_if_delivered": 0.5, "power_if_short": 0.0}
+
+
+def test_coverage_is_post_stratified_on_how_far_the_replays_annotator_pool_lies_off_its_mean():
+    """Two of ten replays drew an extreme pool (|t| of their severities' mean above t_{4, 0.975} = 2.78, probability
+    0.05): they cover 0.5 of their rows, the typical ones 1.0. Pooled coverage says 0.9; post-stratified on the
+    known 5 % it says 0.95 · 1.0 + 0.05 · 0.5 = 0.975. With no extreme replay there is nothing to weight."""
+    def replay(t: float, covered: int) -> looks.Outcome:
+        o = looks.Outcome(pool_t=t, pool_size=5)
+        o.coverage = {("row_human", 0): [covered, 10]}
+        o.coverage_look = {("row_human", 0): [covered, 10]}
+        return o
+
+    runs = [replay(0.5, 10) for _ in range(8)] + [replay(3.4, 5), replay(-4.2, 5)]
+    figures = bench_figures.summarise(runs, planner=False)
+    assert figures["coverage_min"] == pytest.approx(0.9)
+    assert figures["coverage_min_poststratified"] == {
+        "extreme_replays": 2, "replays": 10, "extreme_expected": 0.5, "coverage_min": pytest.approx(0.975),
+        "at": {"kind": "row_human", "looks": [1, 10]}}
+    assert bench_figures.poststratified_coverage(runs[:8])["coverage_min"] is None
+
+
+def test_each_replay_records_its_annotator_pools_t():
+    run = looks.LookRun(looks.Scenario("t", looks.rater_truths(), 50, horizon=0.5, step=0.25), "default", [0, 7])
+    severity = run.replay.severity
+    assert run.out.pool_size == 5
+    assert run.out.pool_t == pytest.approx(severity.mean() / (severity.std(ddof=1) / np.sqrt(5)))
