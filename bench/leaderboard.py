@@ -25,15 +25,16 @@ Prints ONE JSON object on stdout (progress goes to stderr)::
 
 Synthetic scenarios (``scenarios``; :mod:`bench.leaderboard_synthetic` is the generating model,
 :mod:`bench.leaderboard_looks` the looks, :mod:`bench.leaderboard_figures` the figures). Each replay draws a fresh
-benchmark from a superpopulation — per LALM a planted mean correctness, answers' latent correctness with question difficulty shared across LALMs (skewed paired
-differences; two LALMs of equal mean but different kinds of wrong answers: skewed mean-zero differences), 5
-annotators with severity sd 0.2 rating points, k = 3, ORCA-like predictions with Spearman ρ ≈ 0.7 to the human
-mean — so the **truth is the generating mean**, not the finite sample's. Keys and active draws are question-level
-(every answer of a question shares its key and u). Simulated annotators take turns at the platform's queue
-(:class:`modelling.leaderboard.replay.QueueReplay`, routing re-deciding after every rating) and rate from the
-model; after every 1 % of the budget (every answer rated 3 times) the leaderboard is built by the page's own code,
-``modelling.leaderboard.services.leaderboard_build`` (rows, intervals, verdicts), from ``LeaderboardData`` that
-carries each rating's annotator, time and design epoch (``raters``, ``rated_at``, ``rating_epoch``, ``epochs``).
+benchmark from a superpopulation — per LALM a planted mean correctness, answers' latent correctness with question
+difficulty shared across LALMs (skewed paired differences; two LALMs of equal mean but different kinds of wrong
+answers: skewed mean-zero differences), 5 annotators with severity sd 0.2 rating points, k = 3, ORCA-like
+predictions with Spearman ρ ≈ 0.7 to the human mean — so the **truth is the generating mean**, not the finite
+sample's. Keys and active draws are question-level (every answer of a question shares its key and u). Simulated
+annotators take turns at the platform's queue (:class:`modelling.leaderboard.replay.QueueReplay`, routing
+re-deciding after every rating) and rate from the model; after every 1 % of the budget (every answer rated 3 times)
+the leaderboard is built by the page's own code, ``modelling.leaderboard.services.leaderboard_build`` (rows,
+intervals, verdicts), from ``LeaderboardData`` that carries each rating's annotator, time and design epoch
+(``raters``, ``rated_at``, ``rating_epoch``, ``epochs``).
 
 * ``synthetic``: 2,000 questions × 8 LALMs (means 0.45 + 0, 0, 0.02, 0.05, 0.10, 0.15, 0.20, 0.30), every policy,
   looks up to 50 % of the budget (leaderboard precision draws with budget 0.5);
