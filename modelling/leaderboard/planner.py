@@ -70,6 +70,7 @@ class PairPlan:
         more_ratings: needed_questions × answers_per_question × ratings_per_answer / counted_share, rounded up.
         reachable: a plan exists and needs at most ``available_questions``.
         note: why there is no plan, or why it is not reachable ('' otherwise).
+        powered: planned with the prediction-powered test (:func:`ppi_hitting_times`).
     """
 
     n_counted: int
@@ -87,6 +88,7 @@ class PairPlan:
     more_ratings: int | None
     reachable: bool
     note: str = ""
+    powered: bool = False
 
     @property
     def ratings_per_question(self) -> float:
@@ -215,7 +217,7 @@ def plan_pair(
     r = d - lam * f if powered else d
     mean = float(r.mean() + (lam * phi.mean if powered else 0.0)) if n else None
     sd = float(r.std(ddof=1)) if n >= 2 else None
-    base = dict(n_counted=n, mean_diff=mean, sd_diff=sd, level=float(level), power=float(power),
+    base = dict(n_counted=n, mean_diff=mean, sd_diff=sd, level=float(level), power=float(power), powered=powered,
                 p_anytime=float(p_anytime), available_questions=int(available_questions),
                 answers_per_question=float(answers_per_question), ratings_per_answer=float(ratings_per_answer),
                 counted_share=float(counted_share))

@@ -173,7 +173,7 @@ def test_the_planner_plans_a_prediction_powered_pair_with_its_own_test():
     (pair,) = board.pairwise
     assert pair.method == verdicts_ppi.METHOD
     plan = leaderboard_budget_plan(board=board, a="A", b="B")
-    assert not plan.decided and "planned with this pair's prediction-powered test" in plan.note
+    assert plan.powered and not plan.decided and "planned with this pair's prediction-powered test" in plan.note
     d = verdicts.pair_sequence(board.verdict_inputs.values, board.verdict_inputs.order, "A", "B")
     assert plan.n_counted == d.size and plan.mean_diff != pytest.approx(float(d.mean()))  # d − λf, plus λ·φ̂
 
