@@ -1,0 +1,23 @@
+"""``bench/orca_adapt.py``'s model-free parts: the lexical overlap probe's features."""
+import math
+
+import pytest
+
+from bench.orca_adapt import lexical_features
+from modelling.orca import OrcaItem
+
+
+def _item(reference: str, candidate: str) -> OrcaItem:
+    return OrcaItem(id="x", question="What is heard?", reference=reference, candidate=candidate, ratings=(3,))
+
+
+def test_lexical_features_measure_the_answers_overlap_with_the_reference():
+    x = lexical_features([_item("A dog is barking loudly.", "The dog barks"),
+                          _item("Yes, a car passes.", "yes"), _item("No", "Yes, I think so")])
+    recall, precision, f1, answer_len, reference_len, same_yes_no, yes_no = x[0]
+    # content words of the reference: dog, barking, loudly; of the answer: dog, barks
+    assert recall == pytest.approx(1 / 3) and precision == pytest.approx(1 / 2)
+    assert f1 == pytest.approx(2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
+    assert answer_len == pytest.approx(math.log1p(3)) and reference_len == pytest.approx(math.log1p(5))
+    assert (same_yes_no, yes_no) == (0.0, 0.0)
+    assert tuple(x[1, 5:]) == (1.0, 1.0) and tuple(x[2, 5:]) == (0.0, 1.0)
