@@ -140,6 +140,8 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     p.add_argument("--rationale", action=argparse.BooleanOptionalAction, help="add the rationale to the input")
     p.add_argument("--no-question", action="store_true")
     p.add_argument("--with-transcript", action="store_true")
+    p.add_argument("--lexical", action=argparse.BooleanOptionalAction,
+                   help="the head also reads the answer's lexical overlap with the reference (OrcaConfig.lexical)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--var-weight", type=float)
     p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds")

@@ -27,7 +27,9 @@ model's μ (the naive figure).
 
 Prints one JSON object: {"curve": {"0": {"rho", "tau", "mae_mu", "folds"}, "250": ..., "all": ...}, "scratch":
 {...}, "ppi_width_ratio_0.2", "ppi_width_ratio_0.2_n0", "ppi_lambda", "targets", "settings", "device", "wall_s",
-"load_avg"}. ``--quick``: one fold, n ∈ {0, 250}, 300 seed-108 items, 1 epoch (a smoke test, not the figures).
+"load_avg"}. ``--lexical``: the base and scratch models' heads also read the answer's lexical overlap with the
+reference (``OrcaConfig.lexical``, :mod:`modelling.orca.features`). ``--quick``: one fold, n ∈ {0, 250}, 300
+seed-108 items, 1 epoch (a smoke test, not the figures).
 ``--jobs J`` trains J folds at once (processes; on a GPU they share it). ``--recorded-check`` instead trains with
 LoRA and compares the dev metrics a run records with ``evaluate`` of its saved folder (on the training device and
 on the CPU, two batch sizes), and what the training loop's own last-epoch scoring gave.
@@ -105,6 +107,8 @@ def settings_of(a) -> dict:
         values["epochs"] = a.epochs
     if getattr(a, "max_length", 0):
         values["max_length"] = a.max_length
+    if getattr(a, "lexical", False):
+        values["lexical"] = True
     return values
 
 
@@ -262,52 +266,20 @@ def _sentence_embeddings(model, tok, texts: list[str]):
     return np.concatenate(out)
 
 
-#: Words left out of the lexical overlap (:func:`lexical_features`): articles, copulas, common prepositions.
-_STOP = frozenset("a an the is are was were it of to in on and or this that there be by with for as at".split())
-
-
-def lexical_features(items):
-    """(N, 7) lexical overlap of each item's candidate answer with its reference answer, no model: the share of the
-    reference's content words the answer contains (recall), the share of the answer's content words in the
-    reference (precision), their F1, log(1 + answer words), log(1 + reference words), whether a yes/no reference
-    starts the answer with the same word, and whether the reference is yes/no. Words: lower-case [a-z0-9]+ runs;
-    content words: not in :data:`_STOP` (all words when that leaves none). Exact-match signals that a pooled
-    embedding of a 96-token input blurs (on AQEval val recall alone has Spearman ρ 0.55 against the label, 0.77 on
-    yes/no questions)."""
-    import re
-
-    import numpy as np
-
-    def words(text: str) -> list[str]:
-        return re.findall(r"[a-z0-9]+", str(text).lower())
-
-    rows = []
-    for it in items:
-        ref, ans = words(it.reference), words(it.candidate)
-        ref_c = [w for w in ref if w not in _STOP] or ref
-        ans_c = [w for w in ans if w not in _STOP] or ans
-        recall = float(np.mean([w in set(ans) for w in ref_c])) if ref_c else 0.0
-        precision = float(np.mean([w in set(ref_c) for w in ans_c])) if ans_c else 0.0
-        f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
-        yes_no = ref[:1] in (["yes"], ["no"])
-        rows.append([recall, precision, f1, np.log1p(len(ans)), np.log1p(len(ref)),
-                     float(yes_no and ans[:1] == ref[:1]), float(yes_no)])
-    return np.array(rows, dtype=np.float64)
-
-
 def probes(a, items, folds, base) -> dict:
     """Ridge probes on frozen features (``--probes``): for each feature set, Spearman ρ of a ridge regression
     (``sklearn.linear_model.RidgeCV``, α ∈ [0.01, 1000]) fitted on 4 folds' labels and scored on the 5th, per fold
     and mean. Feature sets: the seed-108 ORCA's μ (no fit), its head's input (mean-pooled last hidden state of
     the ORCA input), the base LM's same, and separate sentence embeddings of reference, answer and question
     (products, distances, cosine), alone and with the seed-108 μ and log answer length; the lexical overlap of
-    answer and reference (:func:`lexical_features`), alone, with μ and with everything above."""
+    answer and reference (:func:`modelling.orca.features.lexical_features`), alone, with μ and with everything above."""
     import numpy as np
     import torch
     from scipy.stats import spearmanr
     from sklearn.linear_model import RidgeCV
 
     from modelling.orca import OrcaConfig, build_orca, load_orca, predict
+    from modelling.orca.features import lexical_features
     from modelling.orca.model import encode_items, lower_hidden
 
     if a.threads:
@@ -329,7 +301,7 @@ def probes(a, items, folds, base) -> dict:
                   for f in ("reference", "candidate", "question"))
     cos = (er * ea).sum(1)
     pair = np.c_[er * ea, np.abs(er - ea), cos]
-    lexical = lexical_features(items)
+    lexical = np.array(lexical_features(items))
     everything = np.c_[pair, eq * ea, mu, np.log1p([len(it.candidate.split()) for it in items])]
     sets = {"orca_hidden": pooled(orca, otok), "base_lm_hidden": pooled(lm, ltok), "sentence_pair": pair,
             "sentence_pair+mu": np.c_[pair, mu], "sentence_pair+question+length+mu": everything,
@@ -385,6 +357,9 @@ def main(argv=None) -> int:
     p.add_argument("--adapt-epochs", type=int, default=0, help="epochs of an adaptation (0: as --epochs)")
     p.add_argument("--max-length", type=int, default=0,
                    help="input tokens of the base and scratch models (0: the preset's; an adaptation keeps its base's)")
+    p.add_argument("--lexical", action="store_true",
+                   help="base and scratch models read the answer's lexical overlap with the reference (OrcaConfig."
+                        "lexical; an adaptation keeps its base's)")
     p.add_argument("--seed-items", type=int, default=0,
                    help="use only this many seed-108 train items, and dev in proportion (0: all; a smoke test)")
     p.add_argument("--replay", type=int, default=0,

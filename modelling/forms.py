@@ -78,6 +78,9 @@ class TrainingRunForm(forms.Form):
                                   help_text="The question text before the candidate answer.")
     transcript = forms.BooleanField(required=False, initial=False, label="Use the transcript",
                                     help_text="The Whisper transcript of speech questions (empty for others).")
+    lexical = forms.BooleanField(required=False, initial=DEFAULT_CONFIG["lexical"], label="Read the lexical overlap",
+                                 help_text="The head also reads how many of the reference answer's words the "
+                                 "candidate answer contains (and the reverse, lengths, yes/no agreement).")
     device = forms.ChoiceField(choices=[(d, d) for d in DEVICES],
                                help_text="cuda needs a GPU worker (ORCA_TRAIN_QUEUE); without one the run trains on a "
                                "CPU worker, noted in its log.")
@@ -110,7 +113,7 @@ class TrainingRunForm(forms.Form):
 
     fieldsets = [
         ("Model", ["base_model", "head", "pooling", "device"]),
-        ("Inputs", ["rationale", "question", "transcript", "max_length"]),
+        ("Inputs", ["rationale", "question", "transcript", "lexical", "max_length"]),
         ("Training", ["epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight"]),
         ("Adaptation", ["start_from", "weight_benchmarks", "benchmark_weight"]),
         ("Data split", ["split_kind", "seed", "held_out_lalms"]),

@@ -109,6 +109,9 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
                         "(repeatable; an item's weight is the product of its groups' weights, 1 by default)")
     t.add_argument("--no-question", action="store_true")
     t.add_argument("--with-transcript", action="store_true")
+    t.add_argument("--lexical", action=argparse.BooleanOptionalAction,
+                   help="the head also reads the candidate answer's lexical overlap with the reference answer "
+                        "(modelling/orca/features.py: 7 numbers beside the pooled state)")
 
     for name, hlp in (("evaluate", "metrics of a saved model on a labelled file"),
                       ("score", "write per-item predictions")):
@@ -174,7 +177,8 @@ def train_configs(a: argparse.Namespace) -> tuple[OrcaConfig, TrainConfig]:
     """``(OrcaConfig, TrainConfig)`` of parsed ``train`` options (the preset's values where none was given)."""
     mc = OrcaConfig(base_model=a.base_model, head=a.head, pooling=a.pooling or "auto",
                     rationale=a.rationale, question=not a.no_question, transcript=a.with_transcript,
-                    max_length=a.max_length, head_hidden=a.head_hidden, rating_eps=a.rating_eps)
+                    lexical=bool(a.lexical), max_length=a.max_length, head_hidden=a.head_hidden,
+                    rating_eps=a.rating_eps)
     tc = TrainConfig(epochs=a.epochs, lr=a.lr, head_lr=a.head_lr, weight_decay=a.weight_decay,
                      batch_size=a.batch_size, warmup_frac=a.warmup, schedule=a.schedule,
                      reduction=a.reduction, freeze_layers=a.freeze_layers, freeze_embeddings=a.freeze_embeddings,

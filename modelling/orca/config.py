@@ -56,6 +56,9 @@ class OrcaConfig:
         concentration_scale: κ > 0 of the post-processing σ² calibration (α + β scaled by κ; 1 = off), tuned
             on dev after the clamp (:func:`~modelling.orca.metrics.tune_concentration_scale`).
         lora_rank: rank of the LoRA adapters used in training (0 = full fine-tuning); merged on save.
+        lexical: the head also reads the candidate answer's lexical overlap with the reference answer
+            (:func:`~modelling.orca.features.lexical_features`: 7 numbers appended to the pooled state, recomputed
+            from the item's text whenever the model scores it).
         tokenizer: how the tokenizer is stored and what it does: ``special_tokens`` (name → token text, restored on
             load) and ``fingerprint`` (:func:`~modelling.orca.integrity.tokenizer_fingerprint` of the tokenizer the
             model was trained or imported with, checked on load).
@@ -88,6 +91,7 @@ class OrcaConfig:
     clamp_threshold: float | None = None
     concentration_scale: float = 1.0
     lora_rank: int = 0
+    lexical: bool = False
     upstream: dict = field(default_factory=dict)
     tokenizer: dict = field(default_factory=dict)
     environment: dict = field(default_factory=dict)

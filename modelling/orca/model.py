@@ -37,6 +37,7 @@ from .config import (  # noqa: F401  (re-exported: callers import these from mod
     _set_offline,
 )
 from .data import OrcaItem, field_segments
+from .features import N_FEATURES, lexical_features
 from .losses import head_size, predict_moments, soft_limit
 
 #: Items per forward pass when scoring (``predict``, ``evaluate``/``score``, and the dev metrics a training run
@@ -217,8 +218,11 @@ def load_backbone(name_or_path: str, dtype: torch.dtype = torch.float32):
 class OrcaModel(nn.Module):
     """Backbone LM + pooling + MLP head (ORCA paper, Eq. 1).
 
-    ``forward(input_ids, attention_mask)`` with (B, T) int tensors returns the raw head output (B, K):
-    K = 2 soft-limited (log α, log β) for ``beta``, K = 5 logits for ``multinomial``.
+    ``forward(input_ids, attention_mask, features)`` with (B, T) int tensors returns the raw head output (B, K):
+    K = 2 soft-limited (log α, log β) for ``beta``, K = 5 logits for ``multinomial``. With ``config.lexical`` the
+    head reads the pooled state and ``features`` (B, :data:`~modelling.orca.features.N_FEATURES`) float, the
+    answer's lexical overlap with the reference (:func:`~modelling.orca.features.lexical_features`; ValueError
+    when missing); without it ``features`` is ignored.
     """
 
     def __init__(self, backbone: nn.Module, config: OrcaConfig):
@@ -227,7 +231,7 @@ class OrcaModel(nn.Module):
             raise ValueError(f"unknown pooling {config.pooling!r}; choose mean, cls or last")
         self.backbone = backbone
         self.config = config
-        hidden = _hidden_size(backbone)
+        hidden = _hidden_size(backbone) + (N_FEATURES if config.lexical else 0)
         k = head_size(config.head)
         if config.head_hidden > 0:
             self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(hidden, config.head_hidden), nn.GELU(),
@@ -248,20 +252,28 @@ class OrcaModel(nn.Module):
         m = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                features: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self._head_out(hidden, attention_mask)
+        return self._head_out(hidden, attention_mask, features)
 
-    def forward_from_hidden(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start_layer: int) -> torch.Tensor:
+    def forward_from_hidden(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start_layer: int,
+                            features: torch.Tensor | None = None) -> torch.Tensor:
         """Like :meth:`forward`, but starting from cached (B, T, H) hidden states after layer
         ``start_layer`` (BERT-family encoders and Llama-family decoders; see :func:`lower_hidden`)."""
         with _LayerSlice(self.backbone, start_layer, None, skip_embeddings=True) as backbone:
             out = backbone(inputs_embeds=hidden, attention_mask=attention_mask, **_no_kv_cache(backbone))
         out = out.last_hidden_state
-        return self._head_out(out, attention_mask)
+        return self._head_out(out, attention_mask, features)
 
-    def _head_out(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _head_out(self, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                  features: torch.Tensor | None) -> torch.Tensor:
         pooled = self.pool(hidden, attention_mask).float()
+        if self.config.lexical:
+            if features is None or features.shape != (pooled.shape[0], N_FEATURES):
+                raise ValueError(f"this ORCA model reads {N_FEATURES} lexical features per item (OrcaConfig.lexical); "
+                                 f"got {None if features is None else tuple(features.shape)}")
+            pooled = torch.cat([pooled, features.to(pooled.device, pooled.dtype)], dim=1)
         return soft_limit(self.head(pooled), self.config.logit_limit)
 
 
@@ -430,6 +442,14 @@ def encode_item(tokenizer, item: OrcaItem, config: OrcaConfig) -> list[int]:
     return encode_items(tokenizer, [item], config)[0]
 
 
+def item_features(items: Sequence[OrcaItem], config: OrcaConfig) -> torch.Tensor | None:
+    """(N, :data:`~modelling.orca.features.N_FEATURES`) float32 lexical features of ``items`` when
+    ``config.lexical``, else None (:func:`~modelling.orca.features.lexical_features`)."""
+    if not config.lexical:
+        return None
+    return torch.tensor(lexical_features(items), dtype=torch.float32).reshape(len(items), N_FEATURES)
+
+
 def collate(batch_ids: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad to the longest sequence of the batch (dynamic padding).
 
@@ -511,13 +531,14 @@ def predict(
     was_training = model.training
     model.eval()
     ids = list(encoded) if encoded is not None else encode_items(tokenizer, items, model.config)
+    feats = item_features(items, model.config)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     res: dict[str, list[float]] = {k: [0.0] * len(ids) for k in ("mu", "var", "alpha", "beta")}
     with torch.inference_mode():
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
             inp, mask = collate([ids[i] for i in idx], tokenizer.pad_token_id)
-            out = model(inp.to(device), mask.to(device))
+            out = model(inp.to(device), mask.to(device), None if feats is None else feats[idx].to(device))
             pred = predict_moments(out, model.config.head)
             for k in res:
                 vals = pred[k].cpu().tolist()

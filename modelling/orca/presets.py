@@ -38,6 +38,7 @@ PRESETS: dict[str, dict] = {
         "rationale": False,
         "question": True,
         "transcript": False,
+        "lexical": False,
         "device": "cpu",
     },
     "gpu-gemma3-270m": {
@@ -54,6 +55,7 @@ PRESETS: dict[str, dict] = {
         "rationale": True,
         "question": True,
         "transcript": False,
+        "lexical": False,
         "device": "cuda",
     },
 }
@@ -77,6 +79,7 @@ _CLI_DEST = {
     "rationale": ("rationale", None),
     "question": ("no_question", operator.not_),
     "transcript": ("with_transcript", None),
+    "lexical": ("lexical", None),
     "device": ("device", None),
 }
 

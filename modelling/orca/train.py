@@ -37,6 +37,7 @@ from .model import (
     collate,
     collate_hidden,
     encode_items,
+    item_features,
     lower_hidden,
     predict,
     supports_layer_cache,
@@ -127,7 +128,7 @@ class TrainConfig:
 
 
 #: Keys of a preset / platform run config that belong to OrcaConfig and to TrainConfig.
-_MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript")
+_MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript", "lexical")
 _TRAIN_KEYS = ("epochs", "lr", "batch_size", "freeze_layers", "lora_rank", "var_weight", "device")
 
 
@@ -327,8 +328,15 @@ class _Run:
     use_cache: bool = False
     train_h: list = field(default_factory=list)
     dev_h: list = field(default_factory=list)
+    train_feats: torch.Tensor | None = None  # (N, 7) lexical features when the head reads them (OrcaConfig.lexical)
+    dev_feats: torch.Tensor | None = None
     t0: float = 0.0
     c0: float = 0.0
+
+
+def _rows(feats: torch.Tensor | None, idx: list[int], device) -> torch.Tensor | None:
+    """The lexical features of the items ``idx`` on ``device`` (None when the head reads none)."""
+    return None if feats is None else feats[idx].to(device)
 
 
 def _prepare(run: _Run) -> None:
@@ -337,6 +345,7 @@ def _prepare(run: _Run) -> None:
     run.t0, run.c0 = time.perf_counter(), time.process_time()
     run.train_ids = encode_items(tok, run.train_items, mc)
     run.dev_ids = encode_items(tok, run.dev_items, mc)
+    run.train_feats, run.dev_feats = item_features(run.train_items, mc), item_features(run.dev_items, mc)
     run.ratings = _ratings_tensor(run.train_items)
     run.use_cache = (tc.cache_frozen and tc.freeze_layers > 0 and tc.lora_rank == 0
                      and supports_layer_cache(run.model.backbone))
@@ -363,7 +372,8 @@ def _epoch_dev_metrics(run: _Run) -> dict:
         for s0 in range(0, len(order), tc.eval_batch_size):
             idx = order[s0 : s0 + tc.eval_batch_size]
             h, m = collate_hidden([run.dev_h[i] for i in idx])
-            out = model.forward_from_hidden(h.to(tc.device), m.to(tc.device), tc.freeze_layers)
+            out = model.forward_from_hidden(h.to(tc.device), m.to(tc.device), tc.freeze_layers,
+                                            _rows(run.dev_feats, idx, tc.device))
             p = predict_moments(out, run.mc.head)
             for j, i in enumerate(idx):
                 mus[i], vs[i] = float(p["mu"][j]), float(p["var"][j])
@@ -396,10 +406,11 @@ def _batch_loss(run: _Run, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor
     r = r[:, : int((r > 0).sum(1).max())].to(tc.device)
     if run.use_cache:
         h, mask = collate_hidden([run.train_h[i] for i in batch])
-        out = model.forward_from_hidden(h.to(tc.device), mask.to(tc.device), tc.freeze_layers)
+        out = model.forward_from_hidden(h.to(tc.device), mask.to(tc.device), tc.freeze_layers,
+                                        _rows(run.train_feats, batch, tc.device))
     else:
         inp, mask = collate([run.train_ids[i] for i in batch], run.tok.pad_token_id)
-        out = model(inp.to(tc.device), mask.to(tc.device))
+        out = model(inp.to(tc.device), mask.to(tc.device), _rows(run.train_feats, batch, tc.device))
     w = w_nll = None if run.weights is None else run.weights[batch].to(tc.device)
     if not tc.single_rating_nll:  # items with one rating: no NLL term (ratings masked as padding, weight 0)
         multi = (r > 0).sum(1) > 1

@@ -59,7 +59,8 @@ DEFAULT_CONFIG = preset(DEFAULT_PRESET)
 #: ORCA in the browser").
 ADAPT_DEFAULTS = {"init_from": None, "group_weights": {}}
 #: Settings of the model itself: an adapted run takes them from its parent (the base-model options are ignored).
-MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript", "lora_rank")
+MODEL_KEYS = ("base_model", "head", "pooling", "max_length", "rationale", "question", "transcript", "lexical",
+              "lora_rank")
 
 
 def training_config_clean(*, config: dict) -> dict:
@@ -92,7 +93,7 @@ def training_config_clean(*, config: dict) -> dict:
     var_weight = clean["var_weight"]
     if isinstance(var_weight, bool) or not isinstance(var_weight, int | float) or not 0 <= var_weight <= 1000:
         errors["var_weight"] = "must be a number from 0 to 1000"
-    for key in ("rationale", "question", "transcript"):
+    for key in ("rationale", "question", "transcript", "lexical"):
         if not isinstance(clean[key], bool):
             errors[key] = "must be true or false"
     weights = clean["group_weights"] or {}

@@ -18,6 +18,7 @@ from modelling.orca.model import (
     encode_item,
     encode_items,
     is_encoder,
+    item_features,
     lower_hidden,
     supports_layer_cache,
 )
@@ -215,3 +216,27 @@ def test_int8_scoring_is_close_to_float32_and_cpu_only(tiny_dirs, tmp_path):
     assert torch.allclose(torch.tensor(int8["mu"]), torch.tensor(fp32["mu"]), atol=0.02)
     with pytest.raises(ValueError, match="CPU only"):
         load_orca(tmp_path / "m", "cuda", int8=True)
+
+
+@pytest.mark.parametrize("tc_kw", [{"freeze_layers": 1}, {"freeze_layers": 1, "cache_frozen": False}])
+def test_a_model_reading_the_lexical_overlap_trains_saves_and_reloads(tiny_dirs, tmp_path, tc_kw):
+    """The head reads 7 lexical features beside the pooled state (OrcaConfig.lexical), on the cached and the full
+    path; the saved folder says so, reloads with the wider head and scores as the trained model did; a model that
+    reads them refuses to score without them, and its output moves with them (same tokens)."""
+    from modelling.orca.features import N_FEATURES
+
+    enc, _, data = tiny_dirs
+    items = load_items(data)
+    res = train(data, data, tmp_path / "m", OrcaConfig(base_model=str(enc), max_length=48, lexical=True),
+                TrainConfig(epochs=3, batch_size=3, seed=0, **tc_kw))
+    model, tok = load_orca(tmp_path / "m")
+    assert model.config.lexical and model.head[-1].in_features == 32 + N_FEATURES
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["lexical"] is True
+    before = predict(res["model"], res["tokenizer"], items)["mu"]
+    assert torch.allclose(torch.tensor(predict(model, tok, items)["mu"]), torch.tensor(before), atol=1e-5)
+    inp, mask = collate(encode_items(tok, items, model.config), tok.pad_token_id)
+    with pytest.raises(ValueError, match="lexical features"):
+        model(inp, mask)
+    feats = item_features(items, model.config)
+    with torch.no_grad():  # the head reads them: same tokens, other features, other output
+        assert not torch.allclose(model(inp, mask, feats), model(inp, mask, torch.zeros_like(feats)))
