@@ -26,7 +26,8 @@ def _compared(model, train) -> dict:
     """The fields a preset sets, as the configs hold them (pooling as given: "auto" is resolved on loading)."""
     return {"base_model": model.base_model, "head": model.head, "pooling": model.pooling,
             "max_length": model.max_length, "rationale": model.rationale, "question": model.question,
-            "transcript": model.transcript, "lexical": model.lexical, "epochs": train.epochs, "lr": train.lr, "batch_size": train.batch_size,
+            "transcript": model.transcript, "lexical": model.lexical, "epochs": train.epochs, "lr": train.lr,
+            "batch_size": train.batch_size,
             "freeze_layers": train.freeze_layers, "lora_rank": train.lora_rank, "var_weight": train.var_weight,
             "device": train.device}
 
