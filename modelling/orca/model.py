@@ -450,6 +450,12 @@ def item_features(items: Sequence[OrcaItem], config: OrcaConfig) -> torch.Tensor
     return torch.tensor(lexical_features(items), dtype=torch.float32).reshape(len(items), N_FEATURES)
 
 
+def features_kw(feats: torch.Tensor | None, idx: Sequence[int], device) -> dict:
+    """``{"features": rows idx of feats on device}``, or {} when the model reads none (models with a two-argument
+    forward, such as imported checkpoints of the ORCA authors, are called as before)."""
+    return {} if feats is None else {"features": feats[list(idx)].to(device)}
+
+
 def collate(batch_ids: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad to the longest sequence of the batch (dynamic padding).
 
@@ -538,7 +544,7 @@ def predict(
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
             inp, mask = collate([ids[i] for i in idx], tokenizer.pad_token_id)
-            out = model(inp.to(device), mask.to(device), None if feats is None else feats[idx].to(device))
+            out = model(inp.to(device), mask.to(device), **features_kw(feats, idx, device))
             pred = predict_moments(out, model.config.head)
             for k in res:
                 vals = pred[k].cpu().tolist()

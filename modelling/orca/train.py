@@ -37,6 +37,7 @@ from .model import (
     collate,
     collate_hidden,
     encode_items,
+    features_kw,
     item_features,
     lower_hidden,
     predict,
@@ -334,11 +335,6 @@ class _Run:
     c0: float = 0.0
 
 
-def _rows(feats: torch.Tensor | None, idx: list[int], device) -> torch.Tensor | None:
-    """The lexical features of the items ``idx`` on ``device`` (None when the head reads none)."""
-    return None if feats is None else feats[idx].to(device)
-
-
 def _prepare(run: _Run) -> None:
     """Tokenise, cache the frozen lower layers' output when possible, build the rating / variance / weight tensors."""
     tc, mc, tok = run.tc, run.mc, run.tok
@@ -373,7 +369,7 @@ def _epoch_dev_metrics(run: _Run) -> dict:
             idx = order[s0 : s0 + tc.eval_batch_size]
             h, m = collate_hidden([run.dev_h[i] for i in idx])
             out = model.forward_from_hidden(h.to(tc.device), m.to(tc.device), tc.freeze_layers,
-                                            _rows(run.dev_feats, idx, tc.device))
+                                            **features_kw(run.dev_feats, idx, tc.device))
             p = predict_moments(out, run.mc.head)
             for j, i in enumerate(idx):
                 mus[i], vs[i] = float(p["mu"][j]), float(p["var"][j])
@@ -407,10 +403,10 @@ def _batch_loss(run: _Run, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor
     if run.use_cache:
         h, mask = collate_hidden([run.train_h[i] for i in batch])
         out = model.forward_from_hidden(h.to(tc.device), mask.to(tc.device), tc.freeze_layers,
-                                        _rows(run.train_feats, batch, tc.device))
+                                        **features_kw(run.train_feats, batch, tc.device))
     else:
         inp, mask = collate([run.train_ids[i] for i in batch], run.tok.pad_token_id)
-        out = model(inp.to(tc.device), mask.to(tc.device), _rows(run.train_feats, batch, tc.device))
+        out = model(inp.to(tc.device), mask.to(tc.device), **features_kw(run.train_feats, batch, tc.device))
     w = w_nll = None if run.weights is None else run.weights[batch].to(tc.device)
     if not tc.single_rating_nll:  # items with one rating: no NLL term (ratings masked as padding, weight 0)
         multi = (r > 0).sum(1) > 1
