@@ -356,9 +356,9 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
     pair = next((p for p in board.pairwise if {p.a, p.b} == {a, b}), None)
     if pair is None:
         raise ValueError(f"{a} and {b} are not a pair of this leaderboard")
-    questions = verdicts.pair_questions(inputs.values, inputs.order, a, b)
-    d = np.array([inputs.values[a][q] - inputs.values[b][q] for q in questions], dtype=np.float64)
-    ppi = verdicts.ppi_evidence(a, b, questions, inputs.predictions, inputs.held) if pair.powered else None
+    d = verdicts.pair_sequence(inputs.values, inputs.order, a, b)
+    ppi = verdicts.ppi_evidence(a, b, verdicts.pair_questions(inputs.values, inputs.order, a, b), inputs.predictions,
+                                inputs.held) if pair.powered else None
     countable = inputs.countable.get(a, set()) & inputs.countable.get(b, set())
     plan = planner.plan_pair(
         d, level=pair.level, available_questions=len(countable) - d.size, p_anytime=pair.p_anytime,
