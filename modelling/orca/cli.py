@@ -54,7 +54,15 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     """The command line; ``train``'s option defaults are those of ``preset`` (:mod:`modelling.orca.presets`)."""
     p = argparse.ArgumentParser(prog="python -m modelling.orca", description="ORCA answer-correctness model")
     sub = p.add_subparsers(dest="cmd", required=True)
+    t = _add_train_parser(sub)
+    _add_scoring_parsers(sub)
+    _add_import_parser(sub)
+    t.set_defaults(**preset_cli_defaults(preset))
+    return p
 
+
+def _add_train_parser(sub) -> argparse.ArgumentParser:
+    """``train``'s options (their preset defaults are set by :func:`build_parser`)."""
     t = sub.add_parser("train", help="fine-tune a base LM on ORCA ratings")
     t.add_argument("--train", required=True, help="training file (JSONL or seed-108 JSON dict)")
     t.add_argument("--dev", help="dev file; selects the best epoch and tunes the clamp threshold")
@@ -112,7 +120,11 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     t.add_argument("--lexical", action=argparse.BooleanOptionalAction,
                    help="the head also reads the candidate answer's lexical overlap with the reference answer "
                         "(modelling/orca/features.py: 7 numbers beside the pooled state)")
+    return t
 
+
+def _add_scoring_parsers(sub) -> None:
+    """``evaluate`` and ``score``: a saved folder on a labelled / any file."""
     for name, hlp in (("evaluate", "metrics of a saved model on a labelled file"),
                       ("score", "write per-item predictions")):
         s = sub.add_parser(name, help=hlp)
@@ -131,6 +143,10 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
             s.add_argument("--json", action="store_true", help="print one JSON object")
         else:
             s.add_argument("--out", required=True, help="output JSONL")
+
+
+def _add_import_parser(sub) -> None:
+    """``import-upstream``: a checkpoint of the ORCA authors into our format."""
     u = sub.add_parser("import-upstream", help="convert a checkpoint of the ORCA authors (orca_score) into our format")
     u.add_argument("model_dir", help="their model folder (best/model: config.yaml, lm/, model_minus_lm.pt)")
     u.add_argument("--out", required=True, help="our model folder to write")
@@ -146,8 +162,6 @@ def build_parser(preset: str = DEFAULT_PRESET) -> argparse.ArgumentParser:
     u.add_argument("--copy", action="store_true", help="copy lm/ and the tokenizer instead of referring to them")
     u.add_argument("--no-check", action="store_true",
                    help="do not load the LM once to check it (files, head, tokenizer and LoRA base are still checked)")
-    t.set_defaults(**preset_cli_defaults(preset))
-    return p
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -222,37 +222,11 @@ def import_upstream(
     """
     from safetensors.torch import save_file
 
-
-    src = Path(model_dir).expanduser().resolve()
-    if not src.is_dir():
-        raise _error(f"{src} is not a folder")
     if dtype not in DTYPES:
         raise _error(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    meta = read_upstream_config(src)
-    head = read_upstream_head(src / "model_minus_lm.pt", meta["score_type"], meta["use_cls_token"])
-    lm_dir = src / "lm"
-    if not lm_dir.is_dir():
-        raise _error(f"{src}: lm/ is missing (the fine-tuned LM or its LoRA adapter)")
-    tok_dir = Path(tokenizer).expanduser() if tokenizer else src.parent / "tokenizer"
-    if not tok_dir.is_dir():
-        raise _error(f"tokenizer folder {tok_dir} is missing; pass --tokenizer (their layout keeps it at ../tokenizer)")
+    src, meta, head, lm_dir, tok_dir = _read_source(model_dir, tokenizer)
     adapter = (lm_dir / "adapter_config.json").is_file()
-    base = None
-    if adapter:
-        try:
-            named = json.loads(
-                (lm_dir / "adapter_config.json").read_text(encoding="utf-8")
-            ).get("base_model_name_or_path")
-        except json.JSONDecodeError as exc:
-            raise _error(f"{lm_dir / 'adapter_config.json'}: not valid JSON ({exc.msg})") from None
-        base = str(base_model) if base_model else named
-        if not base:
-            raise _error(f"{lm_dir / 'adapter_config.json'}: field base_model_name_or_path is empty; pass --base-model")
-        if Path(base).expanduser().exists():
-            base = _abs(Path(base))
-        elif not _in_hub_cache(base):
-            raise _error(f"{lm_dir / 'adapter_config.json'}: field base_model_name_or_path: {base!r} is neither a "
-                         "local folder nor in the Hugging Face cache (nothing is downloaded here); pass --base-model")
+    base = _lora_base(lm_dir, base_model) if adapter else None
     _require_safetensors(lm_dir, adapter=adapter)
     base_dir = _base_model_dir(base) if base else None
     if base_dir is not None:
@@ -284,6 +258,46 @@ def import_upstream(
         shutil.rmtree(out, ignore_errors=True)
         raise
     return out
+
+
+def _read_source(model_dir: str | Path, tokenizer: str | Path | None) -> tuple[Path, dict, dict, Path, Path]:
+    """(their model folder, its config.yaml's settings, its head's tensors, its lm/, the tokenizer folder), read and
+    checked in that order; the tokenizer defaults to ``model_dir/../tokenizer`` (their layout). Raises
+    OrcaModelError naming the missing or malformed file or folder."""
+    src = Path(model_dir).expanduser().resolve()
+    if not src.is_dir():
+        raise _error(f"{src} is not a folder")
+    meta = read_upstream_config(src)
+    head = read_upstream_head(src / "model_minus_lm.pt", meta["score_type"], meta["use_cls_token"])
+    lm_dir = src / "lm"
+    if not lm_dir.is_dir():
+        raise _error(f"{src}: lm/ is missing (the fine-tuned LM or its LoRA adapter)")
+    tok_dir = Path(tokenizer).expanduser() if tokenizer else src.parent / "tokenizer"
+    if not tok_dir.is_dir():
+        raise _error(f"tokenizer folder {tok_dir} is missing; pass --tokenizer (their layout keeps it at ../tokenizer)")
+    return src, meta, head, lm_dir, tok_dir
+
+
+def _lora_base(lm_dir: Path, base_model: str | Path | None) -> str:
+    """The base model of the LoRA adapter in ``lm_dir``: ``base_model`` when given, else the one its
+    adapter_config.json names; a local folder becomes an absolute path, a hub id must be in the offline cache.
+
+    Raises OrcaModelError (naming adapter_config.json and the field) when the file is not JSON, names no base and
+    none is given, or the base is neither a local folder nor cached."""
+    config = lm_dir / "adapter_config.json"
+    try:
+        named = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except json.JSONDecodeError as exc:
+        raise _error(f"{config}: not valid JSON ({exc.msg})") from None
+    base = str(base_model) if base_model else named
+    if not base:
+        raise _error(f"{config}: field base_model_name_or_path is empty; pass --base-model")
+    if Path(base).expanduser().exists():
+        return _abs(Path(base))
+    if not _in_hub_cache(base):
+        raise _error(f"{config}: field base_model_name_or_path: {base!r} is neither a local folder nor in the "
+                     "Hugging Face cache (nothing is downloaded here); pass --base-model")
+    return base
 
 
 def _in_hub_cache(repo_id: str) -> bool:
