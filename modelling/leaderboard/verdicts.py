@@ -223,8 +223,8 @@ class PairwiseVerdict:
         e_value: K_t(1/2), the capital of the test of equal means now (≥ 0; 1 before any question).
         p_anytime: min(1, 1/max_{s≤t} K_s(1/2)), valid at any look.
         p_holm: Holm-adjusted p_anytime over every pair.
-        verdict: ``a>b`` / ``b>a`` where Holm rejects and ``ci`` lies above / below 0 (and n_questions ≥
-            min_shared), else ``undecided``.
+        verdict: ``a>b`` / ``b>a`` where Holm rejects (p_anytime at most the pair's level, which is exactly when
+            ``ci`` excludes 0) and ``ci`` lies above / below 0 (and n_questions ≥ min_shared), else ``undecided``.
         note: why a pair is undecided ('' when it is not, or only not yet significant).
         method: :data:`METHOD` (human-only) or ``betting_ppi_holm`` (prediction-powered,
             :mod:`modelling.leaderboard.verdicts_ppi`).
@@ -350,8 +350,12 @@ def pairwise_verdicts(
         verdict, note = "undecided", ""
         if n < min_shared:
             note = f"{n} counted shared questions (a verdict needs {min_shared})"
-        elif reject and ci is not None and (ci[0] > 0 or ci[1] < 0):
-            verdict = "a>b" if ci[0] > 0 else "b>a"
+        elif reject and ci is not None:
+            # Holm rejects exactly when the confidence sequence at the pair's level excludes 0 (one capital
+            # process); its ends come from a bisection good to about 1e-4, so the side it lies on gives the verdict
+            # and the end nearest 0 is put at 0 when the bisection left it a hair across.
+            verdict = "a>b" if ci[0] + ci[1] > 0 else "b>a"
+            ci = (max(ci[0], 0.0), ci[1]) if verdict == "a>b" else (ci[0], min(ci[1], 0.0))
         powered_pair = isinstance(state, verdicts_ppi.PpiPair)
         diff = state.estimate if powered_pair else (float(d.mean()) if n else None)
         out.append(PairwiseVerdict(a, b, n, diff, ci, float(level), e_value, p_any, float(p_holm), verdict, note,

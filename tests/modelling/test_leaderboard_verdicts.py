@@ -50,6 +50,27 @@ def test_holm_is_statsmodels_holm_and_says_each_pairs_level():
     assert levels == pytest.approx([ALPHA / 4, ALPHA / 2, ALPHA / 3, ALPHA / 2, ALPHA / 5])
 
 
+def test_a_pair_whose_test_rejects_has_its_verdict_even_when_the_bisection_leaves_the_interval_touching_0():
+    """Holm rejects exactly when the confidence sequence at the pair's level excludes 0; with a level just above
+    the pair's anytime p the sequence's lower end lies within the bisection's 1e-4 of 0 and was left at −1e-16, so
+    the pair stayed undecided (about half of such pairs before the fix) and the planner called it decided."""
+    rng = np.random.default_rng(3)
+    checked = 0
+    for _ in range(60):
+        n = int(rng.integers(40, 400))
+        a, b = _values(rng, n, p=0.62), _values(rng, n, p=0.5)
+        values = {"A": dict(enumerate(a)), "B": dict(enumerate(b))}
+        p_any = verdicts.pairwise_verdicts(values, confidence=0.5)[0].p_anytime
+        if not 1e-12 < p_any < 0.05:
+            continue
+        pair = verdicts.pairwise_verdicts(values, confidence=1 - p_any * 1.01)[0]
+        assert pair.p_anytime <= pair.level
+        assert pair.verdict == "a>b", (n, pair.p_anytime, pair.level, pair.ci)
+        assert pair.ci[0] >= 0 and pair.ci[1] > pair.ci[0]
+        checked += 1
+    assert checked >= 30
+
+
 def test_a_null_pair_looked_at_after_every_one_of_100_questions_stays_within_alpha():
     """Both LALMs have the same mean; someone reads the verdict after every counted question, 100 times. The share
     of sequences ever decided stays below α, where a paired t-test at p < 0.05 read at every look errs far more."""
