@@ -331,9 +331,28 @@ def _audit_first() -> bool:
 
 
 def _difference_spread(board: Leaderboard) -> float | None:
-    """The spread of true differences between two of the board's LALMs, by the method of moments: √(2 · (the
-    variance of the headline estimates − their mean squared standard error)), at least 0.02; None with fewer than
-    three estimates with an interval (the planner then does not shrink)."""
+    """τ, the spread of true differences among the pairs the planner is asked about, for its empirical-Bayes
+    shrinkage (:func:`modelling.leaderboard.planner.plan_pair`'s ``prior_sd``), at least 0.02.
+
+    From the board's *undecided* pairs with at least ``min_shared`` counted questions, by the method of moments:
+    √(mean d̄² − mean s²/n) over them (d̄, s, n: a pair's mean, standard deviation and number of counted
+    differences). The planner plans undecided pairs only, and they are the close ones: a prior from every row's
+    estimate (decided, far-apart pairs included) shrank too little, and plans under the default policy came true
+    0.71 of the time against the 80 % aimed at (``bench/leaderboard.py``, ``planner_power``; README). With fewer than
+    three such pairs, from the rows: √(2 · (the variance of the headline estimates − their mean squared standard
+    error)). None when neither has three (the planner then does not shrink)."""
+    inputs = board.verdict_inputs
+    means, variances = [], []
+    for pair in board.pairwise:
+        if pair.verdict != "undecided" or pair.n_questions < max(2, board.config.min_shared):
+            continue
+        d = verdicts.pair_sequence(inputs.values, inputs.order, pair.a, pair.b)
+        if d.size >= 2:
+            means.append(float(d.mean()))
+            variances.append(float(d.var(ddof=1)) / d.size)
+    if len(means) >= 3:
+        between = float(np.mean(np.square(means)) - np.mean(variances))
+        return max(0.02, math.sqrt(max(between, 0.0)))
     rows = [r.headline for r in board.rows if r.headline is not None and r.headline.se is not None]
     if len(rows) < 3:
         return None
@@ -345,7 +364,7 @@ def leaderboard_budget_plan(*, board: Leaderboard, a: str, b: str) -> planner.Pa
     """About how many more ratings, under the benchmark's queue and policy, decide ``a`` against ``b`` with 80 %
     power at the pair's Holm level (:mod:`modelling.leaderboard.planner`): the level of its Holm step when decided,
     else of Holm's next step given the verdicts the table has; the planning distribution is shrunk towards 0 by the
-    spread of this table's estimates (:func:`_difference_spread`). A prediction-powered pair is planned with the
+    spread of the table's undecided pairs (:func:`_difference_spread`). A prediction-powered pair is planned with the
     prediction-powered test it is decided by (:mod:`modelling.leaderboard.planner`), and its note says so.
 
     Raises ValueError when either LALM has no counted rated answer or a == b.

@@ -296,3 +296,35 @@ def test_verdicts_count_only_ratings_of_the_design_the_rows_use_after_a_switch_t
     assert set(counted.values["a"]) == set(counted.values["b"]) == audit_epoch_2
     every_audit = {q for q in range(40) if (q + 0.5) / 40 < 0.2}
     assert set(verdicts.verdict_inputs(data, ids).values["a"]) == every_audit  # without designs: epoch 1's too
+
+
+def test_the_planners_shrinkage_comes_from_the_undecided_pairs_it_plans_not_from_every_row():
+    """Three close LALMs and three far ones: the far pairs are decided, the planner is asked about the close ones,
+    so its prior spread is the close pairs' (method of moments over the undecided pairs), not the rows' (which
+    shrank too little: plans under the default policy came true 0.71 of the time against 0.80)."""
+    from modelling.leaderboard.services import LeaderboardConfig, PredictionSet, _difference_spread, leaderboard_build
+
+    rng = np.random.default_rng(5)
+    truths = {"A": 0.52, "B": 0.50, "C": 0.49, "D": 0.15, "E": 0.85, "F": 0.95}
+    data = LeaderboardData()
+    for q in range(300):
+        for j, (lalm, p) in enumerate(truths.items()):
+            cid = len(truths) * q + j
+            data.answers[cid] = {"lalm": lalm, "question": q, "benchmark_id": 1, "key": float(rng.random()),
+                                 "benchmark": "B", "modality": "speech", "category": "", "words": 5, "metadata": {}}
+            data.scores[cid] = list(1 + rng.binomial(4, p, size=3))
+    board = leaderboard_build(data=data, preds=PredictionSet(model_version=None, source="none"),
+                              config=LeaderboardConfig())
+    open_pairs = [p for p in board.pairwise if p.verdict == "undecided"]
+    assert {frozenset((p.a, p.b)) for p in open_pairs} <= {frozenset(s) for s in ("AB", "AC", "BC")}
+    assert len(open_pairs) == 3
+    inputs = board.verdict_inputs
+    ds = [verdicts.pair_sequence(inputs.values, inputs.order, p.a, p.b) for p in open_pairs]
+    by_hand = math.sqrt(max(0.0, np.mean([d.mean() ** 2 for d in ds]) - np.mean([d.var(ddof=1) / d.size for d in ds])))
+    assert _difference_spread(board) == pytest.approx(max(0.02, by_hand))
+    assert _difference_spread(board) < 0.06  # the rows' spread of these six LALMs is about 0.45
+    plan = planner.plan_pair(ds[0], level=open_pairs[0].level, available_questions=2000, answers_per_question=6,
+                             ratings_per_answer=3, counted_share=1.0, prior_sd=_difference_spread(board))
+    wide = planner.plan_pair(ds[0], level=open_pairs[0].level, available_questions=2000, answers_per_question=6,
+                             ratings_per_answer=3, counted_share=1.0, prior_sd=0.45)
+    assert not plan.reachable or not wide.reachable or plan.needed_questions >= wide.needed_questions
