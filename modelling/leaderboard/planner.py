@@ -11,8 +11,10 @@ are drawn from a planning distribution that allows for the uncertainty of what w
 Stat.* 1981) pick a plausible distribution of differences, and the future differences are drawn from it. The
 planned number of counted questions is the 80th percentile of the runs' first hitting times of the Holm level (the
 smallest h with P(decided within h more counted questions) ≥ 0.8, averaged over the uncertainty: "assurance").
-Given the spread of true differences between LALMs (the table's estimates), the planning distribution's mean is
-shrunk towards 0 (empirical Bayes): a difference that looks large on few questions is partly luck.
+Given the spread of true differences among the pairs planned (the table's undecided pairs, by the method of moments:
+``modelling.leaderboard.services._difference_spread``), the planning distribution's mean is shrunk towards 0
+(empirical Bayes): a difference that looks large on few questions is partly luck, and undecided pairs are the close
+ones.
 
 Questions to ratings. The queue serves by question (all LALMs' answers to a question), so one more counted shared
 question costs (answers per question × ratings per answer) ratings, divided by the share of the questions the
@@ -192,7 +194,8 @@ def plan_pair(
         counted_share: share of served questions that count, in (0, 1].
         p_anytime: the pair's anytime p now (a pair at or below ``level`` is decided).
         min_shared: fewest counted questions to plan on (from a handful the observed differences say too little).
-        prior_sd: the spread of true differences between LALMs (e.g. of the board's estimates; None: no shrinkage).
+        prior_sd: the spread of true differences among the pairs planned (e.g. of the board's undecided pairs;
+            None: no shrinkage).
             Most pairs differ little, so a difference seen on few questions is partly luck: the planning
             distribution's mean is shrunk towards 0 by the empirical-Bayes factor τ²/(τ² + s²/n) (τ = prior_sd,
             s the differences' sd), which keeps plans from being too optimistic for the pairs that look best.
