@@ -440,6 +440,10 @@ ORCA_ACTIVATION_RHO_TOLERANCE = env.float("ORCA_ACTIVATION_RHO_TOLERANCE", defau
 # Adaptation: weight of the answers of the benchmarks weighted up (the training form's default; periodic retraining
 # weights up the benchmarks the active model has seen fewer than half of the ratings of).
 ORCA_ADAPT_WEIGHT = env.float("ORCA_ADAPT_WEIGHT", default=4.0)
+# Adaptation: epochs of a run that starts from the active model (periodic retraining; the training form's default
+# when "Adapt to ..." opens it); 0 keeps the source run's. 2 adapted better than the preset's 6 on AQEval over 5 folds
+# (bench/orca_experiments.md).
+ORCA_ADAPT_EPOCHS = env.int("ORCA_ADAPT_EPOCHS", default=2)
 
 # --- Routing by ORCA's predicted disagreement (modelling/services/routing.py) --------------------------
 # The on/off switch is a database row (admin page /modelling/routing/); these are the policy's thresholds.

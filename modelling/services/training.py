@@ -460,12 +460,13 @@ def training_retrain_if_due() -> TrainingRun | None:
     """Start a retraining run when ``ORCA_RETRAIN_EVERY`` new valid ratings arrived since the active model's data.
 
     The run adapts the active model (starts from it: ``parent``, keeping its split of the questions it knew) with
-    its run's settings and weights up the benchmarks it has seen fewer than half of the ratings of
-    (:func:`retrain_weighted_benchmarks`, weight ``ORCA_ADAPT_WEIGHT``); where the active model's split is not
-    recorded or was a held-out-LALM split, it trains from the base model with the same settings and split instead
-    (as before adaptation existed). Nothing happens without an active model, when the active model is an imported
-    checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while another run is QUEUED or
-    RUNNING. Returns the new run or None. The run is activated only when it is not worse on any benchmark
+    its run's settings but ``ORCA_ADAPT_EPOCHS`` epochs (when > 0) and weights up the benchmarks it has seen fewer
+    than half of the ratings of (:func:`retrain_weighted_benchmarks`, weight ``ORCA_ADAPT_WEIGHT``); where the
+    active model's split is not recorded or was a held-out-LALM split, it trains from the base model with the same
+    settings and split instead (as before adaptation existed). Nothing happens without an active model, when the
+    active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while
+    another run is QUEUED or RUNNING. Returns the new run or None. The run is activated only when it is not worse on
+    any benchmark
     (:func:`training_run_promote_if_not_worse`).
     """
     every = settings.ORCA_RETRAIN_EVERY
@@ -485,6 +486,8 @@ def training_retrain_if_due() -> TrainingRun | None:
     adapt = source.split_kind == SplitKind.UNSEEN_QUESTIONS and TrainingSplit.objects.filter(run=source).exists()
     config = dict(source.config, init_from=None,
                   group_weights={group_key(name): settings.ORCA_ADAPT_WEIGHT for name in weighted})
+    if adapt and settings.ORCA_ADAPT_EPOCHS > 0:
+        config["epochs"] = settings.ORCA_ADAPT_EPOCHS
     return training_run_start(
         config=config,
         split={"kind": source.split_kind, "seed": source.split_seed, "held_out_lalms": source.held_out_lalms},

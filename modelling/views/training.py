@@ -132,6 +132,8 @@ def training_run_new(request):
     # "Adapt to this benchmark" links (the runs page) preselect the active model and the benchmark to weight up.
     initial = {"start_from": "active" if active and request.GET.get("start_from") == "active" else "base",
                "weight_benchmarks": [b for b in request.GET.getlist("weight") if b in benchmarks]}
+    if initial["start_from"] == "active" and settings.ORCA_ADAPT_EPOCHS > 0:
+        initial["epochs"] = settings.ORCA_ADAPT_EPOCHS
     form = TrainingRunForm(request.POST or None, lalm_names=rated_lalm_names(), preset_name=chosen, active=active,
                            benchmark_names=benchmarks, initial=initial)
     if request.method == "POST" and form.is_valid():

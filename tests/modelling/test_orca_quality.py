@@ -374,7 +374,8 @@ def test_an_adapted_run_keeps_its_parents_split_and_splits_only_new_questions():
     assert training_split_parts(run=scratch, questions=old + new) != parts  # a fresh split over everything
 
 
-def test_the_form_starts_a_run_from_the_active_model(client, django_capture_on_commit_callbacks):
+def test_the_form_starts_a_run_from_the_active_model(client, settings, django_capture_on_commit_callbacks):
+    settings.ORCA_ADAPT_EPOCHS = 3
     active = _active_model()
     RatingFactory(candidate=CandidateAnswerFactory(question_version=QuestionFactory(
         benchmark=BenchmarkFactory(name="AQEval val")).current_version))
@@ -385,6 +386,9 @@ def test_the_form_starts_a_run_from_the_active_model(client, django_capture_on_c
     assert f"the active model {active.name} (adapt it)" in form
     assert '<option value="active" selected>' in form and 'value="AQEval val"' in form
     assert re.search(r'<input type="checkbox" name="weight_benchmarks" value="AQEval val"[^>]* checked', form)
+    assert re.search(r'<input type="number" name="epochs" value="3"', form)  # ORCA_ADAPT_EPOCHS, not the preset's
+    plain = client.get(reverse("modelling:training_run_new")).content.decode()
+    assert re.search(r'<input type="number" name="epochs" value="6"', plain)  # training from the base: the preset's
     data = {"base_model": "minilm", "head": "beta", "pooling": "auto", "epochs": 2, "lr": 1e-4, "batch_size": 8,
             "freeze_layers": 2, "lora_rank": 0, "var_weight": 5, "max_length": 96, "question": "on", "device": "cpu",
             "split_kind": "unseen_questions", "seed": 7, "start_from": "active", "weight_benchmarks": ["AQEval val"],
@@ -405,6 +409,7 @@ def test_periodic_retraining_adapts_the_active_model_and_weights_up_a_new_benchm
         settings, django_capture_on_commit_callbacks):
     settings.ORCA_RETRAIN_EVERY = 3
     settings.ORCA_ADAPT_WEIGHT = 5.0
+    settings.ORCA_ADAPT_EPOCHS = 3
     active = _active_model()
     old_bench = BenchmarkFactory(name="Old")
     for _ in range(4):
@@ -421,6 +426,7 @@ def test_periodic_retraining_adapts_the_active_model_and_weights_up_a_new_benchm
         run = training_retrain_if_due()
     assert run.trigger == TrainingRun.Trigger.RETRAIN and run.parent == active
     assert run.config["init_from"] == active.artifact_path and run.config["group_weights"] == {"benchmark=New": 5.0}
+    assert run.config["epochs"] == 3 and active.training_run.config["epochs"] != 3  # ORCA_ADAPT_EPOCHS
 
 
 # --- activation: not worse on any benchmark --------------------------------------------------------------------
