@@ -347,9 +347,8 @@ def _difference_spread(board: Leaderboard) -> float | None:
         if pair.verdict != "undecided" or pair.n_questions < max(2, board.config.min_shared):
             continue
         d = verdicts.pair_sequence(inputs.values, inputs.order, pair.a, pair.b)
-        if d.size >= 2:
-            means.append(float(d.mean()))
-            variances.append(float(d.var(ddof=1)) / d.size)
+        means.append(float(d.mean()))
+        variances.append(float(d.var(ddof=1)) / d.size)
     if len(means) >= 3:
         between = float(np.mean(np.square(means)) - np.mean(variances))
         return max(0.02, math.sqrt(max(between, 0.0)))

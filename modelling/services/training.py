@@ -466,8 +466,7 @@ def training_retrain_if_due() -> TrainingRun | None:
     settings and split instead (as before adaptation existed). Nothing happens without an active model, when the
     active model is an imported checkpoint (it has no run to repeat), with ``ORCA_RETRAIN_EVERY`` ≤ 0, or while
     another run is QUEUED or RUNNING. Returns the new run or None. The run is activated only when it is not worse on
-    any benchmark
-    (:func:`training_run_promote_if_not_worse`).
+    any benchmark (:func:`training_run_promote_if_not_worse`).
     """
     every = settings.ORCA_RETRAIN_EVERY
     if every <= 0:
